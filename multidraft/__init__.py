@@ -1,0 +1,10 @@
+"""multidraft: exact theory, LPs, schemes and real-model measurements for multi-draft
+speculative sampling (Khisti et al., ICLR 2025; SpecTr; SpecInfer; Hu et al. 2025).
+
+Subpackages, in import order (each imports only those before it):
+``theory`` (numpy only) ← ``lp`` (cvxpy, pycddlib, sympy) ← ``schemes`` ← ``decoding``
+(torch, transformers) ← ``report`` ← ``cli``. Importing ``multidraft`` loads nothing heavy.
+"""
+
+__version__ = "0.1.0"
+__all__ = ["__version__"]

@@ -1,0 +1,50 @@
+"""Pure mathematics of multi-draft speculative sampling on numpy arrays (and Fractions).
+
+Imports neither cvxpy nor torch. The public face: distributions and their validation,
+draft laws, and the optimal acceptance with its min-cut certificate.
+"""
+
+from multidraft.theory.distributions import (
+    as_distribution,
+    as_exact_distribution,
+    dirichlet,
+    parse_distribution,
+    softmax,
+    top_k,
+    top_p,
+    zipf,
+)
+from multidraft.theory.laws import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement
+from multidraft.theory.optimal import (
+    OptimalAcceptance,
+    UnitAcceptance,
+    cut_value,
+    optimal_acceptance,
+    optimal_acceptance_batch,
+    single_draft_acceptance,
+    unit_acceptance,
+)
+
+__all__ = [
+    "as_distribution",
+    "as_exact_distribution",
+    "parse_distribution",
+    "softmax",
+    "top_k",
+    "top_p",
+    "dirichlet",
+    "zipf",
+    "DraftLaw",
+    "IID",
+    "Independent",
+    "WithoutReplacement",
+    "Greedy",
+    "Deterministic",
+    "OptimalAcceptance",
+    "UnitAcceptance",
+    "optimal_acceptance",
+    "optimal_acceptance_batch",
+    "cut_value",
+    "unit_acceptance",
+    "single_draft_acceptance",
+]

@@ -1,0 +1,319 @@
+"""Probability distributions on a finite vocabulary: validation, sampling transforms, families.
+
+A distribution is a 1-D ``float64`` numpy array validated once at the boundary by
+:func:`as_distribution` (or a tuple of :class:`fractions.Fraction` from
+:func:`as_exact_distribution`). Every later computation may assume the invariants
+checked here: finite, non-negative entries summing to one, non-empty.
+
+The transforms (:func:`softmax`, :func:`top_k`, :func:`top_p`) are the ones language-model
+sampling applies before a token is drawn; the random families (:func:`dirichlet`,
+:func:`zipf`) feed tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fractions import Fraction
+from numbers import Rational
+
+import numpy as np
+
+__all__ = [
+    "SUM_TOLERANCE",
+    "as_distribution",
+    "as_exact_distribution",
+    "parse_distribution",
+    "is_exact_input",
+    "softmax",
+    "top_k",
+    "top_p",
+    "dirichlet",
+    "zipf",
+]
+
+#: Largest accepted ``|sum(p) - 1|`` for a float distribution; pass ``normalize=True`` to rescale.
+SUM_TOLERANCE = 1e-6
+
+
+def _check_values(values: np.ndarray, name: str) -> None:
+    if values.ndim < 1:
+        raise ValueError(f"{name}: expected an array of probabilities, got a scalar")
+    if values.shape[-1] == 0:
+        raise ValueError(f"{name}: the vocabulary is empty (a distribution needs n >= 1 entries)")
+    if np.isnan(values).any():
+        raise ValueError(f"{name}: contains NaN entries")
+    if np.isinf(values).any():
+        raise ValueError(f"{name}: contains infinite entries")
+    if (values < 0).any():
+        where = np.argwhere(values < 0)[0]
+        raise ValueError(
+            f"{name}: contains negative entries (first at index {tuple(int(i) for i in where)}: "
+            f"{values[tuple(where)]!r})"
+        )
+
+
+def as_distribution(
+    values: object,
+    name: str = "distribution",
+    *,
+    normalize: bool = False,
+    tolerance: float = SUM_TOLERANCE,
+    batched: bool = False,
+) -> np.ndarray:
+    """Validate ``values`` as a probability vector and return a fresh float64 copy.
+
+    Checks, in order: numeric and 1-D (``[..., n]`` when ``batched``), non-empty, no NaN,
+    no infinity, no negative entry, and ``|sum - 1| <= tolerance`` (or rescale when
+    ``normalize=True``; an all-zero vector cannot be rescaled). An accepted vector is divided
+    by its sum, so later computations may rely on ``sum == 1`` up to rounding. The caller's
+    array is never modified.
+
+    Parameters
+    ----------
+    values : array_like, shape (n,) or (..., n) when ``batched``
+        Probabilities; Fractions and ``"a/b"`` strings are accepted and converted to float.
+    name : str
+        Argument name used in error messages (``"target"``, ``"draft"``, ...).
+    normalize : bool
+        Divide by the sum instead of rejecting a sum that is off.
+    tolerance : float
+        Largest accepted deviation of the sum from one.
+    batched : bool
+        Accept a stack of distributions along the last axis.
+
+    Returns
+    -------
+    numpy.ndarray of float64, the validated distribution(s).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the defect.
+
+    Examples
+    --------
+    >>> as_distribution([0.25, 0.75], "target")
+    array([0.25, 0.75])
+    >>> as_distribution([1, 3], "draft", normalize=True)
+    array([0.25, 0.75])
+    >>> as_distribution([0.5, 0.6], "draft")
+    Traceback (most recent call last):
+    ...
+    ValueError: draft: entries sum to 1.1, not 1 (tolerance 1e-06); pass normalize=True to rescale
+    """
+    if isinstance(values, str):
+        values = parse_distribution(values, name)
+    try:
+        array = np.array(_to_float_list(values), dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name}: not a numeric array ({error})") from None
+    if not batched and array.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array of probabilities, got shape {array.shape}")
+    _check_values(array, name)
+    total = array.sum(axis=-1, keepdims=True)
+    if normalize:
+        if (total <= 0).any():
+            raise ValueError(f"{name}: all entries are zero, cannot normalize")
+        return array / total
+    deviation = np.abs(total - 1.0)
+    if (deviation > tolerance).any():
+        worst = float(total.reshape(-1)[int(np.argmax(deviation))])
+        raise ValueError(
+            f"{name}: entries sum to {worst:.6g}, not 1 (tolerance {tolerance:g}); "
+            "pass normalize=True to rescale"
+        )
+    return array / total
+
+
+def _to_float_list(values: object) -> object:
+    """Convert nested Fractions / ``"a/b"`` strings to floats; leave arrays alone."""
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return values
+    if isinstance(values, (str, Fraction)):
+        return float(Fraction(values))
+    if isinstance(values, Iterable):
+        return [_to_float_list(v) for v in values]
+    return values
+
+
+def is_exact_input(values: object) -> bool:
+    """True when every entry of a 1-D input is a Fraction, an int or an ``"a/b"`` string.
+
+    Such inputs can be used with ``exact=True``; floats cannot, since a float carries a
+    rounding error that exact mode would silently promote to a "proof".
+
+    >>> is_exact_input(["1/3", "2/3"]), is_exact_input([0.5, 0.5])
+    (True, False)
+    """
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return np.issubdtype(values.dtype, np.integer)
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        return False
+    return all(isinstance(v, (str, Rational)) and not isinstance(v, bool) for v in values)
+
+
+def as_exact_distribution(
+    values: object, name: str = "distribution", *, normalize: bool = False
+) -> tuple[Fraction, ...]:
+    """Validate ``values`` as an exact probability vector of :class:`~fractions.Fraction`.
+
+    Entries must be Fractions, integers or ``"a/b"`` strings (floats are refused because
+    their rounding error would be passed off as exact). The entries must sum to exactly one
+    unless ``normalize=True``.
+
+    >>> as_exact_distribution(["1/3", "1/6", "1/2"], "target")
+    (Fraction(1, 3), Fraction(1, 6), Fraction(1, 2))
+    >>> as_exact_distribution(["1/3", "1/3"], "draft")
+    Traceback (most recent call last):
+    ...
+    ValueError: draft: exact entries sum to 2/3, not 1; pass normalize=True to rescale
+    """
+    if isinstance(values, str):
+        values = values.split(",")
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    if not isinstance(values, Iterable):
+        raise ValueError(f"{name}: expected a sequence of fractions, got {type(values).__name__}")
+    entries: list[Fraction] = []
+    for index, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (str, Rational)):
+            raise ValueError(
+                f"{name}: entry {index} is {value!r}; exact mode needs Fractions, integers or "
+                "'a/b' strings (floats carry rounding error)"
+            )
+        try:
+            entry = Fraction(value.strip() if isinstance(value, str) else value)
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"{name}: cannot parse entry {index} {value!r} as a fraction") from None
+        if entry < 0:
+            raise ValueError(f"{name}: contains negative entries (first at index {index}: {entry})")
+        entries.append(entry)
+    if not entries:
+        raise ValueError(f"{name}: the vocabulary is empty (a distribution needs n >= 1 entries)")
+    total = sum(entries, Fraction(0))
+    if normalize:
+        if total == 0:
+            raise ValueError(f"{name}: all entries are zero, cannot normalize")
+        return tuple(e / total for e in entries)
+    if total != 1:
+        raise ValueError(f"{name}: exact entries sum to {total}, not 1; pass normalize=True to rescale")
+    return tuple(entries)
+
+
+def parse_distribution(text: str, name: str = "distribution") -> list[Fraction | float]:
+    """Parse a comma-separated list such as ``"12/25,6/25,4/25,3/25"`` or ``"0.5,0.5"``.
+
+    Entries written as integers or ``a/b`` become Fractions; decimals become floats.
+
+    >>> parse_distribution("1/2, 0.25,1/4")
+    [Fraction(1, 2), 0.25, Fraction(1, 4)]
+    """
+    entries: list[Fraction | float] = []
+    for index, token in enumerate(text.split(",")):
+        token = token.strip()
+        try:
+            entries.append(Fraction(token) if "." not in token and "e" not in token.lower() else float(token))
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"{name}: cannot parse entry {index} {token!r} as a number") from None
+    return entries
+
+
+def softmax(logits: object, temperature: float = 1.0) -> np.ndarray:
+    """Temperature softmax ``p_i = exp(l_i / T) / sum_j exp(l_j / T)`` along the last axis.
+
+    ``temperature = 0`` gives the one-hot argmax (greedy decoding). Computed stably by
+    subtracting the maximum; ``-inf`` logits get probability zero.
+
+    >>> softmax([0.0, 0.0, float("-inf")])
+    array([0.5, 0.5, 0. ])
+    """
+    if temperature < 0 or not np.isfinite(temperature):
+        raise ValueError(f"temperature: must be finite and >= 0, got {temperature!r}")
+    z = np.asarray(logits, dtype=np.float64)
+    if np.isnan(z).any() or np.isposinf(z).any():
+        raise ValueError("logits: contain NaN or +inf entries")
+    if temperature == 0:
+        return (z == z.max(axis=-1, keepdims=True)).astype(np.float64) / np.sum(
+            z == z.max(axis=-1, keepdims=True), axis=-1, keepdims=True
+        )
+    scaled = (z - z.max(axis=-1, keepdims=True)) / temperature
+    weights = np.exp(scaled)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def top_k(distribution: object, k: int) -> np.ndarray:
+    """Keep the ``k`` most likely entries (ties broken by lower index) and renormalise.
+
+    >>> top_k([0.1, 0.6, 0.3], 2)
+    array([0.        , 0.66666667, 0.33333333])
+    """
+    p = as_distribution(distribution, "distribution", batched=True)
+    if k < 1:
+        raise ValueError(f"k: top-k needs k >= 1, got {k}")
+    if k >= p.shape[-1]:
+        return p
+    order = np.argsort(-p, axis=-1, kind="stable")
+    keep = np.zeros_like(p, dtype=bool)
+    np.put_along_axis(keep, order[..., :k], True, axis=-1)
+    kept = np.where(keep, p, 0.0)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def top_p(distribution: object, mass: float) -> np.ndarray:
+    """Nucleus filter: keep the smallest prefix of tokens, by decreasing probability, whose
+    mass reaches ``mass`` (Holtzman et al., 2020), and renormalise.
+
+    >>> top_p([0.1, 0.6, 0.3], 0.8)
+    array([0.        , 0.66666667, 0.33333333])
+    """
+    p = as_distribution(distribution, "distribution", batched=True)
+    if not 0 < mass <= 1:
+        raise ValueError(f"top_p: mass must lie in (0, 1], got {mass!r}")
+    order = np.argsort(-p, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(p, order, axis=-1)
+    before = np.cumsum(sorted_p, axis=-1) - sorted_p
+    keep_sorted = before < mass
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    kept = np.where(keep, p, 0.0)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def dirichlet(n: int, alpha: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+    """Draw distributions from a symmetric Dirichlet(alpha) on ``n`` tokens.
+
+    Small ``alpha`` gives sparse, peaked distributions; large ``alpha`` flat ones.
+    """
+    if n < 1:
+        raise ValueError(f"n: needs n >= 1, got {n}")
+    if alpha <= 0:
+        raise ValueError(f"alpha: must be > 0, got {alpha}")
+    shape = (n,) if size is None else (size, n)
+    gamma = rng.standard_gamma(alpha, size=shape)
+    # Guard the (astronomically rare) all-underflow row for tiny alpha.
+    gamma[..., 0] += (gamma.sum(axis=-1) == 0) * 1.0
+    return gamma / gamma.sum(axis=-1, keepdims=True)
+
+
+def zipf(
+    n: int,
+    exponent: float = 1.1,
+    rng: np.random.Generator | None = None,
+    size: int | None = None,
+) -> np.ndarray:
+    """Zipf-like distribution ``p_(r) ∝ r^(-exponent)`` over ranks, as in language models.
+
+    With ``rng`` the ranks are assigned to tokens by a random permutation per row (so two
+    draws share the shape but not the token order); without it token ``i`` has rank ``i + 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n: needs n >= 1, got {n}")
+    if exponent <= 0:
+        raise ValueError(f"exponent: must be > 0, got {exponent}")
+    weights = np.arange(1, n + 1, dtype=np.float64) ** (-exponent)
+    weights /= weights.sum()
+    if rng is None:
+        return weights if size is None else np.tile(weights, (size, 1))
+    rows = 1 if size is None else size
+    out = np.stack([weights[rng.permutation(n)] for _ in range(rows)])
+    return out[0] if size is None else out

@@ -1,0 +1,729 @@
+"""Draft laws: how the K draft tokens X = (X_1, ..., X_K) are drawn.
+
+A draft law D on Ω^K (Ω = {0, ..., n-1}) is everything the optimal acceptance depends on:
+by max-flow/min-cut (see :mod:`multidraft.theory.optimal`) only the containment
+probabilities ``P_D(set(X) ⊆ T)`` matter. Every law here can
+
+* ``sample(rng, size)`` draft tuples,
+* give ``containment(sets)`` for a boolean mask ``[..., n]`` of token sets (vectorised),
+* ``enumerate()`` its tuples with probabilities (small n; exact Fractions on request),
+* ``containment_all_subsets()`` for every T ⊆ Ω (n <= 20) as an array indexed by bitmask,
+* and, since every law here except :class:`Independent` has an optimal cut that is a prefix of
+  one token order, give ``scan_order(target)`` and ``prefix_containment(order)``.
+
+Laws (theory.md, "Notation"): :class:`IID` (SpecTr, SpecInfer, Khisti et al.),
+:class:`Independent` (non-identical drafts), :class:`WithoutReplacement` (Gumbel-top-K;
+Jeon et al. 2024), :class:`Greedy` (Hu et al. 2025) and :class:`Deterministic` (top-k trees).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from multidraft.theory.distributions import as_distribution, as_exact_distribution, is_exact_input
+
+__all__ = [
+    "DraftLaw",
+    "IID",
+    "Independent",
+    "WithoutReplacement",
+    "Greedy",
+    "Deterministic",
+    "ENUMERATION_LIMIT",
+    "check_k",
+    "SUBSETS_LIMIT",
+    "ratio_order",
+    "subset_sums",
+    "zeta_transform",
+    "iid_prefix_containment",
+    "wor_prefix_containment",
+]
+
+#: Most draft tuples :meth:`DraftLaw.enumerate` will list before refusing.
+ENUMERATION_LIMIT = 2_000_000
+#: Largest vocabulary for which all 2^n token sets are enumerated.
+SUBSETS_LIMIT = 22
+
+
+def check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ValueError(f"k: the number of drafts must be an integer, got {k!r}")
+    if k < 1:
+        raise ValueError(f"k: the number of drafts must be >= 1, got {k}")
+    return int(k)
+
+
+def _validated(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
+    """Float copy of a draft distribution plus its exact Fractions when given exactly."""
+    if is_exact_input(draft) or (isinstance(draft, str) and "." not in draft):
+        exact = as_exact_distribution(draft, name, normalize=normalize)
+        return np.array([float(x) for x in exact]), exact
+    return as_distribution(draft, name, normalize=normalize), None
+
+
+def subset_sums(values: Sequence | np.ndarray) -> np.ndarray:
+    """``out[mask] = Σ_{i in mask} values[i]`` for all 2^n bitmasks (bit i = token i).
+
+    Built by doubling, O(2^n) additions; works on float arrays and on object arrays of
+    Fractions alike.
+
+    >>> subset_sums([1, 10, 100]).tolist()
+    [0, 1, 10, 11, 100, 101, 110, 111]
+    """
+    values = np.asarray(values)
+    out = np.zeros(1, dtype=values.dtype if values.dtype != object else object)
+    if values.dtype == object:
+        out[0] = Fraction(0)
+    for value in values:
+        out = np.concatenate([out, out + value])
+    return out
+
+
+def zeta_transform(masses: np.ndarray, n: int) -> np.ndarray:
+    """Subset-sum (zeta) transform: ``out[T] = Σ_{S ⊆ T} masses[S]`` over bitmasks of n bits.
+
+    Turns the law of ``set(X)`` into all containment probabilities ``P(set(X) ⊆ T)`` in
+    O(n 2^n) vectorised additions.
+
+    >>> zeta_transform(np.array([0.0, 0.25, 0.5, 0.25]), 2).tolist()
+    [0.0, 0.25, 0.5, 1.0]
+    """
+    out = np.array(masses, copy=True)
+    for bit in range(n):
+        view = out.reshape(-1, 2, 1 << bit)
+        view[:, 1, :] += view[:, 0, :]
+    return out
+
+
+def ratio_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
+    """Token order by decreasing ``q(y)/p(y)`` (tokens with ``p(y) = 0 < q(y)`` first).
+
+    Ties keep index order (any tie order is optimal: within a tie class the min-cut objective
+    is concave in the included mass, so all-or-nothing is optimal). Works along the last axis.
+    Key-value sort: one ``argsort`` of the ratio array.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(target > 0, draft / np.where(target > 0, target, 1.0), np.where(draft > 0, np.inf, 0.0))
+    return np.argsort(-ratio, axis=-1, kind="stable")
+
+
+def iid_prefix_containment(sorted_draft: np.ndarray, k: int) -> np.ndarray:
+    """``P(set(X) ⊆ T_j) = q(T_j)^K`` for every prefix ``T_j`` (j = 0..n) of an order.
+
+    ``sorted_draft`` holds q in the scan order along the last axis; returns ``[..., n + 1]``.
+    """
+    cumulative = np.cumsum(sorted_draft, axis=-1)
+    zero = np.zeros(sorted_draft.shape[:-1] + (1,), dtype=cumulative.dtype)
+    return np.concatenate([zero, np.minimum(cumulative, 1.0)], axis=-1) ** k
+
+
+def _wor_k2(sorted_draft: np.ndarray) -> np.ndarray:
+    """Closed form for two draws without replacement:
+    ``P(X_1, X_2 ∈ T) = Σ_{a∈T} q_a (q(T) - q_a) / (1 - q_a)`` as prefix sums."""
+    q = sorted_draft
+    with np.errstate(divide="ignore", invalid="ignore"):
+        odds = np.where(q < 1, q / (1 - q), 0.0)
+    c = np.cumsum(q, axis=-1)
+    value = c * np.cumsum(odds, axis=-1) - np.cumsum(q * odds, axis=-1)
+    zero = np.zeros(q.shape[:-1] + (1,))
+    return np.clip(np.concatenate([zero, value], axis=-1), 0.0, 1.0)
+
+
+#: Step of the trapezoidal rule in y = log t for the exponential-race integral.
+RACE_STEP = 0.2
+#: Absolute accuracy targeted by the exponential-race evaluation.
+RACE_TOLERANCE = 1e-13
+
+
+def _race_nodes(k: int, smallest_rate: float) -> np.ndarray:
+    """Trapezoid nodes t_l = exp(y_l) covering the exponential-race integrand."""
+    # Below t_lo the integrand lambda t e^{-lambda t} P(N >= k) <= t^{k+1}/k! < 1e-18.
+    t_lo = (1e-18 * math.factorial(k)) ** (1.0 / (k + 1))
+    t_hi = 45.0 / smallest_rate  # lambda t e^{-lambda t} < 1e-18 beyond this
+    y = np.arange(math.log(t_lo), math.log(t_hi) + RACE_STEP, RACE_STEP)
+    return np.exp(y)
+
+
+def _truncated_poisson_binomial(success: np.ndarray, k: int, block: int) -> np.ndarray:
+    """``P(N_j <= k - 1)`` for every prefix j, where N_j counts successes among the first j
+    independent Bernoulli(success[..., a, :]) trials (a along axis -2; nodes along axis -1).
+
+    The count law truncated at degree k - 1 is the product of the factors
+    ``(1 - π_a) + π_a x`` modulo ``x^k``; the prefix products are computed by a blocked scan
+    (sqrt(n) blocks, each scanned position-by-position but vectorised over all blocks, then
+    block offsets), so Python loops run over sqrt(n) steps, never over the vocabulary.
+    The recurrence only forms convex combinations, so it is numerically stable.
+    """
+    *lead, n, g = success.shape
+    blocks = -(-n // block)
+    padded = np.zeros((*lead, blocks * block, g))
+    padded[..., :n, :] = success
+    pi = padded.reshape(*lead, blocks, block, g)
+    state = np.zeros((*lead, blocks, g, k))
+    state[..., 0] = 1.0
+    local = np.empty((*lead, blocks, block, g, k))
+    for b in range(block):
+        p = pi[..., b, :, None]
+        shifted = np.zeros_like(state)
+        shifted[..., 1:] = state[..., :-1]
+        state = state * (1.0 - p) + shifted * p
+        local[..., b, :, :] = state
+    # Offsets: the truncated product over all earlier blocks.
+    offsets = np.zeros((*lead, blocks, g, k))
+    running = np.zeros((*lead, g, k))
+    running[..., 0] = 1.0
+    totals = local[..., -1, :, :]
+    for c in range(blocks):
+        offsets[..., c, :, :] = running
+        nxt = np.zeros_like(running)
+        for i in range(k):
+            nxt[..., i:] += running[..., i : i + 1] * totals[..., c, :, : k - i]
+        running = nxt
+    # P(N <= k-1) = Σ_i offset_i * Σ_{m <= k-1-i} local_m
+    local_cdf = np.cumsum(local, axis=-1)
+    cdf = np.zeros((*lead, blocks, block, g))
+    for i in range(k):
+        cdf += offsets[..., :, None, :, i] * local_cdf[..., k - 1 - i]
+    return cdf.reshape(*lead, blocks * block, g)[..., :n, :]
+
+
+def _wor_race(sorted_draft: np.ndarray, k: int) -> np.ndarray:
+    """Exponential-race evaluation of ``P(first k draws without replacement all lie in T_j)``.
+
+    Successive sampling without replacement from q is the arrival order of independent
+    exponential clocks E_a / q_a. The first k arrivals all lie in T iff the k-th arrival in T
+    precedes the first arrival outside T, which comes at rate λ = 1 - q(T):
+
+        P = ∫_0^∞ λ e^{-λ t} P(N_T(t) >= k) dt,   N_T(t) ~ PoissonBinomial(1 - e^{-q_a t}, a ∈ T).
+
+    The integral is taken by the trapezoidal rule in y = log t (spectrally accurate: the
+    integrand is analytic and decays doubly exponentially), sharing nodes across prefixes.
+    Prefixes with ``k λ / (1 - M_{k-1}) < RACE_TOLERANCE`` (M_{k-1}: mass of the k - 1 largest
+    draft tokens) get the value 1, which that bound shows is within tolerance.
+    """
+    q = sorted_draft
+    *lead, n = q.shape
+    # Remaining mass outside each prefix, from the tail for accuracy: lam[..., j] = q(Ω \ T_j).
+    tail = np.concatenate([np.cumsum(q[..., ::-1], axis=-1)[..., ::-1], np.zeros((*lead, 1))], axis=-1)
+    lam = tail  # j = 0..n
+    top = -np.sort(-q, axis=-1)[..., : k - 1].sum(axis=-1, keepdims=True)
+    slack = np.maximum(1.0 - top, 1e-300)
+    negligible = k * lam / slack < RACE_TOLERANCE
+    rates = np.where(negligible, np.inf, lam)
+    smallest = float(np.min(rates)) if np.isfinite(rates).any() else 1.0
+    nodes = _race_nodes(k, smallest)
+    block = max(1, math.isqrt(n))
+    result = np.zeros((*lead, n + 1))
+    chunk = max(1, int(4_000_000 // (max(n, 1) * k * max(1, int(np.prod(lead))))))
+    for start in range(0, len(nodes), chunk):
+        t = nodes[start : start + chunk]
+        success = -np.expm1(-q[..., :, None] * t)  # 1 - e^{-q_a t}, [..., n, g]
+        below = _truncated_poisson_binomial(success, k, block)  # P(N_j <= k-1), j = 1..n
+        tail_prob = 1.0 - below
+        finite_lam = np.where(np.isfinite(rates[..., 1:]), rates[..., 1:], 0.0)[..., None]
+        weights = RACE_STEP * finite_lam * t * np.exp(-finite_lam * t)
+        result[..., 1:] += np.sum(weights * tail_prob, axis=-1)
+    result = np.where(negligible, 1.0, result)
+    result[..., 0] = 0.0
+    return np.clip(result, 0.0, 1.0)
+
+
+def wor_prefix_containment(sorted_draft: np.ndarray, k: int) -> np.ndarray:
+    """``P(set(X) ⊆ T_j)`` for every prefix of an order, X drawn without replacement from q.
+
+    K = 1: q(T). K = 2: the closed form ``Σ_{a∈T} q_a (q(T) - q_a)/(1 - q_a)`` (prefix sums,
+    exact up to rounding). K > 2: the exponential-race integral (see :func:`_wor_race`),
+    absolute accuracy about ``RACE_TOLERANCE``. Accepts ``[..., n]``; returns ``[..., n + 1]``.
+    """
+    if k == 1:
+        return iid_prefix_containment(sorted_draft, 1)
+    if k == 2:
+        return _wor_k2(sorted_draft)
+    return _wor_race(sorted_draft, k)
+
+
+class DraftLaw(ABC):
+    """A law of K draft tokens on Ω = {0, ..., n-1}.
+
+    Subclasses set ``k``, ``n`` and ``name`` and implement sampling, enumeration and
+    containment. ``exact`` is True when the law was given exact (Fraction) probabilities.
+    """
+
+    k: int
+    n: int
+    name: str
+    #: The laws whose optimal min-cut set is a prefix of :meth:`scan_order`.
+    has_prefix_structure: bool = True
+    #: Exchangeable laws (merge tuples into multisets in LPs).
+    symmetric: bool = True
+
+    @property
+    @abstractmethod
+    def exact(self) -> bool:
+        """Whether exact Fraction probabilities are available."""
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        """Draw draft tuples: int64 array ``[k]`` or ``[size, k]``."""
+
+    @abstractmethod
+    def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """All tuples of positive probability: ``(tuples [m, k] int64, probs [m])``.
+
+        With ``exact=True`` the probabilities are an object array of Fractions.
+        """
+
+    def _enumeration_guard(self, count: int) -> None:
+        if count > ENUMERATION_LIMIT:
+            raise ValueError(
+                f"{self.name} law with n={self.n}, k={self.k}: {count} draft tuples exceed the "
+                f"enumeration limit {ENUMERATION_LIMIT}; use a closed-form or sorted method"
+            )
+
+    def containment(self, sets: np.ndarray) -> np.ndarray:
+        """``P(set(X) ⊆ T)`` for boolean masks ``sets[..., n]`` (default: by enumeration)."""
+        sets = self._check_sets(sets)
+        tuples, probs = self.enumerate()
+        inside = np.all(sets[..., tuples], axis=-1)  # [..., m]
+        return inside.astype(np.float64) @ probs
+
+    def containment_exact(self, tokens: object) -> Fraction:
+        """Exact ``P(set(X) ⊆ T)`` for one token set ``T`` (an iterable of token ids)."""
+        self._require_exact()
+        mask = np.zeros(self.n, dtype=bool)
+        mask[list(tokens)] = True
+        tuples, probs = self.enumerate(exact=True)
+        inside = np.all(mask[tuples], axis=-1)
+        return sum(probs[inside].tolist(), Fraction(0))
+
+    def set_distribution(self, exact: bool = False) -> np.ndarray:
+        """Law of ``set(X)`` as an array over all 2^n bitmasks (n <= SUBSETS_LIMIT)."""
+        self._subsets_guard()
+        tuples, probs = self.enumerate(exact=exact)
+        bits = np.bitwise_or.reduce(np.left_shift(1, tuples), axis=-1) if len(tuples) else np.zeros(0, int)
+        masses = np.zeros(1 << self.n, dtype=object if exact else np.float64)
+        if exact:
+            masses[:] = Fraction(0)
+            for bit, prob in zip(bits.tolist(), probs.tolist()):
+                masses[bit] += prob
+        else:
+            np.add.at(masses, bits, probs)
+        return masses
+
+    def containment_all_subsets(self, exact: bool = False) -> np.ndarray:
+        """``P(set(X) ⊆ T)`` for every bitmask T (n <= SUBSETS_LIMIT), via the zeta transform."""
+        return zeta_transform(self.set_distribution(exact=exact), self.n)
+
+    def scan_order(self, target: np.ndarray) -> np.ndarray:
+        """A token order whose prefixes contain an optimal min-cut set for this law."""
+        raise NotImplementedError(f"{self.name} law has no single-order prefix structure")
+
+    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
+        """``P(set(X) ⊆ T_j)`` for the prefixes ``T_j`` of ``order`` (length n + 1)."""
+        raise NotImplementedError(f"{self.name} law has no prefix containment")
+
+    def check_tuple(self, drafts: Sequence[int]) -> np.ndarray:
+        """Validate one observed draft tuple: length k, tokens in range, positive probability."""
+        drafts = np.asarray(drafts)
+        if drafts.shape != (self.k,):
+            raise ValueError(f"drafts: expected {self.k} draft tokens (k={self.k}), got shape {drafts.shape}")
+        if not np.issubdtype(drafts.dtype, np.integer):
+            raise ValueError(f"drafts: token ids must be integers, got dtype {drafts.dtype}")
+        if (drafts < 0).any() or (drafts >= self.n).any():
+            raise ValueError(f"drafts: token ids must lie in [0, {self.n}), got {drafts.tolist()}")
+        if not self._tuple_possible(drafts):
+            raise ValueError(f"drafts: {drafts.tolist()} has probability zero under the {self.name} law")
+        return drafts.astype(np.int64)
+
+    @abstractmethod
+    def _tuple_possible(self, drafts: np.ndarray) -> bool:
+        """Whether a tuple of the right shape has positive probability."""
+
+    def _require_exact(self) -> None:
+        if not self.exact:
+            raise ValueError(
+                f"{self.name} law: exact mode needs draft probabilities given as Fractions, "
+                "integers or 'a/b' strings"
+            )
+
+    def _subsets_guard(self) -> None:
+        if self.n > SUBSETS_LIMIT:
+            raise ValueError(
+                f"n={self.n}: enumerating all 2^n token sets is limited to n <= {SUBSETS_LIMIT}"
+            )
+
+    def _check_sets(self, sets: np.ndarray) -> np.ndarray:
+        sets = np.asarray(sets, dtype=bool)
+        if sets.shape[-1] != self.n:
+            raise ValueError(f"sets: expected masks of length n={self.n}, got shape {sets.shape}")
+        return sets
+
+
+def _product_enumeration(drafts: Sequence[np.ndarray], exact_drafts: Sequence | None, guard) -> tuple[np.ndarray, np.ndarray]:
+    """Tuples of independent coordinates with the product probability."""
+    supports = [np.flatnonzero(q > 0) for q in drafts]
+    guard(math.prod(len(s) for s in supports))
+    grids = np.meshgrid(*supports, indexing="ij")
+    tuples = np.stack([g.reshape(-1) for g in grids], axis=-1).astype(np.int64)
+    if exact_drafts is None:
+        probs = np.ones(len(tuples))
+        for i, q in enumerate(drafts):
+            probs = probs * q[tuples[:, i]]
+        return tuples, probs
+    probs = np.empty(len(tuples), dtype=object)
+    for row, tup in enumerate(tuples.tolist()):
+        probs[row] = math.prod((exact_drafts[i][t] for i, t in enumerate(tup)), start=Fraction(1))
+    return tuples, probs
+
+
+class IID(DraftLaw):
+    """K drafts drawn independently from one draft distribution q: ``D(x) = Π_i q(x_i)``.
+
+    ``P(set(X) ⊆ T) = q(T)^K``.
+
+    >>> law = IID([0.5, 0.5], k=2)
+    >>> float(law.containment(np.array([True, False])))
+    0.25
+    """
+
+    name = "iid"
+
+    def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
+        self.k = check_k(k)
+        self.draft, self._exact_draft = _validated(draft, "draft", normalize)
+        self.n = len(self.draft)
+
+    @property
+    def exact(self) -> bool:
+        return self._exact_draft is not None
+
+    def __repr__(self) -> str:
+        return f"IID(n={self.n}, k={self.k})"
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        shape = (self.k,) if size is None else (size, self.k)
+        return rng.choice(self.n, size=shape, p=self.draft).astype(np.int64)
+
+    def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        if exact:
+            self._require_exact()
+        return _product_enumeration(
+            [self.draft] * self.k, [self._exact_draft] * self.k if exact else None, self._enumeration_guard
+        )
+
+    def containment(self, sets: np.ndarray) -> np.ndarray:
+        sets = self._check_sets(sets)
+        return np.minimum(sets.astype(np.float64) @ self.draft, 1.0) ** self.k
+
+    def containment_exact(self, tokens: object) -> Fraction:
+        self._require_exact()
+        return sum((self._exact_draft[t] for t in set(tokens)), Fraction(0)) ** self.k
+
+    def containment_all_subsets(self, exact: bool = False) -> np.ndarray:
+        self._subsets_guard()
+        if exact:
+            self._require_exact()
+            return subset_sums(np.array(self._exact_draft, dtype=object)) ** self.k
+        return np.minimum(subset_sums(self.draft), 1.0) ** self.k
+
+    def scan_order(self, target: np.ndarray) -> np.ndarray:
+        return ratio_order(target, self.draft)
+
+    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
+        if exact:
+            self._require_exact()
+            sums = itertools.accumulate((self._exact_draft[t] for t in order), initial=Fraction(0))
+            return np.array([s**self.k for s in sums], dtype=object)
+        return iid_prefix_containment(self.draft[order], self.k)
+
+    def _tuple_possible(self, drafts: np.ndarray) -> bool:
+        return bool((self.draft[drafts] > 0).all())
+
+
+class Independent(DraftLaw):
+    """Drafts drawn independently from non-identical distributions: ``X_i ~ q_i``.
+
+    ``P(set(X) ⊆ T) = Π_i q_i(T)``. An optimal cut is an upper set of a positive linear score
+    ``Σ_i w_i q_i(y)/p(y)`` (theory.md), not of a single sort, so there is no prefix scan:
+    the optimum uses the subset method (small n) or the LP.
+    """
+
+    name = "independent"
+    has_prefix_structure = False
+    symmetric = False
+
+    def __init__(self, drafts: Sequence[object], *, normalize: bool = False) -> None:
+        if isinstance(drafts, np.ndarray) and drafts.ndim == 1:
+            raise ValueError("drafts: Independent needs a list of K draft distributions")
+        drafts = list(drafts)
+        self.k = check_k(len(drafts))
+        pairs = [_validated(d, f"draft[{i}]", normalize) for i, d in enumerate(drafts)]
+        self.drafts = np.stack([p[0] for p in pairs]) if len({len(p[0]) for p in pairs}) == 1 else None
+        if self.drafts is None:
+            raise ValueError(f"drafts: all draft distributions need the same length, got {[len(p[0]) for p in pairs]}")
+        exact = [p[1] for p in pairs]
+        self._exact_drafts = exact if all(e is not None for e in exact) else None
+        self.n = self.drafts.shape[1]
+
+    @property
+    def exact(self) -> bool:
+        return self._exact_drafts is not None
+
+    def __repr__(self) -> str:
+        return f"Independent(n={self.n}, k={self.k})"
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        count = 1 if size is None else size
+        columns = [rng.choice(self.n, size=count, p=q) for q in self.drafts]
+        out = np.stack(columns, axis=-1).astype(np.int64)
+        return out[0] if size is None else out
+
+    def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        if exact:
+            self._require_exact()
+        return _product_enumeration(
+            list(self.drafts), self._exact_drafts if exact else None, self._enumeration_guard
+        )
+
+    def containment(self, sets: np.ndarray) -> np.ndarray:
+        sets = self._check_sets(sets).astype(np.float64)
+        return np.prod(np.minimum(sets @ self.drafts.T, 1.0), axis=-1)
+
+    def containment_exact(self, tokens: object) -> Fraction:
+        self._require_exact()
+        tokens = set(tokens)
+        return math.prod((sum((q[t] for t in tokens), Fraction(0)) for q in self._exact_drafts), start=Fraction(1))
+
+    def containment_all_subsets(self, exact: bool = False) -> np.ndarray:
+        self._subsets_guard()
+        if exact:
+            self._require_exact()
+            out = np.full(1 << self.n, Fraction(1), dtype=object)
+            for q in self._exact_drafts:
+                out = out * subset_sums(np.array(q, dtype=object))
+            return out
+        return np.prod([np.minimum(subset_sums(q), 1.0) for q in self.drafts], axis=0)
+
+    def _tuple_possible(self, drafts: np.ndarray) -> bool:
+        return bool(all(self.drafts[i, t] > 0 for i, t in enumerate(drafts)))
+
+
+class WithoutReplacement(DraftLaw):
+    """K drafts drawn from q without replacement (successive sampling; Gumbel-top-K).
+
+    ``X_1 ~ q``; each next draw from q renormalised over the tokens not drawn yet, so
+    ``D(x) = Π_i q(x_i) / (1 - Σ_{j<i} q(x_j))`` for distinct x. Needs K <= |supp q|.
+    Containment of prefixes: see :func:`wor_prefix_containment`.
+    """
+
+    name = "wor"
+
+    def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
+        self.k = check_k(k)
+        self.draft, self._exact_draft = _validated(draft, "draft", normalize)
+        self.n = len(self.draft)
+        if self.k > self.n:
+            raise ValueError(f"k: without replacement needs k <= n, got k={self.k} > n={self.n}")
+        support = int(np.count_nonzero(self.draft))
+        if self.k > support:
+            raise ValueError(
+                f"k: without replacement needs k <= the number of draft tokens with positive "
+                f"probability, got k={self.k} > {support}"
+            )
+
+    @property
+    def exact(self) -> bool:
+        return self._exact_draft is not None
+
+    def __repr__(self) -> str:
+        return f"WithoutReplacement(n={self.n}, k={self.k})"
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        count = 1 if size is None else size
+        with np.errstate(divide="ignore"):
+            keys = np.log(self.draft) + rng.gumbel(size=(count, self.n))
+        if self.k < self.n:
+            top = np.argpartition(-keys, self.k - 1, axis=-1)[:, : self.k]
+        else:
+            top = np.tile(np.arange(self.n), (count, 1))
+        order = np.argsort(-np.take_along_axis(keys, top, axis=-1), axis=-1, kind="stable")
+        out = np.take_along_axis(top, order, axis=-1).astype(np.int64)
+        return out[0] if size is None else out
+
+    def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        if exact:
+            self._require_exact()
+        support = np.flatnonzero(self.draft > 0)
+        self._enumeration_guard(math.perm(len(support), self.k))
+        tuples = np.array(list(itertools.permutations(support.tolist(), self.k)), dtype=np.int64)
+        q = list(self._exact_draft) if exact else self.draft
+        one = Fraction(1) if exact else 1.0
+        probs = np.empty(len(tuples), dtype=object if exact else np.float64)
+        if exact:
+            for row, tup in enumerate(tuples.tolist()):
+                prob, left = one, one
+                for t in tup:
+                    prob, left = prob * q[t] / left, left - q[t]
+                probs[row] = prob
+        else:
+            chosen = q[tuples]  # [m, k]
+            left = 1.0 - np.cumsum(chosen, axis=-1) + chosen
+            probs = np.prod(chosen / left, axis=-1)
+        return tuples, probs
+
+    def scan_order(self, target: np.ndarray) -> np.ndarray:
+        return ratio_order(target, self.draft)
+
+    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
+        if exact:
+            self._require_exact()
+            prefixes = [order[:j] for j in range(self.n + 1)]
+            if self.k == 1:
+                return np.array([sum((self._exact_draft[t] for t in s), Fraction(0)) for s in prefixes], dtype=object)
+            return np.array([self.containment_exact(s) for s in prefixes], dtype=object)
+        return wor_prefix_containment(self.draft[order], self.k)
+
+    def _tuple_possible(self, drafts: np.ndarray) -> bool:
+        return bool((self.draft[drafts] > 0).all() and len(set(drafts.tolist())) == self.k)
+
+
+class Greedy(DraftLaw):
+    """Greedy multi-drafting (Hu et al. 2025): the K-1 most likely draft tokens G, in
+    decreasing order of q (ties by lower index), plus one token drawn from q renormalised
+    over Ω \\ G, placed last.
+
+    ``P(set(X) ⊆ T) = 1[G ⊆ T] · q(T \\ G) / q(Ω \\ G)``. An optimal cut is a prefix of
+    "G first, then Ω \\ G by decreasing q/p", so the optimum is
+    ``p(G) + Σ_{y ∉ G} min(p(y), q̃(y))`` with q̃ = q restricted to Ω \\ G and renormalised.
+    """
+
+    name = "greedy"
+    symmetric = False
+
+    def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
+        self.k = check_k(k)
+        self.draft, self._exact_draft = _validated(draft, "draft", normalize)
+        self.n = len(self.draft)
+        if self.k > self.n:
+            raise ValueError(f"k: greedy drafting needs k <= n, got k={self.k} > n={self.n}")
+        self.fixed = np.argsort(-self.draft, kind="stable")[: self.k - 1]
+        rest = np.ones(self.n, dtype=bool)
+        rest[self.fixed] = False
+        self.rest_mask = rest
+        rest_mass = self.draft[rest].sum()
+        if rest_mass <= 0:
+            raise ValueError(
+                f"draft: greedy drafting with k={self.k} needs positive draft mass outside the "
+                f"top {self.k - 1} tokens"
+            )
+        self.residual = np.where(rest, self.draft, 0.0) / rest_mass
+
+    @property
+    def exact(self) -> bool:
+        return self._exact_draft is not None
+
+    def __repr__(self) -> str:
+        return f"Greedy(n={self.n}, k={self.k})"
+
+    def _exact_residual(self) -> list[Fraction]:
+        mass = sum((self._exact_draft[t] for t in np.flatnonzero(self.rest_mask)), Fraction(0))
+        return [self._exact_draft[t] / mass if self.rest_mask[t] else Fraction(0) for t in range(self.n)]
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        count = 1 if size is None else size
+        last = rng.choice(self.n, size=(count, 1), p=self.residual)
+        out = np.concatenate([np.tile(self.fixed, (count, 1)), last], axis=-1).astype(np.int64)
+        return out[0] if size is None else out
+
+    def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        if exact:
+            self._require_exact()
+        last = np.flatnonzero(self.residual > 0)
+        tuples = np.concatenate([np.tile(self.fixed, (len(last), 1)), last[:, None]], axis=-1).astype(np.int64)
+        if exact:
+            residual = self._exact_residual()
+            return tuples, np.array([residual[t] for t in last], dtype=object)
+        return tuples, self.residual[last]
+
+    def containment(self, sets: np.ndarray) -> np.ndarray:
+        sets = self._check_sets(sets)
+        return np.all(sets[..., self.fixed], axis=-1) * (sets.astype(np.float64) @ self.residual)
+
+    def scan_order(self, target: np.ndarray) -> np.ndarray:
+        rest = np.flatnonzero(self.rest_mask)
+        ordered_rest = rest[ratio_order(target[rest], self.residual[rest])]
+        return np.concatenate([self.fixed, ordered_rest]).astype(np.int64)
+
+    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
+        g = self.k - 1
+        if exact:
+            self._require_exact()
+            residual = self._exact_residual()
+            sums = list(itertools.accumulate((residual[t] for t in order[g:]), initial=Fraction(0)))
+            return np.array([Fraction(0)] * g + sums, dtype=object)
+        sums = np.concatenate([[0.0], np.cumsum(self.residual[order[g:]])])
+        return np.concatenate([np.zeros(g), np.minimum(sums, 1.0)])
+
+    def _tuple_possible(self, drafts: np.ndarray) -> bool:
+        return bool(np.array_equal(drafts[:-1], self.fixed) and self.residual[drafts[-1]] > 0)
+
+
+class Deterministic(DraftLaw):
+    """A fixed set of draft tokens (top-k trees of EAGLE-2/3, SGLang): ``X = tokens``.
+
+    ``P(set(X) ⊆ T) = 1[S ⊆ T]`` with S = set(tokens); the optimal acceptance is p(S).
+    """
+
+    name = "deterministic"
+    symmetric = False
+
+    def __init__(self, tokens: Sequence[int], n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n: the vocabulary size must be an integer >= 1, got {n!r}")
+        tokens = np.asarray(tokens)
+        self.k = check_k(tokens.size)
+        if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+            raise ValueError(f"tokens: expected a 1-D list of integer token ids, got {tokens!r}")
+        if (tokens < 0).any() or (tokens >= n).any():
+            raise ValueError(f"tokens: token ids must lie in [0, {n}), got {tokens.tolist()}")
+        self.tokens = tokens.astype(np.int64)
+        self.n = int(n)
+        self.draft_set = np.zeros(self.n, dtype=bool)
+        self.draft_set[self.tokens] = True
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"Deterministic(tokens={self.tokens.tolist()}, n={self.n})"
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        return self.tokens.copy() if size is None else np.tile(self.tokens, (size, 1))
+
+    def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        probs = np.array([Fraction(1)], dtype=object) if exact else np.ones(1)
+        return self.tokens[None, :].copy(), probs
+
+    def containment(self, sets: np.ndarray) -> np.ndarray:
+        sets = self._check_sets(sets)
+        return np.all(sets[..., self.tokens], axis=-1).astype(np.float64)
+
+    def scan_order(self, target: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.flatnonzero(self.draft_set), np.flatnonzero(~self.draft_set)])
+
+    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
+        size = int(self.draft_set.sum())
+        values = [0] * size + [1] * (self.n + 1 - size)
+        if exact:
+            return np.array([Fraction(v) for v in values], dtype=object)
+        return np.array(values, dtype=np.float64)
+
+    def _tuple_possible(self, drafts: np.ndarray) -> bool:
+        return bool(np.array_equal(drafts, self.tokens))

@@ -1,0 +1,292 @@
+"""Optimal acceptance of multi-draft speculative sampling, in closed form.
+
+The optimal-transport LP of SpecTr is a max-flow problem (source → draft tuple x with
+capacity D(x) → token y ∈ set(x) → sink with capacity p(y)), so max-flow = min-cut gives,
+for **any** draft law D (theory.md, "Optimal acceptance in closed form"; Khisti et al.,
+ICLR 2025, Theorem 3 and Remark 2; Hu et al. 2025):
+
+    P*(acc) = min_{T ⊆ Ω} [ p(T) + 1 - P_D(set(X) ⊆ T) ].
+
+Two independent routes compute it:
+
+* ``method="subsets"``: all 2^n sets at once (subset sums and a zeta transform; n <= 22).
+* ``method="sorted"``: one sort plus a prefix scan, O(n log n), for laws whose optimal cut is
+  a prefix of one token order: IID and WithoutReplacement (order by decreasing q/p; exchange
+  argument in theory.md for iid, checked against the subset route for wor), Greedy (its K-1
+  fixed tokens first, then the rest by q̃/p) and Deterministic (the draft set first).
+  Independent (non-identical) drafts have no single-order structure.
+
+``exact=True`` runs either route in :class:`fractions.Fraction` arithmetic end to end.
+Every result carries its certificate: the minimising set T, whose cut value equals the
+returned number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from multidraft.theory.distributions import as_distribution, as_exact_distribution
+from multidraft.theory.laws import (
+    DraftLaw,
+    SUBSETS_LIMIT,
+    check_k,
+    iid_prefix_containment,
+    ratio_order,
+    subset_sums,
+    wor_prefix_containment,
+)
+
+__all__ = [
+    "OptimalAcceptance",
+    "UnitAcceptance",
+    "METHODS",
+    "optimal_acceptance",
+    "optimal_acceptance_batch",
+    "cut_value",
+    "unit_acceptance",
+    "single_draft_acceptance",
+]
+
+#: Methods accepted by :func:`optimal_acceptance`.
+METHODS = ("auto", "sorted", "subsets")
+
+
+@dataclass(frozen=True)
+class OptimalAcceptance:
+    """The optimal acceptance P* with its min-cut certificate.
+
+    Attributes
+    ----------
+    value : float or Fraction
+        P*(acc) = p(T) + 1 - P_D(set(X) ⊆ T) at the certificate set T.
+    certificate : tuple[int, ...]
+        A minimising token set T, sorted.
+    method : str
+        ``"sorted"`` or ``"subsets"``.
+    exact : bool
+        Whether ``value`` is an exact Fraction.
+    law : str
+        Name of the draft law.
+    """
+
+    value: float | Fraction
+    certificate: tuple[int, ...]
+    method: str
+    exact: bool
+    law: str
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+@dataclass(frozen=True)
+class UnitAcceptance:
+    """Whether P* = 1 (Theorem 2: p(T) >= P_D(set(X) ⊆ T) for every T), with a witness.
+
+    ``violating_set`` is a T with p(T) < P_D(set(X) ⊆ T) when ``holds`` is False, else None;
+    ``optimum`` is the optimal acceptance that decided it.
+    """
+
+    holds: bool
+    violating_set: tuple[int, ...] | None
+    optimum: OptimalAcceptance
+
+
+def _target(target: object, law: DraftLaw, exact: bool) -> np.ndarray | tuple[Fraction, ...]:
+    if exact:
+        p = as_exact_distribution(target, "target")
+    else:
+        p = as_distribution(target, "target")
+    if len(p) != law.n:
+        raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
+    return p
+
+
+def cut_value(target: object, law: DraftLaw, tokens: object, exact: bool = False) -> float | Fraction:
+    """The min-cut objective ``p(T) + 1 - P_D(set(X) ⊆ T)`` of one token set T.
+
+    Any T gives an upper bound on P*; the certificate of :func:`optimal_acceptance` attains it.
+
+    >>> from multidraft.theory.laws import IID
+    >>> cut_value(["1/2", "1/2"], IID(["1/2", "1/2"], 2), [0], exact=True)
+    Fraction(5, 4)
+    """
+    p = _target(target, law, exact)
+    tokens = sorted(set(int(t) for t in tokens))
+    if exact:
+        return sum((p[t] for t in tokens), Fraction(0)) + 1 - law.containment_exact(tokens)
+    mask = np.zeros(law.n, dtype=bool)
+    mask[tokens] = True
+    return float(p[mask].sum() + 1.0 - law.containment(mask))
+
+
+def optimal_acceptance(
+    target: object, law: DraftLaw, method: str = "auto", exact: bool = False
+) -> OptimalAcceptance:
+    """Optimal acceptance ``P* = min_{T ⊆ Ω} [p(T) + 1 - P_D(set(X) ⊆ T)]`` with certificate.
+
+    Parameters
+    ----------
+    target : array_like, shape (n,)
+        Target distribution p (Fractions or ``"a/b"`` strings for ``exact=True``).
+    law : DraftLaw
+        The draft law D (IID, Independent, WithoutReplacement, Greedy, Deterministic).
+    method : {"auto", "sorted", "subsets"}
+        ``sorted``: O(n log n) prefix scan (laws with prefix structure); ``subsets``: all 2^n
+        sets (n <= 22); ``auto``: sorted where valid, else subsets.
+    exact : bool
+        Fraction arithmetic end to end; needs exact target and draft probabilities.
+
+    Returns
+    -------
+    OptimalAcceptance
+        value, certificate set T, method, exactness, law name.
+
+    Raises
+    ------
+    ValueError
+        Bad target, unknown method, a method the law does not support, n too large for subsets.
+
+    Examples
+    --------
+    The uniform-draft example of Khisti et al.: acceptance one although TV(p, q) = 1/6.
+
+    >>> from multidraft.theory.laws import IID
+    >>> law = IID(["1/3", "1/3", "1/3"], k=2)
+    >>> result = optimal_acceptance(["1/3", "1/6", "1/2"], law, exact=True)
+    >>> result.value
+    Fraction(1, 1)
+    >>> cut_value(["1/3", "1/6", "1/2"], law, result.certificate, exact=True) == result.value
+    True
+
+    References
+    ----------
+    Khisti et al., "Multi-Draft Speculative Sampling: Canonical Decomposition and Theoretical
+    Limits", ICLR 2025, Theorems 2-3 and Remark 2; Hu et al. 2025. Complexity: sorted
+    O(n log n) (WOR with K > 2: O(n·G·K) for G ≈ 200 quadrature nodes); subsets O(n 2^n).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method: unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    p = _target(target, law, exact)
+    if exact:
+        law._require_exact()
+    if method == "auto":
+        method = "sorted" if law.has_prefix_structure else "subsets"
+    if method == "sorted":
+        if not law.has_prefix_structure:
+            raise ValueError(
+                f"method 'sorted' needs a law with prefix structure (iid, wor, greedy, "
+                f"deterministic); the {law.name} law needs method='subsets' or the LP"
+            )
+        return _sorted(p, law, exact)
+    return _subsets(p, law, exact)
+
+
+def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
+    p_float = np.array([float(x) for x in p]) if exact else p
+    order = law.scan_order(p_float)
+    contained = law.prefix_containment(order, exact=exact)
+    if exact:
+        prefix_p = np.array(list(_accumulate(p[t] for t in order.tolist())), dtype=object)
+    else:
+        prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
+    values = prefix_p + 1 - contained
+    best = int(np.argmin(values)) if not exact else min(range(len(values)), key=values.__getitem__)
+    value = values[best] if exact else float(min(values[best], 1.0))
+    return OptimalAcceptance(value, tuple(sorted(order[:best].tolist())), "sorted", exact, law.name)
+
+
+def _accumulate(values):
+    total = Fraction(0)
+    yield total
+    for v in values:
+        total += v
+        yield total
+
+
+def _subsets(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
+    if law.n > SUBSETS_LIMIT:
+        raise ValueError(
+            f"method 'subsets': n={law.n} exceeds the limit n <= {SUBSETS_LIMIT} (2^n sets); "
+            "use method='sorted' or the LP"
+        )
+    p_sets = subset_sums(np.array(p, dtype=object) if exact else p)
+    values = p_sets + 1 - law.containment_all_subsets(exact=exact)
+    best = int(np.argmin(values))
+    tokens = tuple(t for t in range(law.n) if best >> t & 1)
+    value = values[best] if exact else float(min(values[best], 1.0))
+    return OptimalAcceptance(value, tokens, "subsets", exact, law.name)
+
+
+def unit_acceptance(
+    target: object, law: DraftLaw, exact: bool = False, tolerance: float = 1e-12
+) -> UnitAcceptance:
+    """Decide whether the optimal acceptance is one (Theorem 2 and its K-draft form).
+
+    ``P* = 1`` iff ``p(T) >= P_D(set(X) ⊆ T)`` for every T ⊆ Ω. The optimal cut set is a
+    violating T whenever one exists, so the decision and the witness come from
+    :func:`optimal_acceptance`. In float mode a shortfall below ``tolerance`` counts as one.
+
+    >>> from multidraft.theory.laws import IID
+    >>> unit_acceptance(["1/3", "1/6", "1/2"], IID(["1/3", "1/3", "1/3"], 2), exact=True).holds
+    True
+    >>> unit_acceptance([0.9, 0.1], IID([0.5, 0.5], 2)).violating_set
+    (1,)
+    """
+    optimum = optimal_acceptance(target, law, exact=exact)
+    holds = optimum.value == 1 if exact else optimum.value >= 1 - tolerance
+    return UnitAcceptance(bool(holds), None if holds else optimum.certificate, optimum)
+
+
+def optimal_acceptance_batch(target: object, draft: object, k: int, law: str = "iid") -> np.ndarray:
+    """Optimal acceptance for a batch of (p, q) pairs ``[B, n]`` under an iid or wor law.
+
+    The same prefix scan as :func:`optimal_acceptance` (``method="sorted"``), vectorised over
+    the batch: ``P*_b = min_j [p_b(T_j) + 1 - P(set(X) ⊆ T_j)]`` over the prefixes of the
+    decreasing-q/p order of row b.
+
+    >>> optimal_acceptance_batch([[0.5, 0.5], [1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]], k=2)
+    array([1.  , 0.75])
+    """
+    k = check_k(k)
+    p = as_distribution(target, "target", batched=True)
+    q = as_distribution(draft, "draft", batched=True)
+    if p.shape != q.shape or p.ndim != 2:
+        raise ValueError(f"target and draft: expected equal shapes [B, n], got {p.shape} and {q.shape}")
+    order = ratio_order(p, q)
+    sorted_q = np.take_along_axis(q, order, axis=-1)
+    if law == "iid":
+        contained = iid_prefix_containment(sorted_q, k)
+    elif law == "wor":
+        support = np.count_nonzero(q, axis=-1)
+        if (support < k).any():
+            raise ValueError(f"k: without replacement needs k <= the draft support size, got k={k} > {support.min()}")
+        contained = wor_prefix_containment(sorted_q, k)
+    else:
+        raise ValueError(f"law: batched optimum supports 'iid' and 'wor', got {law!r}")
+    prefix_p = np.concatenate([np.zeros((p.shape[0], 1)), np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)], axis=-1)
+    return np.minimum((prefix_p + 1.0 - contained).min(axis=-1), 1.0)
+
+
+def single_draft_acceptance(target: object, draft: object, exact: bool = False) -> float | Fraction:
+    """Acceptance of single-draft speculative sampling: ``Σ_y min(p(y), q(y)) = 1 - TV(p, q)``.
+
+    (Leviathan et al. 2023; Chen et al. 2023.) Equals :func:`optimal_acceptance` with K = 1.
+
+    >>> single_draft_acceptance(["1/3", "1/6", "1/2"], ["1/3", "1/3", "1/3"], exact=True)
+    Fraction(5, 6)
+    """
+    if exact:
+        p = as_exact_distribution(target, "target")
+        q = as_exact_distribution(draft, "draft")
+    else:
+        p = as_distribution(target, "target")
+        q = as_distribution(draft, "draft")
+    if len(p) != len(q):
+        raise ValueError(f"target and draft: lengths differ ({len(p)} vs {len(q)})")
+    if exact:
+        return sum((min(a, b) for a, b in zip(p, q)), Fraction(0))
+    return float(np.minimum(p, q).sum())

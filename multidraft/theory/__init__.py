@@ -24,6 +24,17 @@ from multidraft.theory.optimal import (
     single_draft_acceptance,
     unit_acceptance,
 )
+from multidraft.theory.speed import (
+    LatencyModel,
+    SpeedCurve,
+    best_configuration,
+    best_length,
+    chain_block_efficiency,
+    iteration_seconds,
+    throughput,
+    tree_block_efficiency,
+    walltime_improvement,
+)
 
 __all__ = [
     "as_distribution",
@@ -47,4 +58,13 @@ __all__ = [
     "cut_value",
     "unit_acceptance",
     "single_draft_acceptance",
+    "chain_block_efficiency",
+    "walltime_improvement",
+    "tree_block_efficiency",
+    "LatencyModel",
+    "iteration_seconds",
+    "throughput",
+    "SpeedCurve",
+    "best_configuration",
+    "best_length",
 ]

@@ -36,8 +36,6 @@ SUM_TOLERANCE = 1e-6
 
 
 def _check_values(values: np.ndarray, name: str) -> None:
-    if values.ndim < 1:
-        raise ValueError(f"{name}: expected an array of probabilities, got a scalar")
     if values.shape[-1] == 0:
         raise ValueError(f"{name}: the vocabulary is empty (a distribution needs n >= 1 entries)")
     if np.isnan(values).any():
@@ -107,6 +105,8 @@ def as_distribution(
         array = np.array(_to_float_list(values), dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name}: not a numeric array ({error})") from None
+    if array.ndim == 0:
+        raise ValueError(f"{name}: expected an array of probabilities, got a scalar")
     if not batched and array.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array of probabilities, got shape {array.shape}")
     _check_values(array, name)

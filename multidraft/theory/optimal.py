@@ -62,8 +62,8 @@ class OptimalAcceptance:
     ----------
     value : float or Fraction
         P*(acc) = p(T) + 1 - P_D(set(X) ⊆ T) at the certificate set T.
-    certificate : tuple[int, ...]
-        A minimising token set T, sorted.
+    certificate : numpy.ndarray of int64 (read-only)
+        A minimising token set T, sorted ascending.
     method : str
         ``"sorted"`` or ``"subsets"``.
     exact : bool
@@ -73,7 +73,7 @@ class OptimalAcceptance:
     """
 
     value: float | Fraction
-    certificate: tuple[int, ...]
+    certificate: np.ndarray
     method: str
     exact: bool
     law: str
@@ -81,17 +81,32 @@ class OptimalAcceptance:
     def __float__(self) -> float:
         return float(self.value)
 
+    def __repr__(self) -> str:
+        size = len(self.certificate)
+        shown = self.certificate.tolist() if size <= 8 else f"{size} tokens"
+        return (
+            f"OptimalAcceptance(value={self.value!r}, certificate={shown}, "
+            f"method={self.method!r}, exact={self.exact}, law={self.law!r})"
+        )
+
+
+def _certificate(tokens: np.ndarray) -> np.ndarray:
+    out = np.sort(np.asarray(tokens, dtype=np.int64))
+    out.flags.writeable = False
+    return out
+
 
 @dataclass(frozen=True)
 class UnitAcceptance:
     """Whether P* = 1 (Theorem 2: p(T) >= P_D(set(X) ⊆ T) for every T), with a witness.
 
-    ``violating_set`` is a T with p(T) < P_D(set(X) ⊆ T) when ``holds`` is False, else None;
+    ``violating_set`` (sorted token ids) is a T with p(T) < P_D(set(X) ⊆ T) when ``holds`` is
+    False, else None;
     ``optimum`` is the optimal acceptance that decided it.
     """
 
     holds: bool
-    violating_set: tuple[int, ...] | None
+    violating_set: np.ndarray | None
     optimum: OptimalAcceptance
 
 
@@ -135,8 +150,9 @@ def optimal_acceptance(
     law : DraftLaw
         The draft law D (IID, Independent, WithoutReplacement, Greedy, Deterministic).
     method : {"auto", "sorted", "subsets"}
-        ``sorted``: O(n log n) prefix scan (laws with prefix structure); ``subsets``: all 2^n
-        sets (n <= 22); ``auto``: sorted where valid, else subsets.
+        ``sorted``: O(n log n) prefix scan (laws with prefix structure); ``subsets``: all
+        subsets of the tokens that are draftable and have p > 0 (at most 22 such tokens);
+        ``auto``: sorted where valid, else subsets.
     exact : bool
         Fraction arithmetic end to end; needs exact target and draft probabilities.
 
@@ -196,7 +212,7 @@ def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     values = prefix_p + 1 - contained
     best = int(np.argmin(values)) if not exact else min(range(len(values)), key=values.__getitem__)
     value = values[best] if exact else float(min(values[best], 1.0))
-    return OptimalAcceptance(value, tuple(sorted(order[:best].tolist())), "sorted", exact, law.name)
+    return OptimalAcceptance(value, _certificate(order[:best]), "sorted", exact, law.name)
 
 
 def _accumulate(values):
@@ -208,17 +224,23 @@ def _accumulate(values):
 
 
 def _subsets(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
-    if law.n > SUBSETS_LIMIT:
+    """Minimum of the cut value over all token sets, after an exact reduction: tokens no draft
+    can take are never worth including (they only add p), and draftable tokens with
+    p = 0 are always worth including, so only the draftable tokens with p > 0 vary."""
+    positive = np.array([x > 0 for x in p]) if exact else p > 0
+    active = np.flatnonzero(law.support & positive)
+    forced = np.flatnonzero(law.support & ~positive)
+    if len(active) > SUBSETS_LIMIT:
         raise ValueError(
-            f"method 'subsets': n={law.n} exceeds the limit n <= {SUBSETS_LIMIT} (2^n sets); "
-            "use method='sorted' or the LP"
+            f"method 'subsets': {len(active)} tokens are both draftable and have p > 0, more than "
+            f"the limit of {SUBSETS_LIMIT} (2^n sets); use method='sorted' or the LP"
         )
-    p_sets = subset_sums(np.array(p, dtype=object) if exact else p)
-    values = p_sets + 1 - law.containment_all_subsets(exact=exact)
+    values_p = np.array([p[t] for t in active.tolist()], dtype=object) if exact else p[active]
+    values = subset_sums(values_p) + 1 - law.containment_all_subsets(exact=exact, active=active, forced=forced)
     best = int(np.argmin(values))
-    tokens = tuple(t for t in range(law.n) if best >> t & 1)
+    chosen = [int(t) for i, t in enumerate(active) if best >> i & 1]
     value = values[best] if exact else float(min(values[best], 1.0))
-    return OptimalAcceptance(value, tokens, "subsets", exact, law.name)
+    return OptimalAcceptance(value, _certificate(list(forced) + chosen), "subsets", exact, law.name)
 
 
 def unit_acceptance(
@@ -234,7 +256,7 @@ def unit_acceptance(
     >>> unit_acceptance(["1/3", "1/6", "1/2"], IID(["1/3", "1/3", "1/3"], 2), exact=True).holds
     True
     >>> unit_acceptance([0.9, 0.1], IID([0.5, 0.5], 2)).violating_set
-    (1,)
+    array([1])
     """
     optimum = optimal_acceptance(target, law, exact=exact)
     holds = optimum.value == 1 if exact else optimum.value >= 1 - tolerance

@@ -1,0 +1,139 @@
+"""``multidraft acceptance``: the optimal acceptance and each scheme's, for one (p, q, K).
+
+::
+
+    multidraft acceptance                                   # the built-in example
+    multidraft acceptance --target 12/25,6/25,4/25,3/25 --draft 1/4,1/4,1/4,1/4 --k 2 --exact --json
+    multidraft acceptance --target 0.5,0.3,0.2 --draft 0.2,0.3,0.5 --draft 0.6,0.2,0.2 --scheme all
+
+Without ``--target`` the built-in example of Khisti et al. (ICLR 2025) is used:
+p = (1/3, 1/6, 1/2), q uniform on three tokens, K = 2 — optimal acceptance exactly one
+although TV(p, q) = 1/6.
+
+The schemes default to ``optimal`` and ``single``; ``single`` is the single-draft baseline
+(speculative sampling with one draft from the first draft distribution, Σ min(p, q)), whatever
+K is. ``--scheme all`` lists every registered scheme that applies to the law. ``--exact`` gives
+exact fractions ("num/den" strings in ``--json``) for the schemes that allow it; with
+``--scheme all`` the others are listed under ``"skipped"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+#: The built-in example: Khisti et al., Section 3 (uniform draft, acceptance one).
+EXAMPLE_TARGET = "1/3,1/6,1/2"
+EXAMPLE_DRAFT = "1/3,1/3,1/3"
+EXAMPLE_K = 2
+DEFAULT_SCHEMES = ("optimal", "single")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``acceptance`` sub-command."""
+    parser = subparsers.add_parser(
+        "acceptance",
+        help="optimal and per-scheme acceptance for one (target, draft, K)",
+        description="Exact optimal acceptance of K drafts (min-cut) next to the acceptance of "
+        "token-level selection schemes. Without --target: the built-in example "
+        f"p = ({EXAMPLE_TARGET}), q = ({EXAMPLE_DRAFT}), K = {EXAMPLE_K}.",
+    )
+    parser.add_argument("--target", help="target distribution p, e.g. 12/25,6/25,4/25,3/25 or 0.5,0.5")
+    parser.add_argument(
+        "--draft",
+        action="append",
+        help="draft distribution q; repeat for independent non-identical drafts (K = number of drafts)",
+    )
+    parser.add_argument("--k", type=int, default=None, help="number of drafts K (needed with a single --draft)")
+    parser.add_argument("--law", choices=("iid", "wor", "greedy", "independent"), default=None, help="draft law (default iid)")
+    parser.add_argument(
+        "--scheme",
+        action="append",
+        help="scheme name (repeatable), or 'all' for every scheme that applies; default: optimal and single",
+    )
+    parser.add_argument("--s", type=int, default=None, help="truncation size s for truncated-lp and multistage")
+    parser.add_argument("--rank-key", choices=("published", "ratio"), default=None, help="ranking key for truncated-lp")
+    parser.add_argument("--exact", action="store_true", help="exact fractions (inputs must be fractions)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+def _scheme_options(name: str, args: argparse.Namespace) -> dict:
+    options: dict = {}
+    if args.s is not None and name in ("truncated-lp", "multistage"):
+        options["s"] = args.s
+    if args.rank_key is not None and name == "truncated-lp":
+        options["rank_key"] = args.rank_key
+    return options
+
+
+def _evaluate(name: str, target, law, args: argparse.Namespace):
+    """Acceptance of one scheme; ``single`` is the one-draft baseline on the first draft."""
+    from multidraft.schemes import get_scheme
+    from multidraft.theory import IID, optimal_acceptance
+
+    if name == "optimal":
+        return optimal_acceptance(target, law, exact=args.exact).value
+    scheme = get_scheme(name, **_scheme_options(name, args))
+    if name == "single" and law.k > 1:
+        law = IID(_first_draft(law), 1)
+    return scheme.acceptance(target, law, exact=args.exact)
+
+
+def _first_draft(law):
+    """The first draft's distribution, exact when the law is."""
+    if law.name == "independent":
+        return law._exact_drafts[0] if law.exact else law.drafts[0]
+    return law._exact_draft if law.exact else law.draft
+
+
+def _format(value, exact: bool) -> str | float:
+    return f"{value.numerator}/{value.denominator}" if exact else float(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compute and print the acceptance of each requested scheme."""
+    from multidraft.cli.lp import build_law
+    from multidraft.schemes import SCHEMES, schemes_for
+    from multidraft.theory import parse_distribution
+
+    if args.target is None and args.draft is None:
+        target_text, drafts, k = EXAMPLE_TARGET, [EXAMPLE_DRAFT], args.k or EXAMPLE_K
+    elif args.target is None or args.draft is None:
+        raise ValueError("target/draft: give both --target and --draft, or neither for the built-in example")
+    else:
+        target_text, drafts, k = args.target, args.draft, args.k
+    law = build_law(drafts, k, args.law)
+    target = parse_distribution(target_text, "target")
+
+    requested = args.scheme or list(DEFAULT_SCHEMES)
+    skipped: list[str] = []
+    if "all" in requested:
+        requested = ["optimal", "single"] + [name for name in schemes_for(law) if name != "single"]
+        if args.exact:
+            skipped = [name for name in requested if name not in ("optimal",) and not SCHEMES[name].exact_capable]
+            requested = [name for name in requested if name not in skipped]
+    values = {name: _evaluate(name, target, law, args) for name in dict.fromkeys(requested)}
+
+    if args.json:
+        payload = {
+            "law": law.name,
+            "k": law.k,
+            "n": law.n,
+            "exact": args.exact,
+            "acceptance": {name: _format(value, args.exact) for name, value in values.items()},
+        }
+        if skipped:
+            payload["skipped"] = skipped
+        print(json.dumps(payload))
+        return 0
+    optimum = values.get("optimal")
+    print(f"law {law.name}, k = {law.k}, n = {law.n}" + (" (exact)" if args.exact else ""))
+    print(f"{'scheme':<14} {'acceptance':>22} {'of optimum':>11}")
+    for name, value in values.items():
+        shown = _format(value, args.exact) if args.exact else f"{float(value):.12f}"
+        ratio = f"{float(value) / float(optimum):.4f}" if optimum else ""
+        print(f"{name:<14} {shown:>22} {ratio:>11}")
+    if skipped:
+        print(f"not exact, skipped: {', '.join(skipped)}")
+    return 0

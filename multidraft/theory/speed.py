@@ -1,0 +1,584 @@
+"""Block efficiency, walltime and throughput of speculative decoding, single chain and trees.
+
+One iteration of speculative decoding drafts ``length`` = L tokens per draft sequence, runs
+the target once on all of them, and emits the accepted prefix plus one token sampled by the
+target. Its **block efficiency** is the expected number of tokens emitted per target call.
+
+* Single chain with i.i.d. per-token acceptance α (Leviathan et al., ICML 2023, Eq. 1 and
+  Theorem 3.8)::
+
+      E[tokens per call] = (1 - α^{L+1}) / (1 - α)          (= L + 1 at α = 1, = 1 at α = 0)
+      walltime improvement = (1 - α^{L+1}) / ((1 - α)(L·c + 1)),
+
+  with c the cost of one draft step relative to one target call; a speedup needs α > c.
+
+* K drafts forming a tree: at each depth the token-level scheme runs on the drafts still
+  consistent with the accepted prefix (the *live* drafts), so its acceptance depends on how
+  many are live, and that number shrinks as drafts fall away. :func:`tree_block_efficiency`
+  is exact for the **i.i.d. tree model** defined there.
+
+* Throughput (Yan, Agarwal and Venkataraman, "Decoding Speculative Decoding", 2024)::
+
+      throughput = E[tokens per iteration] / (L · t_draft(K, 1) + t_target(K, L + 1)),
+
+  where t(b, m) is the latency of one forward pass over b sequences of m new tokens each
+  (:class:`LatencyModel`, profiled by :func:`multidraft.decoding.profile_latency`).
+  :func:`best_configuration` scans K and L and returns the whole curve.
+
+All functions are pure numpy; inputs are validated at the boundary with a ``ValueError`` that
+names the argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "LatencyModel",
+    "SpeedCurve",
+    "chain_block_efficiency",
+    "walltime_improvement",
+    "tree_block_efficiency",
+    "iteration_seconds",
+    "throughput",
+    "best_configuration",
+    "best_length",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------
+
+
+def _check_probabilities(values: object, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected numbers in [0, 1], got {values!r}") from None
+    if array.size == 0:
+        raise ValueError(f"{name}: expected at least one value, got an empty sequence")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name}: values must be finite numbers in [0, 1], got {values!r}")
+    bad = (array < 0.0) | (array > 1.0)
+    if bad.any():
+        raise ValueError(f"{name}: values must lie in [0, 1], got {float(array[bad].flat[0])!r}")
+    return array
+
+
+def _check_acceptance_by_live(acceptance: object) -> np.ndarray:
+    """1-D array a with a[j-1] = acceptance of the token-level scheme with j live drafts."""
+    array = _check_probabilities(acceptance, "acceptance")
+    if array.ndim > 1:
+        raise ValueError(
+            f"acceptance: expected a number or a 1-D sequence (one value per number of live "
+            f"drafts), got shape {array.shape}"
+        )
+    return np.atleast_1d(array)
+
+
+def _check_int(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_nonnegative(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _check_survival(survival: object) -> float:
+    value = _check_probabilities(survival, "survival")
+    if value.ndim != 0:
+        raise ValueError(f"survival: expected one probability, got shape {value.shape}")
+    return float(value)
+
+
+# --------------------------------------------------------------------------------------------
+# single chain
+# --------------------------------------------------------------------------------------------
+
+
+def chain_block_efficiency(acceptance: object, length: int) -> float | np.ndarray:
+    """Expected tokens per target call of one draft chain: ``Σ_{i=0}^{L} α^i = (1 - α^{L+1}) / (1 - α)``.
+
+    Each of the L drafted tokens is accepted independently with probability α until the first
+    rejection; the target then adds one token. Exact edge cases: ``L + 1`` at α = 1 and ``1`` at
+    α = 0. Evaluated as ``-expm1((L+1)·log1p(-(1-α))) / (1-α)`` so that α close to 1 loses no
+    digits to cancellation.
+
+    Parameters
+    ----------
+    acceptance : float or array_like
+        Per-token acceptance α in [0, 1] (vectorised over an array).
+    length : int
+        Draft length L >= 1.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        Block efficiency in [1, L + 1], same shape as ``acceptance``.
+
+    Raises
+    ------
+    ValueError
+        α outside [0, 1] or not finite; L not an integer >= 1.
+
+    Examples
+    --------
+    >>> chain_block_efficiency(0.5, 3)        # 1 + 1/2 + 1/4 + 1/8
+    1.875
+    >>> chain_block_efficiency([0.0, 1.0], 4).tolist()
+    [1.0, 5.0]
+
+    References
+    ----------
+    Leviathan, Kalman and Matias, "Fast Inference from Transformers via Speculative Decoding",
+    ICML 2023, Eq. (1).
+    """
+    alpha = _check_probabilities(acceptance, "acceptance")
+    length = _check_int(length, "length")
+    rejection = 1.0 - alpha
+    with np.errstate(divide="ignore", invalid="ignore"):
+        closed = -np.expm1((length + 1) * np.log1p(-rejection)) / rejection
+    result = np.where(rejection == 0.0, float(length + 1), closed)
+    return float(result) if result.ndim == 0 else result
+
+
+def walltime_improvement(acceptance: object, length: int, cost_ratio: float) -> float | np.ndarray:
+    """Leviathan's expected walltime improvement ``(1 - α^{L+1}) / ((1 - α)(L·c + 1))``.
+
+    One iteration costs L draft steps (each c target calls) plus one target call and emits
+    :func:`chain_block_efficiency` tokens; plain decoding emits one token per target call.
+
+    Parameters
+    ----------
+    acceptance : float or array_like
+        Per-token acceptance α in [0, 1].
+    length : int
+        Draft length L >= 1.
+    cost_ratio : float
+        c = (time of one draft step) / (time of one target call), c >= 0.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        The improvement factor (> 1 means faster than plain decoding).
+
+    Raises
+    ------
+    ValueError
+        α outside [0, 1], L < 1, c negative or not finite.
+
+    Examples
+    --------
+    A speedup needs α > c: at α = c = 0.5 no L gains.
+
+    >>> round(walltime_improvement(0.8, 4, 0.05), 6)     # 3.3616 / 1.2
+    2.801333
+    >>> max(walltime_improvement(0.5, L, 0.5) for L in range(1, 20))
+    1.0
+
+    References
+    ----------
+    Leviathan, Kalman and Matias, ICML 2023, Theorem 3.8 and Corollary 3.9.
+    """
+    cost = _check_nonnegative(cost_ratio, "cost_ratio")
+    return chain_block_efficiency(acceptance, length) / (length * cost + 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# trees of K drafts
+# --------------------------------------------------------------------------------------------
+
+
+def _survivor_transition(k: int, survival: float) -> np.ndarray:
+    """T[j-1, j'-1] = P(j' live after an acceptance | j live) = Binomial(j - 1, ρ) at j' - 1."""
+    from scipy.special import comb
+
+    others = np.arange(k)[:, None]  # j - 1 other live drafts (rows)
+    kept = np.arange(k)[None, :]  # j' - 1 of them stay live (columns)
+    possible = kept <= others
+    pmf = comb(others, kept) * survival**kept * (1.0 - survival) ** np.where(possible, others - kept, 0)
+    return np.where(possible, pmf, 0.0)
+
+
+def _accepted_through_depth(acceptance: np.ndarray, length: int, survival: float) -> np.ndarray:
+    """P(depths 1..d all accepted) for d = 1..L under the i.i.d. tree model (forward recursion)."""
+    k = acceptance.size
+    transition = _survivor_transition(k, survival)
+    live = np.zeros(k)
+    live[-1] = 1.0  # all K drafts are live at depth 1
+    reached = np.empty(length)
+    for depth in range(length):
+        accepted = live * acceptance  # mass accepted at this depth, by number of live drafts
+        reached[depth] = accepted.sum()
+        live = accepted @ transition
+    return reached
+
+
+def tree_block_efficiency(acceptance: object, length: int, survival: float = 0.0) -> float:
+    """Expected tokens per target call of K draft sequences of length L in the i.i.d. tree model.
+
+    **The i.i.d. tree model.** K draft sequences of length L are verified in one target call.
+    At depth d = 1, ..., L the drafts whose first d - 1 tokens equal the accepted prefix are
+    *live*; all K are live at depth 1. At each depth, independently of everything before:
+
+    1. with j live drafts, the token-level scheme accepts (emits a token equal to one of the
+       live drafts' tokens) with probability a_j = ``acceptance[j - 1]``, the same at every
+       depth; otherwise the iteration stops and emits the residual token the scheme drew;
+    2. after an acceptance the selected draft stays live and each of the other j - 1 live drafts
+       stays live independently with probability ρ = ``survival`` (it proposed the same token),
+       so J' = 1 + Binomial(j - 1, ρ).
+
+    After L accepted depths the target adds one token. Writing v_d(j) for the probability that
+    depths 1..d-1 were all accepted and j drafts are live at depth d (v_1 = e_K)::
+
+        E[tokens] = 1 + Σ_{d=1}^{L} Σ_j v_d(j) a_j,     v_{d+1}(j') = Σ_j v_d(j) a_j T(j, j'),
+
+    with T(j, j') = Binomial(j-1, ρ) at j' - 1. Special cases checked in the tests:
+    K = 1 gives :func:`chain_block_efficiency` (α = a_1); ρ = 0 (distinct sibling tokens, e.g.
+    drafts without replacement) gives ``1 + a_K (1 - a_1^L) / (1 - a_1)``; ρ = 1 gives the chain
+    with α = a_K. It is non-decreasing in every a_j and in L.
+
+    Parameters
+    ----------
+    acceptance : float or sequence of float, length K
+        a_j for j = 1..K live drafts, each in [0, 1] (e.g. the exact acceptance of a scheme with
+        j drafts from :mod:`multidraft.schemes`, or measured acceptance by number of drafts).
+    length : int
+        Draft length L >= 1.
+    survival : float
+        ρ in [0, 1]: probability that a non-selected live draft agrees with the accepted token.
+
+    Returns
+    -------
+    float
+        Block efficiency in [1, L + 1].
+
+    Raises
+    ------
+    ValueError
+        Any a_j outside [0, 1], L < 1, ρ outside [0, 1].
+
+    Examples
+    --------
+    >>> tree_block_efficiency([0.6], 3) == chain_block_efficiency(0.6, 3)
+    True
+    >>> round(tree_block_efficiency([0.6, 0.8], 3), 12)   # 1 + 0.8 (1 + 0.6 + 0.36)
+    2.568
+
+    References
+    ----------
+    Miao et al., "SpecInfer", ASPLOS 2024 (token trees); Sun et al., "SpecTr", NeurIPS 2023
+    (block efficiency of K draft sequences); Khisti et al., ICLR 2025 (token-level acceptance
+    of K drafts). Complexity O(L·K²).
+    """
+    a = _check_acceptance_by_live(acceptance)
+    length = _check_int(length, "length")
+    rho = _check_survival(survival)
+    return float(1.0 + _accepted_through_depth(a, length, rho).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# latency and throughput
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class LatencyModel:
+    """Latency t(b, m) in seconds of one forward pass over b sequences of m new tokens each.
+
+    A table on a grid of batch sizes × token counts, bilinear interpolation in between;
+    queries outside the profiled range raise ``ValueError`` (no silent extrapolation).
+    A decode step of the draft is t(K, 1); verifying K drafts of length L is t(K, L + 1).
+
+    Attributes
+    ----------
+    batch_sizes : tuple[int, ...]
+        Increasing batch sizes b (at least two, or use :meth:`constant`).
+    token_counts : tuple[int, ...]
+        Increasing token counts m.
+    seconds : numpy.ndarray, shape (len(batch_sizes), len(token_counts))
+        Median latency per call (read-only).
+
+    Examples
+    --------
+    >>> model = LatencyModel((1, 4), (1, 9), [[1.0, 2.0], [3.0, 4.0]])
+    >>> model(1, 5), model(4, 1), model(2, 1)
+    (1.5, 3.0, 1.6666666666666665)
+    """
+
+    batch_sizes: tuple[int, ...]
+    token_counts: tuple[int, ...]
+    seconds: np.ndarray
+
+    def __post_init__(self) -> None:
+        batches = tuple(_check_int(b, "batch_sizes") for b in self.batch_sizes)
+        tokens = tuple(_check_int(m, "token_counts") for m in self.token_counts)
+        for name, grid in (("batch_sizes", batches), ("token_counts", tokens)):
+            if len(grid) < 2 or any(b <= a for a, b in zip(grid, grid[1:])):
+                raise ValueError(f"{name}: expected at least two strictly increasing values, got {grid}")
+        seconds = np.array(self.seconds, dtype=float)
+        if seconds.shape != (len(batches), len(tokens)):
+            raise ValueError(
+                f"seconds: expected shape {(len(batches), len(tokens))} (batch sizes × token "
+                f"counts), got {seconds.shape}"
+            )
+        if not np.isfinite(seconds).all() or (seconds < 0).any():
+            raise ValueError("seconds: latencies must be finite and non-negative")
+        seconds.setflags(write=False)
+        object.__setattr__(self, "batch_sizes", batches)
+        object.__setattr__(self, "token_counts", tokens)
+        object.__setattr__(self, "seconds", seconds)
+
+    @classmethod
+    def constant(cls, seconds: float, max_batch: int = 1024, max_tokens: int = 1024) -> LatencyModel:
+        """t(b, m) = ``seconds`` for every b <= max_batch, m <= max_tokens (memory-bound ideal).
+
+        >>> LatencyModel.constant(0.02)(8, 5)
+        0.02
+        """
+        value = _check_nonnegative(seconds, "seconds")
+        grid_b = (1, _check_int(max_batch, "max_batch", 2))
+        grid_m = (1, _check_int(max_tokens, "max_tokens", 2))
+        return cls(grid_b, grid_m, np.full((2, 2), value))
+
+    def __call__(self, batch: int, tokens: int) -> float:
+        """Interpolated latency of one call with ``batch`` sequences of ``tokens`` new tokens."""
+        b = _check_int(batch, "batch")
+        m = _check_int(tokens, "tokens")
+        if not self.batch_sizes[0] <= b <= self.batch_sizes[-1]:
+            raise ValueError(f"batch: {b} lies outside the profiled batch sizes {self.batch_sizes}")
+        if not self.token_counts[0] <= m <= self.token_counts[-1]:
+            raise ValueError(f"tokens: {m} lies outside the profiled token counts {self.token_counts}")
+        by_batch = np.array([np.interp(m, self.token_counts, row) for row in self.seconds])
+        return float(np.interp(b, self.batch_sizes, by_batch))
+
+
+def iteration_seconds(k: int, length: int, draft_latency: LatencyModel, target_latency: LatencyModel) -> float:
+    """Time of one iteration: ``L · t_draft(K, 1) + t_target(K, L + 1)``.
+
+    L sequential draft steps, each one token for each of the K sequences (a batch of K), then
+    one target call over the K sequences of L + 1 tokens (the last emitted token plus L drafts).
+
+    >>> iteration_seconds(2, 3, LatencyModel.constant(0.1), LatencyModel.constant(1.0))
+    1.3
+
+    References
+    ----------
+    Yan, Agarwal and Venkataraman, "Decoding Speculative Decoding", 2024, Section 3.
+    """
+    k = _check_int(k, "k")
+    length = _check_int(length, "length")
+    seconds = length * draft_latency(k, 1) + target_latency(k, length + 1)
+    if seconds <= 0:
+        raise ValueError(f"latency: an iteration with K={k}, L={length} takes no time; latencies must not all be zero")
+    return seconds
+
+
+def throughput(
+    acceptance: object,
+    length: int,
+    draft_latency: LatencyModel,
+    target_latency: LatencyModel,
+    survival: float = 0.0,
+) -> float:
+    """Tokens per second ``E[tokens per iteration] / (L · t_draft(K, 1) + t_target(K, L + 1))``.
+
+    E[tokens] is :func:`tree_block_efficiency` (K = ``len(acceptance)``; one number means a
+    single chain), the denominator :func:`iteration_seconds`. With constant latencies c·t and t
+    this is ``walltime_improvement / t``. Drafting overheads (catching up on the bonus token,
+    sampling, selection) are not modelled.
+
+    Parameters
+    ----------
+    acceptance : float or sequence of float, length K
+        a_j for j = 1..K live drafts (see :func:`tree_block_efficiency`).
+    length : int
+        Draft length L >= 1.
+    draft_latency, target_latency : LatencyModel
+        Per-call latencies of the draft and the target.
+    survival : float
+        ρ of the i.i.d. tree model.
+
+    Returns
+    -------
+    float
+        Expected tokens per second.
+
+    Examples
+    --------
+    >>> draft, target = LatencyModel.constant(0.05), LatencyModel.constant(1.0)
+    >>> abs(throughput(0.8, 4, draft, target) - walltime_improvement(0.8, 4, 0.05)) < 1e-12
+    True
+
+    References
+    ----------
+    Yan, Agarwal and Venkataraman, "Decoding Speculative Decoding", 2024, Eq. (1).
+    """
+    a = _check_acceptance_by_live(acceptance)
+    tokens = tree_block_efficiency(a, length, survival)
+    return tokens / iteration_seconds(a.size, length, draft_latency, target_latency)
+
+
+@dataclass(frozen=True, eq=False)
+class SpeedCurve:
+    """Block efficiency and throughput over a grid of K (rows) × L (columns), with the best.
+
+    Attributes
+    ----------
+    ks, lengths : tuple[int, ...]
+        The grid.
+    block_efficiency : numpy.ndarray, shape (len(ks), len(lengths))
+        Expected tokens per iteration.
+    seconds : numpy.ndarray, same shape
+        Seconds per iteration, ``L · t_draft(K, 1) + t_target(K, L + 1)``.
+    throughput : numpy.ndarray, same shape
+        Tokens per second, ``block_efficiency / seconds``.
+    speedup : numpy.ndarray, same shape
+        ``throughput · t_target(1, 1)``: the factor over plain decoding with the target. With a
+        draft cost ratio c and unit target time it is Leviathan's walltime improvement.
+    best_k, best_length : int
+        The argmax of throughput (ties: the smallest K, then the smallest L).
+    best_throughput, best_speedup : float
+        Throughput and speedup there.
+    """
+
+    ks: tuple[int, ...]
+    lengths: tuple[int, ...]
+    block_efficiency: np.ndarray
+    seconds: np.ndarray
+    throughput: np.ndarray
+    speedup: np.ndarray
+    best_k: int
+    best_length: int
+    best_throughput: float
+    best_speedup: float
+
+
+def _grid(values: Sequence[int] | None, default: Sequence[int], name: str) -> tuple[int, ...]:
+    grid = tuple(default if values is None else values)
+    if not grid:
+        raise ValueError(f"{name}: expected at least one value")
+    return tuple(sorted({_check_int(v, name) for v in grid}))
+
+
+def best_configuration(
+    acceptance: object,
+    draft_latency: LatencyModel,
+    target_latency: LatencyModel,
+    *,
+    ks: Sequence[int] | None = None,
+    lengths: Sequence[int] | None = None,
+    survival: float = 0.0,
+) -> SpeedCurve:
+    """The number of drafts K and draft length L that maximise :func:`throughput`, with the curve.
+
+    ``argmax_{K, L} tree_block_efficiency(a_1..a_K, L, ρ) / (L · t_draft(K, 1) + t_target(K, L + 1))``
+    over the grid ``ks`` × ``lengths``; K drafts use the first K entries of ``acceptance``.
+
+    Parameters
+    ----------
+    acceptance : float or sequence of float
+        a_j for j = 1..K_max live drafts; must cover ``max(ks)``.
+    draft_latency, target_latency : LatencyModel
+        Per-call latencies; the grid must stay inside their profiled range.
+    ks : sequence of int, optional
+        Numbers of drafts; default ``1..len(acceptance)``.
+    lengths : sequence of int, optional
+        Draft lengths; default ``1..16``.
+    survival : float
+        ρ of the i.i.d. tree model.
+
+    Returns
+    -------
+    SpeedCurve
+
+    Raises
+    ------
+    ValueError
+        Bad acceptance, a K larger than the acceptances given, a grid point outside the
+        profiled latencies.
+
+    Examples
+    --------
+    >>> curve = best_configuration([0.7, 0.8], LatencyModel.constant(0.1),
+    ...                            LatencyModel.constant(1.0), lengths=range(1, 9))
+    >>> curve.throughput.shape, curve.best_k, curve.best_length
+    ((2, 8), 2, 4)
+
+    References
+    ----------
+    Yan, Agarwal and Venkataraman, "Decoding Speculative Decoding", 2024; Leviathan et al.,
+    ICML 2023, Section 3.5 (optimal L).
+    """
+    a = _check_acceptance_by_live(acceptance)
+    ks = _grid(ks, range(1, a.size + 1), "ks")
+    lengths = _grid(lengths, range(1, 17), "lengths")
+    if ks[-1] > a.size:
+        raise ValueError(
+            f"ks: K = {ks[-1]} needs acceptances for 1..{ks[-1]} live drafts, got {a.size}"
+        )
+    rho = _check_survival(survival)
+    efficiency = np.array(
+        [1.0 + np.cumsum(_accepted_through_depth(a[:k], lengths[-1], rho))[np.array(lengths) - 1] for k in ks]
+    )
+    seconds = np.array([[iteration_seconds(k, L, draft_latency, target_latency) for L in lengths] for k in ks])
+    rate = efficiency / seconds
+    speedup = rate * target_latency(1, 1)
+    row, column = np.unravel_index(int(np.argmax(rate)), rate.shape)
+    return SpeedCurve(
+        ks=ks,
+        lengths=lengths,
+        block_efficiency=efficiency,
+        seconds=seconds,
+        throughput=rate,
+        speedup=speedup,
+        best_k=ks[row],
+        best_length=lengths[column],
+        best_throughput=float(rate[row, column]),
+        best_speedup=float(speedup[row, column]),
+    )
+
+
+def best_length(
+    acceptance: object, cost_ratio: float, *, max_length: int = 64, survival: float = 0.0
+) -> SpeedCurve:
+    """The draft length maximising the walltime improvement ``E[tokens] / (L·c + 1)``, L <= max_length.
+
+    :func:`best_configuration` with constant latencies c (draft step, for all K drafts at once)
+    and 1 (target call, whatever its size: the memory-bound idealisation of Leviathan et al.),
+    for K = ``len(acceptance)`` only. ``speedup`` is then the walltime improvement.
+
+    Examples
+    --------
+    >>> curve = best_length(0.8, 0.05)
+    >>> curve.best_length, round(curve.best_speedup, 4), round(walltime_improvement(0.8, 8, 0.05), 4)
+    (8, 3.0921, 3.0921)
+
+    References
+    ----------
+    Leviathan, Kalman and Matias, ICML 2023, Section 3.5 and Figure 3.
+    """
+    a = _check_acceptance_by_live(acceptance)
+    cost = _check_nonnegative(cost_ratio, "cost_ratio")
+    max_length = _check_int(max_length, "max_length")
+    top = max(2, a.size, max_length + 1)
+    return best_configuration(
+        a,
+        LatencyModel.constant(cost, top, top),
+        LatencyModel.constant(1.0, top, top),
+        ks=(a.size,),
+        lengths=range(1, max_length + 1),
+        survival=survival,
+    )

@@ -1,0 +1,38 @@
+"""Hypothesis strategies that build valid distributions by construction.
+
+Distributions come from small integer weights, so they include exact zeros, exact ties and
+(with a uniform draft) instances whose optimal acceptance is exactly one. Each float
+distribution has an exact twin (Fractions) for exact-mode comparisons.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import strategies as st
+
+
+@st.composite
+def exact_distributions(draw, n: int, allow_zero: bool = True, min_support: int = 1) -> tuple[Fraction, ...]:
+    """A distribution on n tokens with small-integer weights: zeros and ties are common."""
+    low = 0 if allow_zero else 1
+    weights = draw(st.lists(st.integers(low, 6), min_size=n, max_size=n))
+    if sum(1 for w in weights if w > 0) < min_support:
+        weights = [w if i >= min_support else max(w, 1) for i, w in enumerate(weights)]
+    total = sum(weights)
+    return tuple(Fraction(w, total) for w in weights)
+
+
+def as_float(values) -> np.ndarray:
+    return np.array([float(v) for v in values])
+
+
+@st.composite
+def instances(draw, max_n: int = 6, max_k: int = 3, min_n: int = 2):
+    """(n, k, exact target, exact draft) with the draft supporting at least k tokens."""
+    n = draw(st.integers(min_n, max_n))
+    k = draw(st.integers(1, min(max_k, n)))
+    target = draw(exact_distributions(n))
+    draft = draw(exact_distributions(n, min_support=k))
+    return n, k, target, draft

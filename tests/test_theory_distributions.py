@@ -1,0 +1,93 @@
+"""Validation at the boundary and the sampling transforms."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from multidraft.theory import as_distribution, as_exact_distribution, dirichlet, parse_distribution, softmax, top_k, top_p, zipf
+
+BAD_DISTRIBUTIONS = [
+    pytest.param([0.5, -0.1, 0.6], "negative", id="negative"),
+    pytest.param([0.5, float("nan"), 0.5], "NaN", id="nan"),
+    pytest.param([0.5, float("inf")], "infinite", id="inf"),
+    pytest.param([0.5, 0.6], "sum to 1.1", id="sum-off"),
+    pytest.param([], "empty", id="empty"),
+    pytest.param([[0.5, 0.5]], "1-D", id="two-dimensional"),
+    pytest.param(["a", "b"], "not a numeric array", id="unparsable"),
+    pytest.param(5.0, "scalar", id="scalar"),
+]
+
+
+@pytest.mark.parametrize("values, message", BAD_DISTRIBUTIONS)
+def test_bad_distribution_raises_naming_argument(values, message):
+    with pytest.raises(ValueError, match=f"target: .*{message}"):
+        as_distribution(values, "target")
+
+
+def test_normalize_rescales_and_never_writes_into_input():
+    raw = np.array([1.0, 3.0])
+    out = as_distribution(raw, "draft", normalize=True)
+    np.testing.assert_array_equal(out, [0.25, 0.75])
+    np.testing.assert_array_equal(raw, [1.0, 3.0])
+    with pytest.raises(ValueError, match="all entries are zero"):
+        as_distribution([0.0, 0.0], "draft", normalize=True)
+
+
+def test_sum_within_tolerance_is_rescaled_to_one():
+    out = as_distribution([0.5, 0.5 + 1e-9], "target")
+    assert out.sum() == pytest.approx(1.0, abs=1e-15)
+
+
+def test_exact_distribution_rules():
+    assert as_exact_distribution("1/2,1/4,1/4", "p") == (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    with pytest.raises(ValueError, match="floats carry rounding error"):
+        as_exact_distribution([0.5, 0.5], "p")
+    with pytest.raises(ValueError, match="negative"):
+        as_exact_distribution(["-1/2", "3/2"], "p")
+    with pytest.raises(ValueError, match="cannot parse"):
+        as_exact_distribution(["1/0", "1"], "p")
+    with pytest.raises(ValueError, match="sum to 1/2"):
+        as_exact_distribution(["1/4", "1/4"], "p")
+
+
+def test_parse_distribution():
+    assert parse_distribution("12/25,6/25,0.5") == [Fraction(12, 25), Fraction(6, 25), 0.5]
+    with pytest.raises(ValueError, match="entry 1 'x'"):
+        parse_distribution("0.5,x", "target")
+
+
+def test_softmax_temperature_limits():
+    logits = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(softmax(logits).sum(), 1.0)
+    np.testing.assert_array_equal(softmax(logits, 0.0), [0.0, 0.0, 1.0])
+    np.testing.assert_allclose(softmax(logits, 1e6), np.full(3, 1 / 3), atol=1e-5)
+    hot, cold = softmax(logits, 2.0), softmax(logits, 0.5)
+    assert hot.max() < softmax(logits).max() < cold.max()
+    with pytest.raises(ValueError, match="temperature"):
+        softmax(logits, -1.0)
+
+
+def test_top_k_and_top_p():
+    p = np.array([0.1, 0.5, 0.15, 0.25])
+    np.testing.assert_allclose(top_k(p, 2), [0, 0.5 / 0.75, 0, 0.25 / 0.75])
+    np.testing.assert_allclose(top_p(p, 0.7), [0, 0.5 / 0.75, 0, 0.25 / 0.75])
+    np.testing.assert_allclose(top_p(p, 1.0), p)
+    np.testing.assert_allclose(top_p(p, 0.4), [0, 1, 0, 0])
+    with pytest.raises(ValueError, match="top_p"):
+        top_p(p, 0.0)
+    with pytest.raises(ValueError, match="k >= 1"):
+        top_k(p, 0)
+
+
+def test_random_families_are_distributions():
+    rng = np.random.default_rng(0)
+    for sample in (dirichlet(50, 0.3, rng), zipf(50, 1.1, rng), zipf(50)):
+        as_distribution(sample, "sample")
+    batch = dirichlet(20, 1.0, rng, size=4)
+    assert batch.shape == (4, 20)
+    np.testing.assert_allclose(batch.sum(axis=1), 1.0)
+    ranked = zipf(5, 1.0)
+    assert (np.diff(ranked) < 0).all()

@@ -1,0 +1,150 @@
+"""Draft laws: containment, enumeration and sampling agree with each other."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from scipy import stats
+from strategies import as_float, instances
+
+from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, dirichlet
+from multidraft.theory.laws import subset_sums, zeta_transform
+
+
+def all_laws(rng, n=5, k=3):
+    q = dirichlet(n, 0.8, rng)
+    return [
+        IID(q, k),
+        Independent([dirichlet(n, 0.8, rng) for _ in range(k)]),
+        WithoutReplacement(q, k),
+        Greedy(q, k),
+        Deterministic([0, 2, 3][:k], n),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_enumeration_is_a_distribution_and_matches_containment(index):
+    rng = np.random.default_rng(index)
+    law = all_laws(rng)[index]
+    tuples, probs = law.enumerate()
+    assert tuples.shape == (len(probs), law.k)
+    np.testing.assert_allclose(probs.sum(), 1.0, atol=1e-12)
+    masks = np.array(list(itertools.product([False, True], repeat=law.n)))
+    by_enumeration = np.array([probs[np.all(m[tuples], axis=1)].sum() for m in masks])
+    np.testing.assert_allclose(law.containment(masks), by_enumeration, atol=1e-12)
+    bitmask_order = np.array([[bool(b >> i & 1) for i in range(law.n)] for b in range(1 << law.n)])
+    np.testing.assert_allclose(law.containment_all_subsets(), law.containment(bitmask_order), atol=1e-12)
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_sampling_frequencies_match_enumeration(index):
+    """Chi-square on tuple frequencies; a wrong law (IID sampled for WOR) must fail it."""
+    rng = np.random.default_rng(100 + index)
+    law = all_laws(rng, n=4, k=2)[index]
+    tuples, probs = law.enumerate()
+    samples = law.sample(rng, size=20000)
+    assert samples.shape == (20000, law.k)
+    assert chi_square_pvalue(samples, tuples, probs) > 1e-4
+
+
+def chi_square_pvalue(samples, tuples, probs):
+    keys = {tuple(t): i for i, t in enumerate(tuples.tolist())}
+    counts = np.zeros(len(tuples))
+    for row in samples.tolist():
+        counts[keys[tuple(row)]] += 1  # a KeyError here means an impossible tuple was drawn
+    if len(tuples) == 1:
+        return 1.0
+    return stats.chisquare(counts, probs * len(samples)).pvalue
+
+
+def test_sampling_test_has_teeth():
+    rng = np.random.default_rng(7)
+    q = dirichlet(4, 0.8, rng)
+    wor = WithoutReplacement(q, 2)
+    tuples, probs = wor.enumerate()
+    wrong = IID(q, 2).sample(rng, size=20000)
+    wrong = wrong[wrong[:, 0] != wrong[:, 1]]  # rejection of repeats is NOT sampling without replacement
+    assert chi_square_pvalue(wrong, tuples, probs) < 1e-6
+
+
+@given(instances(max_n=5))
+def test_exact_containment_matches_float(instance):
+    n, k, target, draft = instance
+    laws = [IID(draft, k), WithoutReplacement(draft, k)]
+    for law in laws:
+        for size in range(n + 1):
+            for subset in itertools.combinations(range(n), size):
+                mask = np.isin(np.arange(n), subset)
+                assert float(law.containment_exact(subset)) == pytest.approx(float(law.containment(mask)), abs=1e-12)
+
+
+def test_wor_k2_closed_form_is_accurate_for_a_dominant_token():
+    q = np.array([1e-12, 1 - 2e-12, 1e-12])
+    exact = WithoutReplacement([Fraction(x) for x in q], 2, normalize=True)
+    fast = WithoutReplacement(q, 2)
+    order = np.array([0, 1, 2])
+    for j, value in enumerate(fast.prefix_containment(order)):
+        assert value == pytest.approx(float(exact.containment_exact(order[:j].tolist())), rel=1e-9, abs=1e-15)
+
+
+def test_subset_sums_and_zeta_transform():
+    np.testing.assert_array_equal(subset_sums([1, 2, 4]), np.arange(8))
+    masses = np.zeros(8)
+    masses[0b101] = 1.0
+    np.testing.assert_array_equal(zeta_transform(masses, 3), [0, 0, 0, 0, 0, 1, 0, 1])
+
+
+def test_check_tuple():
+    law = WithoutReplacement([0.5, 0.5, 0.0], 2)
+    np.testing.assert_array_equal(law.check_tuple([1, 0]), [1, 0])
+    with pytest.raises(ValueError, match="expected 2 draft tokens"):
+        law.check_tuple([0])
+    with pytest.raises(ValueError, match="must lie in"):
+        law.check_tuple([0, 3])
+    with pytest.raises(ValueError, match="probability zero"):
+        law.check_tuple([0, 0])
+    with pytest.raises(ValueError, match="probability zero"):
+        law.check_tuple([0, 2])
+    with pytest.raises(ValueError, match="probability zero"):
+        Greedy([0.6, 0.3, 0.1], 2).check_tuple([1, 2])
+
+
+BAD_LAWS = [
+    pytest.param(lambda: IID([0.5, 0.5], 0), "k: the number of drafts must be >= 1", id="k-zero"),
+    pytest.param(lambda: IID([0.5, 0.5], 1.5), "must be an integer", id="k-float"),
+    pytest.param(lambda: WithoutReplacement([0.5, 0.5], 3), "k <= n", id="wor-k-above-n"),
+    pytest.param(lambda: WithoutReplacement([1.0, 0.0, 0.0], 2), "positive probability", id="wor-k-above-support"),
+    pytest.param(lambda: Independent([[0.5, 0.5], [1.0]]), "same length", id="independent-lengths"),
+    pytest.param(lambda: Independent([0.5, 0.5]), "list of K", id="independent-flat"),
+    pytest.param(lambda: Greedy([1.0, 0.0], 2), "positive draft mass", id="greedy-no-rest"),
+    pytest.param(lambda: Deterministic([0, 5], 3), "must lie in", id="deterministic-range"),
+    pytest.param(lambda: Deterministic([0], 0), "vocabulary size", id="deterministic-n"),
+    pytest.param(lambda: IID([0.5, -0.5, 1.0], 2), "draft: contains negative", id="negative-draft"),
+    pytest.param(lambda: IID(np.full(30, 1 / 30), 2).containment_all_subsets(), "limit", id="subsets-limit"),
+    pytest.param(lambda: IID(np.full(3000, 1 / 3000), 3).enumerate(), "enumeration limit", id="enumeration-limit"),
+]
+
+
+@pytest.mark.parametrize("call, message", BAD_LAWS)
+def test_bad_law_raises_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_strategies_reach_zeros_ties_and_unit_acceptance():
+    """The instance strategy must produce the corner cases the properties are about."""
+    from hypothesis import find
+
+    from multidraft.theory import optimal_acceptance
+
+    find(instances(), lambda inst: 0 in inst[2] and inst[1] >= 2)
+    find(instances(), lambda inst: len(set(inst[3])) < len(inst[3]))
+    find(
+        instances(),
+        lambda inst: inst[1] >= 2 and inst[2] != inst[3] and optimal_acceptance(inst[2], IID(inst[3], inst[1]), exact=True).value == 1,
+    )
+    assert as_float([Fraction(1, 2)]).tolist() == [0.5]

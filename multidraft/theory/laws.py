@@ -109,9 +109,10 @@ def ratio_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     every tie order. Hence the unstable (introsort) ``argsort``, about 4x faster than a stable
     one. Works along the last axis; one key-value sort of the ratio array.
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(target > 0, draft / np.where(target > 0, target, 1.0), np.where(draft > 0, np.inf, 0.0))
-    return np.argsort(-ratio, axis=-1)
+    positive = target > 0
+    ratio = np.where(draft > 0, np.inf, 0.0)  # the value for p = 0
+    np.divide(draft, target, out=ratio, where=positive)
+    return np.flip(np.argsort(ratio, axis=-1), axis=-1)
 
 
 def iid_prefix_containment(sorted_draft: np.ndarray, k: int) -> np.ndarray:

@@ -1,0 +1,757 @@
+"""Importance-weighted selection (Theorem 1 of Khisti et al.) and its LPs.
+
+Theorem 1 (canonical decomposition): every optimal multi-draft scheme can be rebuilt as
+
+1. **importance-weighted selection** -- from the draft tuple x pick ``Y' ∈ set(x)`` with
+   weights ``β_y(x) >= 0``, ``Σ_{y ∈ set(x)} β_y(x) = 1``; this induces the intermediate law
+   ``r(y) = Σ_x D(x) β_y(x)``;
+2. **single-draft speculative sampling** of Y' against the target p with draft distribution r
+   (accept with probability ``min(1, p(Y')/r(Y'))``, else sample ``norm((p - r)_+)``),
+
+with acceptance ``Σ_y min(p(y), r(y))``, so ``P* = max_β Σ_y min(p(y), r(y))``. Any fixed β is
+lossless (step 2 outputs exactly p), so every selection here is lossless by construction and the
+LPs only decide how much is accepted.
+
+This module solves that maximisation several ways (theory.md, "Canonical decomposition" and
+"Importance-weighted LP and its truncation"):
+
+* :func:`importance_lp` -- over tuples, any K and any draft law;
+* :func:`importance_from_coupling` -- β read off an optimal transport plan;
+* :func:`pair_importance_lp` -- K = 2 pair form with weights ``w_ij`` (O(n²) variables);
+* :func:`truncated_lp` -- Section 4: LP over the s² weights of the top-s tokens only;
+* :func:`multistage` -- K > 2 by combining drafts pairwise.
+
+Every result is an :class:`ImportanceSelection`: ``acceptance``, the intermediate law
+``intermediate`` (checked to be a probability distribution) and
+``selection_probabilities(drafts)``, the probability of selecting each draft position.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from multidraft.lp._solve import (
+    FEASIBILITY_TOLERANCE,
+    MAX_VARIABLES,
+    SMALL_LP_BACKENDS,
+    as_target,
+    certify,
+    check_size,
+    check_solver,
+    solve,
+    solve_small_lp,
+)
+from multidraft.lp.transport import TransportSolution, estimate_tuples, law_tuples
+
+__all__ = [
+    "ImportanceSelection",
+    "TupleSelection",
+    "PairSelection",
+    "TruncatedSelection",
+    "MultistageSelection",
+    "RANK_KEYS",
+    "OUTSIDE_RULES",
+    "importance_lp",
+    "importance_from_coupling",
+    "pair_importance_lp",
+    "truncated_lp",
+    "multistage",
+    "rank_key_values",
+]
+
+#: Ranking keys of :func:`truncated_lp`.
+RANK_KEYS = ("published", "ratio")
+#: Fixed selection rules of :func:`truncated_lp` for pairs with a token outside the top s.
+OUTSIDE_RULES = ("ranked", "first")
+
+
+def _check_drafts(drafts: object, k: int, n: int) -> np.ndarray:
+    """Validate draft token ids ``[..., k]`` against k and the vocabulary size n."""
+    array = np.asarray(drafts)
+    if array.ndim < 1 or array.shape[-1] != k:
+        raise ValueError(f"drafts: expected token ids of shape [..., {k}] (k={k}), got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"drafts: token ids must be integers, got dtype {array.dtype}")
+    if array.size and ((array < 0).any() or (array >= n).any()):
+        raise ValueError(f"drafts: token ids must lie in [0, {n})")
+    return array.astype(np.int64)
+
+
+def _certified_intermediate(r: np.ndarray, what: str, solver: str, variables: int, constraints: int) -> np.ndarray:
+    """Check that r is a probability distribution (up to the solver tolerance) and return it
+    with rounding removed (negative rounding clipped, renormalised)."""
+    smallest, total = float(r.min()), float(r.sum())
+    certify(smallest >= -FEASIBILITY_TOLERANCE, what, f"intermediate law has entry {smallest:.3g} < 0", solver, variables, constraints)
+    certify(abs(total - 1.0) <= FEASIBILITY_TOLERANCE, what, f"intermediate law sums to {total:.9g}", solver, variables, constraints)
+    if smallest < 0:
+        r = np.maximum(r, 0.0)
+        total = float(r.sum())
+    return r / total
+
+
+def _acceptance(p: np.ndarray, r: np.ndarray) -> float:
+    return float(np.minimum(p, r).sum())
+
+
+def _certify_objective(z: np.ndarray, p: np.ndarray, r: np.ndarray, what: str, solver: str, size: tuple[int, int]) -> None:
+    """Check the solver's ``z`` against ``z_y <= min(p(y), r(y))`` entry by entry, r recomputed
+    from the returned weights. Then the returned ``Σ min(p, r)`` (the exact acceptance of the
+    returned, lossless selection) is at least the solver's optimum ``Σ z`` minus these
+    violations: the certificate does not loosen with the number of rows, as a test of the
+    total objective against a fixed tolerance would."""
+    excess = float(np.max(z - np.minimum(p, r), initial=0.0))
+    certify(excess <= FEASIBILITY_TOLERANCE, what, f"solver's z exceeds min(p, r) by {excess:.3g}", solver, *size)
+
+
+@dataclass(frozen=True, eq=False)
+class ImportanceSelection(ABC):
+    """Step 1 of Theorem 1 for K drafts: selection weights and the law r they induce.
+
+    Attributes
+    ----------
+    acceptance : float
+        ``Σ_y min(p(y), r(y))``: the acceptance of selection followed by the single-draft step.
+    intermediate : ndarray, shape (n,)
+        ``r(y) = Σ_x D(x) β_y(x)``, the law of the selected token; a probability distribution.
+    status, solver : str
+        Solver status (``"optimal"``) and solver name.
+    seconds : float
+        Wall time to build, solve and check.
+    """
+
+    acceptance: float
+    intermediate: np.ndarray
+    status: str
+    solver: str
+    seconds: float
+
+    @property
+    @abstractmethod
+    def k(self) -> int:
+        """Number of drafts the selection chooses among."""
+
+    @abstractmethod
+    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
+        """``drafts [..., K]`` int -> ``[..., K]``: probability of selecting draft position i.
+
+        Rows sum to one; a token repeated at several positions shares its weight among them.
+        """
+
+
+@dataclass(frozen=True, eq=False)
+class TupleSelection(ImportanceSelection):
+    """Selection weights stored per draft tuple (any K): :func:`importance_lp` and
+    :func:`importance_from_coupling`.
+
+    ``weights[i, j]`` is the probability of selecting position j of ``tuples[i]`` (sorted
+    multiset representatives when ``merged``). Looking up a tuple of probability zero raises
+    ``ValueError``.
+    """
+
+    tuples: np.ndarray
+    weights: np.ndarray
+    merged: bool
+    _alphabets: tuple[np.ndarray, ...] = field(init=False, repr=False)
+    _codes: np.ndarray = field(init=False, repr=False)
+    _order: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Tuples are coded in a mixed radix over the tokens seen at each position, so the code
+        # range is at most Π_j |alphabet_j| (about m, or m·K! for merged multisets).
+        alphabets = tuple(np.unique(column) for column in self.tuples.T)
+        object.__setattr__(self, "_alphabets", alphabets)
+        codes, _ = self._encode(self.tuples)
+        object.__setattr__(self, "_order", np.argsort(codes, kind="stable"))
+        object.__setattr__(self, "_codes", codes[self._order])
+
+    @property
+    def k(self) -> int:
+        return int(self.tuples.shape[1])
+
+    def _encode(self, tuples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mixed-radix codes of tuple rows and whether every token was seen at its position."""
+        codes = np.zeros(len(tuples), dtype=np.int64)
+        known = np.ones(len(tuples), dtype=bool)
+        for column, alphabet in zip(tuples.T, self._alphabets):
+            index = np.minimum(np.searchsorted(alphabet, column), len(alphabet) - 1)
+            known &= alphabet[index] == column
+            codes = codes * len(alphabet) + index
+        return codes, known
+
+    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
+        drafts = _check_drafts(drafts, self.k, len(self.intermediate))
+        flat = drafts.reshape(-1, self.k)
+        perm = np.argsort(flat, axis=-1, kind="stable") if self.merged else np.tile(np.arange(self.k), (len(flat), 1))
+        codes, known = self._encode(np.take_along_axis(flat, perm, axis=-1))
+        slot = np.minimum(np.searchsorted(self._codes, codes), len(self._codes) - 1)
+        known &= self._codes[slot] == codes
+        if not known.all():
+            bad = flat[int(np.argmin(known))].tolist()
+            raise ValueError(f"drafts: tuple {bad} has probability zero under the law this selection was built for")
+        out = np.empty(flat.shape)
+        np.put_along_axis(out, perm, self.weights[self._order[slot]], axis=-1)
+        return out.reshape(drafts.shape)
+
+
+@dataclass(frozen=True, eq=False)
+class PairSelection(ImportanceSelection):
+    """K = 2 selection with a full weight matrix: ``weights[i, j]`` is the probability of
+    selecting the first draft when the drafts are (i, j) (1 on the diagonal and on pairs of
+    probability zero, where the choice does not matter)."""
+
+    weights: np.ndarray
+
+    @property
+    def k(self) -> int:
+        return 2
+
+    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
+        drafts = _check_drafts(drafts, 2, len(self.intermediate))
+        first = self.weights[drafts[..., 0], drafts[..., 1]]
+        return np.stack([first, 1.0 - first], axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
+class TruncatedSelection(ImportanceSelection):
+    """K = 2 truncated selection (Section 4): an LP over the top-s tokens, a fixed rule elsewhere.
+
+    Attributes (besides the base ones)
+    ----------------------------------
+    top : ndarray, shape (s,)
+        The kept tokens Ω₁, best ranked first.
+    rank : ndarray, shape (n,)
+        Rank of every token (``outside="ranked"``); with ``outside="first"`` tokens outside Ω₁
+        all share rank s (no full sort is made).
+    weights : ndarray, shape (s, s)
+        ``weights[a, b]``: probability of selecting the first draft for the pair
+        ``(top[a], top[b])`` (1 on the diagonal).
+    s : int
+    rank_key, outside : str
+    """
+
+    top: np.ndarray
+    rank: np.ndarray
+    weights: np.ndarray
+    s: int
+    rank_key: str
+    outside: str
+
+    @property
+    def k(self) -> int:
+        return 2
+
+    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
+        drafts = _check_drafts(drafts, 2, len(self.intermediate))
+        rank_a, rank_b = self.rank[drafts[..., 0]], self.rank[drafts[..., 1]]
+        inner = (rank_a < self.s) & (rank_b < self.s)
+        learned = self.weights[np.minimum(rank_a, self.s - 1), np.minimum(rank_b, self.s - 1)]
+        # Outside Ω₁ × Ω₁ select the better-ranked token; equal ranks (same token, or two
+        # tokens outside Ω₁ under the sort-free rule) select the first draft.
+        first = np.where(inner, learned, (rank_a <= rank_b).astype(np.float64))
+        return np.stack([first, 1.0 - first], axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
+class MultistageSelection(ImportanceSelection):
+    """K > 2 drafts combined pairwise: stage j selects between the token kept so far (law
+    ``r_{j-1}``) and draft j + 1 (law ``q_{j+1}``); ``intermediate`` is the law after the last
+    stage, and ``stages[j]`` the pair selection of stage j."""
+
+    stages: tuple[ImportanceSelection, ...]
+
+    @property
+    def k(self) -> int:
+        return len(self.stages) + 1
+
+    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
+        drafts = _check_drafts(drafts, self.k, len(self.intermediate))
+        flat = drafts.reshape(-1, self.k)
+        held = np.zeros(flat.shape)  # P(the token kept after stage j came from position i)
+        held[:, 0] = 1.0
+        for j, stage in enumerate(self.stages):
+            newcomer = flat[:, j + 1]
+            for i in range(j + 1):
+                keep = stage.selection_probabilities(np.stack([flat[:, i], newcomer], axis=-1))[:, 0]
+                held[:, j + 1] += held[:, i] * (1.0 - keep)
+                held[:, i] *= keep
+        return held.reshape(drafts.shape)
+
+
+def _distinct_pairs(tuples: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (tuple row i, token y ∈ set(x_i)), each once, sorted by (i, y); O(m·K) memory."""
+    codes = np.unique(np.repeat(np.arange(len(tuples), dtype=np.int64), tuples.shape[1]) * n + tuples.reshape(-1))
+    return codes // n, codes % n
+
+
+def _tuple_selection(
+    p: np.ndarray,
+    tuples: np.ndarray,
+    probs: np.ndarray,
+    merged: bool,
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    status: str,
+    solver: str,
+    what: str,
+    size: tuple[int, int],
+) -> TupleSelection:
+    """Assemble a TupleSelection from selected masses ``mass ≈ D(x_i) β_y(x_i)`` given as
+    ``pairs = (rows, tokens, mass)`` over :func:`_distinct_pairs`.
+
+    The masses must sum to ``D(x_i)`` per tuple up to the solver tolerance (absolute). The
+    weights are the masses normalised per tuple (a tuple of tiny probability may carry a large
+    *relative* solver error, which is harmless but must not break ``Σ β = 1``), and r is then
+    recomputed from those weights, so it is exactly the law that ``selection_probabilities``
+    induces.
+    """
+    rows, tokens, mass = pairs
+    m, k, n = len(tuples), tuples.shape[1], len(p)
+    row_mass = np.bincount(rows, weights=mass, minlength=m)
+    row_error = float(np.abs(row_mass - probs).max()) if m else 0.0
+    certify(row_error <= FEASIBILITY_TOLERANCE, what, f"selected mass differs from D(x) by {row_error:.3g}", solver, *size)
+    # Mass of the token at each position, shared among the positions holding that token.
+    slot = np.searchsorted(rows * n + tokens, np.arange(m, dtype=np.int64)[:, None] * n + tuples)
+    multiplicity = (tuples[:, :, None] == tuples[:, None, :]).sum(axis=-1)
+    chosen = mass[slot] / multiplicity
+    totals = chosen.sum(axis=1, keepdims=True)
+    weights = np.where(totals > 0, chosen / np.where(totals > 0, totals, 1.0), 1.0 / k)
+    r = np.bincount(tuples.reshape(-1), weights=(probs[:, None] * weights).reshape(-1), minlength=n)
+    r = _certified_intermediate(r, what, solver, *size)
+    return TupleSelection(_acceptance(p, r), r, status, solver, 0.0, tuples, weights, merged)
+
+
+def importance_lp(
+    target: object,
+    law,
+    *,
+    solver: str = "HIGHS",
+    merge_symmetric: bool = True,
+    max_variables: int = MAX_VARIABLES,
+) -> TupleSelection:
+    """Solve ``max_β Σ_y min(p(y), r(y))`` with ``r(y) = Σ_x D(x) β_y(x)`` over tuples (any K).
+
+    In mass variables ``b(x, y) = D(x) β_y(x)`` for ``y ∈ set(x)``:
+
+        maximise Σ_y z_y  s.t.  Σ_{y ∈ set(x)} b(x, y) = D(x),  z_y <= p(y),
+                                z_y <= Σ_x b(x, y),  b >= 0.
+
+    At most ``m·K + n`` variables (m tuples; multisets for exchangeable laws), against ``m·n``
+    for the transport LP; the optimum is the same P* (Theorem 1).
+
+    Raises ``ProblemTooLargeError`` beyond ``max_variables`` and ``SolverError`` on a status
+    other than optimal or a point that fails the re-check (selected mass sums to D(x) per
+    tuple, r a distribution, objective = ``Σ min(p, r)``). Memory O(m·K + n).
+
+    >>> from multidraft.theory import IID
+    >>> selection = importance_lp([1/3, 1/6, 1/2], IID([1/3, 1/3, 1/3], k=2))
+    >>> round(selection.acceptance, 9)
+    1.0
+    >>> selection.selection_probabilities([[2, 1]]).sum(axis=-1)
+    array([1.])
+
+    Reference: Khisti et al., ICLR 2025, Theorem 1 and eq. (5).
+    """
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    start = time.perf_counter()
+    solver = check_solver(solver)
+    n = law.n
+    p = as_target(target, n)
+    what = f"importance LP ({law.name} law, n={n}, k={law.k})"
+    m_estimate = estimate_tuples(law, merge_symmetric and law.symmetric)
+    check_size(what, m_estimate * law.k + n, m_estimate + 2 * n, max_variables)
+
+    tuples, probs, merged = law_tuples(law, merge_symmetric)
+    m = len(tuples)
+    rows, tokens = _distinct_pairs(tuples, n)
+    pairs = len(rows)
+    size = (pairs + n, m + 2 * n)
+    per_tuple = sp.csr_matrix((np.ones(pairs), (rows, np.arange(pairs))), shape=(m, pairs))
+    per_token = sp.csr_matrix((np.ones(pairs), (tokens, np.arange(pairs))), shape=(n, pairs))
+    mass = cp.Variable(pairs, nonneg=True)
+    z = cp.Variable(n)
+    problem = cp.Problem(cp.Maximize(cp.sum(z)), [per_tuple @ mass == probs, z <= p, z <= per_token @ mass])
+    status, _ = solve(problem, solver, what, *size)
+
+    values = np.maximum(np.asarray(mass.value, dtype=np.float64), 0.0)
+    selection = _tuple_selection(p, tuples, probs, merged, (rows, tokens, values), status, solver, what, size)
+    _certify_objective(np.asarray(z.value, dtype=np.float64), p, selection.intermediate, what, solver, size)
+    return replace(selection, seconds=time.perf_counter() - start)
+
+
+def importance_from_coupling(solution: TransportSolution, target: object, law) -> TupleSelection:
+    """Importance weights from an optimal coupling π (Theorem 1, proof direction "⇒").
+
+    ``β_y(x) = [π(x, y) + u(x)/|set(x)|] / D(x)`` for ``y ∈ set(x)``, where
+    ``u(x) = D(x) - Σ_{y ∈ set(x)} π(x, y)`` is the unaccepted mass of x, spread evenly over the
+    distinct tokens of x. Then ``r(y) >= Σ_{x: y ∈ set(x)} π(x, y)`` and that accepted flow is
+    ``<= p(y)``, so ``Σ_y min(p, r) >= Σ_x Σ_{y ∈ set(x)} π(x, y) = P*``; as no selection beats
+    P*, the two are equal (checked here: a mismatch raises ``SolverError``).
+
+    >>> from multidraft.theory import IID
+    >>> from multidraft.lp.transport import transport_lp
+    >>> law = IID([0.5, 0.3, 0.2], k=2)
+    >>> solution = transport_lp([0.2, 0.3, 0.5], law)
+    >>> selection = importance_from_coupling(solution, [0.2, 0.3, 0.5], law)
+    >>> abs(selection.acceptance - solution.acceptance) < 1e-9
+    True
+    """
+    start = time.perf_counter()
+    if not isinstance(solution, TransportSolution):
+        raise ValueError(f"solution: expected a TransportSolution, got {type(solution).__name__}")
+    n = law.n
+    p = as_target(target, n)
+    tuples, probs, plan = solution.tuples, solution.tuple_probs, solution.plan
+    if tuples.ndim != 2 or tuples.shape[1] != law.k or plan.shape != (len(tuples), n):
+        raise ValueError(
+            f"solution: tuples {tuples.shape} / plan {plan.shape} do not match the law (k={law.k}, n={n})"
+        )
+    expected, expected_probs, _ = law_tuples(law, solution.merged)
+    if expected.shape != tuples.shape or not np.array_equal(expected, tuples) or not np.allclose(expected_probs, probs, atol=1e-12):
+        raise ValueError("solution: its draft tuples and probabilities are not those of the given law")
+    if np.abs(plan.sum(axis=0) - p).max() > FEASIBILITY_TOLERANCE:
+        raise ValueError("solution: its plan's target marginal is not the given target")
+    rows, tokens = _distinct_pairs(tuples, n)
+    accepted = plan[rows, tokens]
+    distinct = np.bincount(rows, minlength=len(tuples))
+    unaccepted = np.maximum(probs - np.bincount(rows, weights=accepted, minlength=len(tuples)), 0.0)
+    mass = accepted + (unaccepted / distinct)[rows]
+    what = f"importance weights from the coupling ({law.name} law, n={n}, k={law.k})"
+    size = (solution.variables, solution.constraints)
+    selection = _tuple_selection(p, tuples, probs, solution.merged, (rows, tokens, mass), solution.status, solution.solver, what, size)
+    # Each target marginal of the plan is within the tolerance, so the n columns can lose at most
+    # n times it; a larger shortfall means the weights were read off wrongly.
+    shortfall = solution.acceptance - selection.acceptance
+    certify(shortfall <= n * FEASIBILITY_TOLERANCE, what, f"Σ min(p, r) is below the LP optimum by {shortfall:.3g}", solution.solver, *size)
+    return replace(selection, seconds=solution.seconds + time.perf_counter() - start)
+
+
+def _distribution(values: object, name: str) -> np.ndarray:
+    """:func:`~multidraft.theory.distributions.as_distribution` with a two-reduction fast path.
+
+    A float64 vector whose minimum is >= 0 and whose sum is finite and within the tolerance of
+    one has no NaN, no infinity and no negative entry, so it passes every check of
+    ``as_distribution``; anything else is handed to it for the precise error message. This
+    keeps validation at about 0.1 ms for n = 49152 on the per-position hot path.
+    """
+    from multidraft.theory.distributions import SUM_TOLERANCE, as_distribution
+
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim == 1 and values.size:
+        total = float(values.sum())
+        if values.min() >= 0 and abs(total - 1.0) <= SUM_TOLERANCE:
+            return values / total
+    return as_distribution(values, name)
+
+
+def _pair_drafts(target: object, draft: object, draft2: object | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    q1 = _distribution(draft, "draft")
+    q2 = q1 if draft2 is None else _distribution(draft2, "draft2")
+    if len(q2) != len(q1):
+        raise ValueError(f"draft2: length {len(q2)} differs from draft's {len(q1)}")
+    p = _distribution(target, "target")
+    if len(p) != len(q1):
+        raise ValueError(f"target: length {len(p)} does not match the vocabulary n={len(q1)} of the drafts")
+    return p, q1, q2
+
+
+def _balance_matrix(first: np.ndarray, second: np.ndarray, mass: np.ndarray, n: int):
+    """Sparse ``n × V`` map from pair weights w to the change of r: a pair (i, j) of mass M
+    selecting i instead of j moves M from r(j) to r(i)."""
+    import scipy.sparse as sp
+
+    count = len(mass)
+    return sp.csr_matrix(
+        (np.concatenate([mass, -mass]), (np.concatenate([first, second]), np.tile(np.arange(count), 2))),
+        shape=(n, count),
+    )
+
+
+def pair_importance_lp(
+    target: object,
+    draft: object,
+    draft2: object | None = None,
+    *,
+    solver: str = "HIGHS",
+    max_variables: int = MAX_VARIABLES,
+) -> PairSelection:
+    """K = 2 importance-weighted LP in pair form (Khisti et al., Section 4, eq. (10)).
+
+    Drafts ``X₁ ~ q₁``, ``X₂ ~ q₂`` independently (``draft2=None``: iid). With
+    ``w_ij ∈ [0, 1]`` the probability of selecting i from the pair (i, j), i ≠ j:
+
+        r(k) = q₁(k) q₂(k) + Σ_{j≠k} w_kj q₁(k) q₂(j) + Σ_{i≠k} (1 - w_ik) q₁(i) q₂(k)
+        maximise Σ_k z_k  s.t.  z_k <= p(k),  z_k <= r(k),  0 <= w <= 1.
+
+    Only pairs of positive probability get a variable (at most n² - n). The returned r is
+    recomputed from the weights and checked to be a distribution, and the solver's ``z_k`` may
+    exceed ``min(p(k), r(k))`` by at most the feasibility tolerance (so ``Σ min(p, r)`` is the
+    solver's optimum up to its tolerances).
+
+    >>> selection = pair_importance_lp([1/3, 1/6, 1/2], [1/3, 1/3, 1/3])
+    >>> round(selection.acceptance, 9)
+    1.0
+    """
+    import cvxpy as cp
+
+    start = time.perf_counter()
+    solver = check_solver(solver)
+    p, q1, q2 = _pair_drafts(target, draft, draft2)
+    n = len(p)
+    what = f"pair importance LP (n={n})"
+    support1, support2 = np.count_nonzero(q1), np.count_nonzero(q2)
+    check_size(what, support1 * support2 + n, 2 * n, max_variables)
+    outer = np.outer(q1, q2)
+    first, second = np.nonzero((outer > 0) & ~np.eye(n, dtype=bool))
+    mass = outer[first, second]
+    size = (len(mass) + n, 2 * n)
+    balance = _balance_matrix(first, second, mass, n)
+    w = cp.Variable(len(mass), bounds=[np.zeros(len(mass)), np.ones(len(mass))]) if len(mass) else None
+    z = cp.Variable(n)
+    r_expr = q2 + balance @ w if w is not None else q2
+    problem = cp.Problem(cp.Maximize(cp.sum(z)), [z <= p, z <= r_expr])
+    status, _ = solve(problem, solver, what, *size)
+
+    values = np.clip(np.asarray(w.value, dtype=np.float64), 0.0, 1.0) if w is not None else np.zeros(0)
+    r = _certified_intermediate(q2 + balance @ values, what, solver, *size)
+    _certify_objective(np.asarray(z.value, dtype=np.float64), p, r, what, solver, size)
+    acceptance = _acceptance(p, r)
+    weights = np.ones((n, n))
+    weights[first, second] = values
+    return PairSelection(acceptance, r, status, solver, time.perf_counter() - start, weights)
+
+
+def rank_key_values(target: np.ndarray, draft: np.ndarray, draft2: np.ndarray, rank_key: str) -> np.ndarray:
+    """Ranking key of :func:`truncated_lp` (larger = ranked first).
+
+    * ``"published"``: ``p(k) - q₁(k) q₂(k)`` (Khisti et al., Section 4): the target mass not
+      already delivered by the pair (k, k).
+    * ``"ratio"``: ``p(k) / q̄(k)`` with ``q̄ = (q₁ + q₂)/2``, i.e. the draft/target ratio q/p of
+      theory.md taken in *increasing* order: the min-cut argument says an optimal selection
+      sends every tuple that contains an under-drafted token (small q/p, outside the optimal
+      cut set) to that token, so those tokens should win the fixed rule. ``q̄ = 0 < p`` ranks
+      first; ``p = 0`` ranks last. (Taken literally, q/p *decreasing* would favour over-drafted
+      tokens; benchmarks/bench_lp.py compares the keys.)
+    """
+    if rank_key == "published":
+        return target - draft * draft2
+    if rank_key == "ratio":
+        mean = 0.5 * (draft + draft2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(mean > 0, target / np.where(mean > 0, mean, 1.0), np.where(target > 0, np.inf, 0.0))
+    raise ValueError(f"rank_key: unknown key {rank_key!r}; choose one of {', '.join(RANK_KEYS)}")
+
+
+def truncated_lp(
+    target: object,
+    draft: object,
+    draft2: object | None = None,
+    *,
+    s: int = 5,
+    rank_key: str = "published",
+    outside: str = "ranked",
+    backend: str = "highspy",
+) -> TruncatedSelection:
+    """Truncated importance-weighted LP (Khisti et al., ICLR 2025, Section 4), K = 2.
+
+    Rank the tokens by ``rank_key`` (see :func:`rank_key_values`) and keep the top s, Ω₁.
+    Every pair with a token outside Ω₁ gets a fixed weight; only the ``s(s - 1)`` weights of
+    pairs inside Ω₁ are optimised. With ``outside="ranked"`` (the paper's rule) such a pair
+    selects its better-ranked token, which gives the closed form, for k ∉ Ω₁,
+
+        r(k) = q₁(k) q₂(k) + q₁(k) q₂(A_k) + q₂(k) q₁(A_k),   A_k = tokens ranked after k,
+
+    and, for k ∈ Ω₁, ``r(k) = q₁(k) q₂(k) + q₁(k) q₂(Ω₂) + q₂(k) q₁(Ω₂)`` (Ω₂ = Ω \\ Ω₁) plus
+    the inner part of :func:`pair_importance_lp` restricted to Ω₁ × Ω₁. The inner LP is
+    ``max Σ_{k∈Ω₁} z_k`` with ``z_k <= p(k)``, ``z_k <= r(k)``, ``0 <= w <= 1``; tokens outside
+    Ω₁ contribute the constant ``Σ_{k∉Ω₁} min(p(k), r(k))``.
+
+    ``outside="first"`` is the sort-free O(n) variant: Ω₁ by ``argpartition`` (the same set as
+    the full sort, up to ties at the s-th key), pairs with exactly one token in Ω₁ select it,
+    pairs with both tokens outside select the first draft, so ``r(k) = q₁(k) q₂(Ω₂)`` for
+    k ∉ Ω₁. It is lossless for the same reason as every fixed rule (Theorem 1: the single-draft
+    step against r outputs p exactly); its acceptance differs from the ranked rule, and unlike
+    the ranked rule it is not guaranteed non-decreasing in s.
+
+    Losslessness checks made here: r is recomputed from the clipped weights and must be a
+    probability distribution, every weight lies in [0, 1] (selection only among the drafts), and
+    the solver's ``z_k`` may exceed ``min(p(k), r(k))`` by at most the feasibility tolerance. With the ranked rule the
+    acceptance is non-decreasing in s and equals :func:`pair_importance_lp` at s = n (tested).
+
+    The small inner LP goes to HiGHS without a modelling layer (see
+    :func:`~multidraft.lp._solve.solve_small_lp`): cvxpy's canonicalisation, and even
+    ``scipy.optimize.linprog``'s option checks (``backend="linprog"``, the same HiGHS solver),
+    cost milliseconds that dominate at this size on the per-position hot path of decoding.
+    Cost: one O(n log n) argsort (O(n) with ``outside="first"``), O(n) closed forms, and an LP
+    with ``s²`` variables.
+
+    Parameters
+    ----------
+    target, draft, draft2 : array_like, shape (n,)
+        p, q₁ and q₂ (``draft2=None``: iid drafts).
+    s : int
+        Tokens kept in the LP (``s >= n`` keeps all: the full pair LP).
+    rank_key : {"published", "ratio"}
+    outside : {"ranked", "first"}
+    backend : {"highspy", "linprog"}
+        How HiGHS is called for the inner LP.
+
+    Returns
+    -------
+    TruncatedSelection
+
+    Raises
+    ------
+    ValueError
+        Bad distributions, s, rank_key, outside or backend.
+    SolverError
+        Inner LP status other than optimal, or a failed re-check.
+
+    Examples
+    --------
+    >>> selection = truncated_lp([0.5, 0.3, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25], s=2)
+    >>> selection.top.tolist(), round(selection.acceptance, 6)
+    ([0, 1], 0.9)
+
+    Keeping every token recovers the optimum ``P* = 0.9375`` (min-cut at T = {1, 2, 3}):
+
+    >>> round(truncated_lp([0.5, 0.3, 0.1, 0.1], [0.25] * 4, s=4).acceptance, 6)
+    0.9375
+    """
+    start = time.perf_counter()
+    p, q1, q2 = _pair_drafts(target, draft, draft2)
+    n = len(p)
+    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+        raise ValueError(f"s: the number of tokens kept must be an integer >= 1, got {s!r}")
+    if outside not in OUTSIDE_RULES:
+        raise ValueError(f"outside: unknown rule {outside!r}; choose one of {', '.join(OUTSIDE_RULES)}")
+    if backend not in SMALL_LP_BACKENDS:
+        raise ValueError(f"backend: unknown small-LP backend {backend!r}; choose one of {', '.join(SMALL_LP_BACKENDS)}")
+    s = min(int(s), n)
+    key = rank_key_values(p, q1, q2, rank_key)
+    total1, total2 = q1.sum(), q2.sum()
+
+    r = np.empty(n)
+    if outside == "ranked":
+        order = np.argsort(-key)  # ties: any order is lossless; this one is deterministic
+        top = order[:s]
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n)
+        sorted1 = q1[order]
+        after1 = total1 - np.cumsum(sorted1)  # draft mass ranked strictly after each token
+        if draft2 is None:
+            r[order] = sorted1 * (sorted1 + 2.0 * after1)
+        else:
+            sorted2 = q2[order]
+            r[order] = sorted1 * (sorted2 + total2 - np.cumsum(sorted2)) + sorted2 * after1
+    else:
+        top = np.argpartition(-key, s - 1)[:s] if s < n else np.arange(n)
+        top = top[np.argsort(-key[top], kind="stable")]
+        rank = np.full(n, s, dtype=np.int64)
+        rank[top] = np.arange(s)
+        np.multiply(q1, total2 - q2[top].sum(), out=r)
+
+    # Inside Ω₁: fixed part ``base`` (all inner pairs (i, k) selecting k), then the inner LP.
+    inner1, inner2, inner_p = q1[top], q2[top], p[top]
+    out1, out2 = total1 - inner1.sum(), total2 - inner2.sum()
+    outer = np.outer(inner1, inner2)
+    base = inner1 * out2 + inner2 * out1 + outer.sum(axis=0)
+    first, second = np.nonzero(~np.eye(s, dtype=bool))
+    mass = outer[first, second]
+    pairs = len(mass)
+    what = f"truncated LP (n={n}, s={s})"
+    solver = f"HiGHS ({backend})"
+    size = (pairs + s, s)
+    # The inner masses can be tiny (tokens far down the distribution); HiGHS's tolerances are
+    # absolute, so the LP is solved in units of its largest coefficient.
+    scale = max(float(inner_p.max()), float(base.max()), float(mass.max()) if pairs else 0.0)
+    if pairs and scale > 0:
+        # x = [w, z]: minimise -Σ z  s.t.  z_k - Σ_j w_kj M_kj + Σ_i w_ik M_ik <= base_k (scaled).
+        columns = (
+            np.concatenate([np.arange(0, 2 * pairs + 1, 2), 2 * pairs + np.arange(1, s + 1)]),
+            np.concatenate([np.stack([first, second], axis=1).reshape(-1), np.arange(s)]),
+            np.concatenate([np.stack([-mass, mass], axis=1).reshape(-1) / scale, np.ones(s)]),
+        )
+        x, _ = solve_small_lp(
+            np.concatenate([np.zeros(pairs), -np.ones(s)]),
+            columns,
+            base / scale,
+            np.zeros(pairs + s),
+            np.concatenate([np.ones(pairs), inner_p / scale]),
+            backend,
+            what,
+        )
+        w, z = np.clip(x[:pairs], 0.0, 1.0), x[pairs:] * scale
+    else:  # s = 1 or no inner mass: nothing to optimise
+        w, z = np.zeros(pairs), np.minimum(inner_p, base)
+    moved = mass * w
+    inner_r = base + np.bincount(first, moved, minlength=s) - np.bincount(second, moved, minlength=s)
+    r[top] = inner_r
+    r = _certified_intermediate(r, what, solver, *size)
+    _certify_objective(z, inner_p, r[top], what, solver, size)
+    weights = np.ones((s, s))
+    weights[first, second] = w
+    return TruncatedSelection(
+        acceptance=_acceptance(p, r),
+        intermediate=r,
+        status="optimal",
+        solver=solver,
+        seconds=time.perf_counter() - start,
+        top=top,
+        rank=rank,
+        weights=weights,
+        s=s,
+        rank_key=rank_key,
+        outside=outside,
+    )
+
+
+def multistage(
+    target: object,
+    drafts: list,
+    *,
+    s: int | None = None,
+    rank_key: str = "published",
+    solver: str = "HIGHS",
+) -> MultistageSelection:
+    """Multi-stage selection for K >= 2 independent drafts ``X_i ~ q_i`` (Khisti et al., Section 4).
+
+    Stage 1 combines drafts 1 and 2 by a pair LP into a token with law ``r₁``; stage j combines
+    the kept token (law ``r_{j-1}``, independent of ``X_{j+1}``) with draft j + 1 into ``r_j``,
+    each stage maximising ``Σ min(p, r_j)``. The single-draft step at the end uses
+    ``r_{K-1}``, so the scheme is lossless and its acceptance ``Σ min(p, r_{K-1})`` is at most
+    P* (the stages are greedy). ``s=None``: full :func:`pair_importance_lp` per stage; an
+    integer s: :func:`truncated_lp` with that s and ``rank_key``.
+
+    >>> q = [0.4, 0.3, 0.2, 0.1]
+    >>> selection = multistage([0.1, 0.2, 0.3, 0.4], [q, q, q])
+    >>> selection.k, selection.selection_probabilities([[0, 1, 3]]).shape
+    (3, (1, 3))
+    """
+    start = time.perf_counter()
+    if isinstance(drafts, np.ndarray) and drafts.ndim == 1:
+        raise ValueError("drafts: multistage needs a list of K >= 2 draft distributions")
+    drafts = list(drafts)
+    if len(drafts) < 2:
+        raise ValueError(f"drafts: multistage needs K >= 2 draft distributions, got {len(drafts)}")
+    stages: list[ImportanceSelection] = []
+    current = drafts[0]
+    for following in drafts[1:]:
+        if s is None:
+            stage = pair_importance_lp(target, current, following, solver=solver)
+        else:
+            stage = truncated_lp(target, current, following, s=s, rank_key=rank_key)
+        stages.append(stage)
+        current = stage.intermediate
+    last = stages[-1]
+    return MultistageSelection(
+        acceptance=last.acceptance,
+        intermediate=last.intermediate,
+        status=last.status,
+        solver=last.solver,
+        seconds=time.perf_counter() - start,
+        stages=tuple(stages),
+    )

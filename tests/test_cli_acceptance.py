@@ -1,0 +1,72 @@
+"""The ``multidraft acceptance`` command: the JSON contract, exactness and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from multidraft.cli import main
+from multidraft.schemes import SCHEMES
+from multidraft.theory import IID, optimal_acceptance
+
+
+def run_json(capsys, *argv):
+    assert main(["acceptance", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_builtin_example_is_khisti_uniform_case(capsys):
+    out = run_json(capsys, "--exact")
+    assert out["law"] == "iid" and out["k"] == 2 and out["n"] == 3
+    assert out["acceptance"] == {"optimal": "1/1", "single": "5/6"}
+
+
+def test_exact_values_are_exact_fractions(capsys):
+    out = run_json(capsys, "--target", "12/25,6/25,4/25,3/25", "--draft", "1/4,1/4,1/4,1/4", "--k", "2", "--exact", "--scheme", "all")
+    law = IID(["1/4"] * 4, 2)
+    assert Fraction(out["acceptance"]["optimal"]) == optimal_acceptance(["12/25", "6/25", "4/25", "3/25"], law, exact=True).value
+    assert Fraction(out["acceptance"]["single"]) == Fraction(77, 100)  # Σ min(p, q) = 3/25 + 4/25 + 1/4 + 1/4
+    assert "specinfer" in out["acceptance"]
+    assert all(not SCHEMES[name].exact_capable for name in out["skipped"])
+
+
+def test_scheme_all_lists_every_applicable_scheme(capsys):
+    out = run_json(capsys, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--k", "2", "--scheme", "all")
+    assert {"optimal", "single", "specinfer", "spectr"} <= set(out["acceptance"])
+    values = out["acceptance"]
+    assert all(values[name] <= values["optimal"] + 1e-9 for name in values)
+
+
+def test_repeated_draft_means_independent(capsys):
+    out = run_json(capsys, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--draft", "0.6,0.2,0.2")
+    assert out["law"] == "independent" and out["k"] == 2
+
+
+def test_readable_table(capsys):
+    assert main(["acceptance", "--target", "0.5,0.5", "--draft", "0.9,0.1", "--k", "3", "--law", "wor"]) == 2
+    assert "without replacement needs k <= n" in capsys.readouterr().err
+
+
+BAD_ARGS = [
+    pytest.param(["--target", "0.5,x", "--draft", "0.5,0.5", "--k", "2"], "cannot parse entry 1", id="unparsable"),
+    pytest.param(["--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"], "sum to", id="sum-off"),
+    pytest.param(["--target", "0.5,-0.5,1", "--draft", "0.2,0.3,0.5", "--k", "2"], "negative", id="negative"),
+    pytest.param(["--target", "0.5,0.5", "--draft", "0.2,0.3,0.5", "--k", "2"], "does not match", id="length-mismatch"),
+    pytest.param(["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be >= 1", id="k-zero"),
+    pytest.param(["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "2", "--exact"], "exact", id="exact-with-floats"),
+    pytest.param(["--target", "0.5,0.5"], "give both", id="target-without-draft"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_ARGS)
+def test_bad_input_is_one_line_and_nonzero(argv, message):
+    """A clear one-line message on stderr, exit status 2, no traceback (run as a real process)."""
+    result = subprocess.run([sys.executable, "-m", "multidraft", "acceptance", *argv], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

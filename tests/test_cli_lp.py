@@ -1,0 +1,83 @@
+"""The ``multidraft lp`` sub-command: text and JSON output, laws, plan, and errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from multidraft.cli import main
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main(["lp", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_reference_case_text(capsys):
+    assert main(["lp", "--target", "1/3,1/6,1/2", "--draft", "1/3,1/3,1/3", "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "optimal acceptance  1" in out and "(min-cut 1," in out
+    assert "status              optimal (HIGHS)" in out
+    assert "18 variables, 8 equality constraints" in out
+
+
+def test_json_keys_and_values(capsys):
+    result = run_json(capsys, "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2")
+    assert {"optimal", "status", "seconds"} <= set(result)
+    assert "plan" not in result
+    np.testing.assert_allclose(result["optimal"], 0.85, atol=1e-9)  # min-cut at T = {1}: 0.1 + 1 - 0.25
+    np.testing.assert_allclose(result["min_cut"], 0.85, atol=1e-12)
+    assert result["status"] == "optimal" and result["seconds"] > 0
+    assert (result["law"], result["k"], result["n"]) == ("iid", 2, 2)
+
+
+@pytest.mark.parametrize("law", ["iid", "wor", "greedy", "independent"])
+def test_every_law_matches_the_min_cut(capsys, law):
+    result = run_json(capsys, "--target", "0.1,0.2,0.3,0.4", "--draft", "0.4,0.3,0.2,0.1", "--k", "2", "--law", law)
+    assert result["law"] == law
+    np.testing.assert_allclose(result["optimal"], result["min_cut"], atol=1e-7)
+
+
+def test_repeated_drafts_mean_independent_and_plan(capsys):
+    result = run_json(capsys, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--draft", "0.6,0.2,0.2", "--plan")
+    assert (result["law"], result["k"]) == ("independent", 2)
+    plan = result["plan"]
+    coupling = np.array(plan["coupling"])
+    assert coupling.shape == (9, 3)
+    np.testing.assert_allclose(coupling.sum(axis=0), [0.5, 0.3, 0.2], atol=1e-6)
+    np.testing.assert_allclose(coupling.sum(axis=1), plan["tuple_probs"], atol=1e-6)
+    weights = np.array(plan["importance_weights"])
+    assert weights.shape == (9, 2)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(plan["importance_acceptance"], result["optimal"], atol=1e-7)
+
+
+def test_plan_text(capsys):
+    assert main(["lp", "--target", "1/3,1/6,1/2", "--draft", "1/3,1/3,1/3", "--k", "2", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "coupling pi(x, y) and importance weights beta (per multiset position)" in out
+    assert "(1, 2)" in out and "intermediate r:" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--target", "0.5,0.5", "--draft", "0.5,0.5"], "k: a single --draft needs --k"),
+        (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--draft", "0.1,0.9", "--k", "3"], "does not match the 2 drafts"),
+        (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--draft", "0.1,0.9", "--law", "wor"], "repeated --draft means"),
+        (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "2", "--solver", "NOPE"], "solver: 'NOPE' is not"),
+        (["--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"], "target: entries sum to 1.1"),
+        (["--target", "0.5,x", "--draft", "0.5,0.5", "--k", "2"], "target: cannot parse entry 1"),
+        (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be >= 1"),
+        (["--target", ",".join(["1/150"] * 150), "--draft", ",".join(["1/150"] * 150), "--k", "3"], "exceed the limit"),
+    ],
+    ids=["missing-k", "k-mismatch", "law-with-repeated-drafts", "solver", "bad-sum", "unparsable", "k-zero", "too-large"],
+)
+def test_errors_exit_2_with_one_line(capsys, argv, message):
+    assert main(["lp", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("multidraft lp: error: ")
+    assert message in err
+    assert err.count("\n") == 1

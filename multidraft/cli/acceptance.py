@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from multidraft.cli._laws import LAWS, build_law
+
 #: The built-in example: Khisti et al., Section 3 (uniform draft, acceptance one).
 EXAMPLE_TARGET = "1/3,1/6,1/2"
 EXAMPLE_DRAFT = "1/3,1/3,1/3"
@@ -45,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="draft distribution q; repeat for independent non-identical drafts (K = number of drafts)",
     )
     parser.add_argument("--k", type=int, default=None, help="number of drafts K (needed with a single --draft)")
-    parser.add_argument("--law", choices=("iid", "wor", "greedy", "independent"), default=None, help="draft law (default iid)")
+    parser.add_argument("--law", choices=LAWS, default=None, help="draft law (default iid)")
     parser.add_argument(
         "--scheme",
         action="append",
@@ -93,7 +95,6 @@ def _format(value, exact: bool) -> str | float:
 
 def run(args: argparse.Namespace) -> int:
     """Compute and print the acceptance of each requested scheme."""
-    from multidraft.cli.lp import build_law
     from multidraft.schemes import SCHEMES, schemes_for
     from multidraft.theory import parse_distribution
 

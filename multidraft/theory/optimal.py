@@ -12,7 +12,8 @@ Two independent routes compute it:
 * ``method="subsets"``: all 2^n sets at once (subset sums and a zeta transform; n <= 22).
 * ``method="sorted"``: one sort plus a prefix scan, O(n log n), for laws whose optimal cut is
   a prefix of one token order: IID and WithoutReplacement (order by decreasing q/p; exchange
-  argument in theory.md for iid, checked against the subset route for wor), Greedy (its K-1
+  argument in theory.md for iid, proof by the exponential race in
+  :class:`~multidraft.theory.laws.WithoutReplacement` for wor), Greedy (its K-1
   fixed tokens first, then the rest by q̃/p) and Deterministic (the draft set first).
   Independent (non-identical) drafts have no single-order structure.
 

@@ -1,0 +1,110 @@
+"""Tests of ``multidraft cones``: JSON that sympify parses and reproduces P*, listings, errors."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy
+
+from multidraft.cli import main
+from multidraft.theory import IID, Independent, optimal_acceptance, unit_acceptance
+
+
+def run_json(capsys, *argv):
+    assert main(["cones", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def point(symbols, values):
+    return {sympy.Symbol(name): sympy.Rational(value) for name, value in zip(symbols, values)}
+
+
+@pytest.mark.parametrize("n,k", [(3, 2), (3, 3)])
+def test_json_formulas_reproduce_the_optimum(capsys, n, k):
+    data = run_json(capsys, "--n", str(n), "--k", str(k))
+    parsed = [sympy.sympify(text) for text in data["formulas"]]
+    assert len(parsed) == len(data["subsets"]) == 2**n - 1
+    assert data["matches_subset_family"] and data["certified"] and data["vertices"] == 2**n - 1
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        weights_p, weights_q = rng.integers(1, 30, size=n), rng.integers(1, 30, size=n)
+        p = [Fraction(int(w), int(weights_p.sum())) for w in weights_p]
+        q = [Fraction(int(w), int(weights_q.sum())) for w in weights_q]
+        values = point([f"p{i}" for i in range(n)] + [f"q{i}" for i in range(n)], p + q)
+        derived = min(expression.xreplace(values) for expression in parsed)
+        expected = optimal_acceptance(p, IID(q, k), method="subsets", exact=True).value
+        assert derived == sympy.Rational(expected.numerator, expected.denominator)
+
+
+def test_json_independent_symbols(capsys):
+    data = run_json(capsys, "--n", "3", "--k", "2", "--law", "independent")
+    names = {str(s) for text in data["formulas"] for s in sympy.sympify(text).free_symbols}
+    assert names == {"p0", "p1", "p2", "q1_0", "q1_1", "q1_2", "q2_0", "q2_1", "q2_2"}
+    p, q1, q2 = [0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.7, 0.1, 0.2]
+    values = {sympy.Symbol(f"p{i}"): p[i] for i in range(3)}
+    values |= {sympy.Symbol(f"q1_{i}"): q1[i] for i in range(3)} | {sympy.Symbol(f"q2_{i}"): q2[i] for i in range(3)}
+    derived = min(float(sympy.sympify(text).xreplace(values)) for text in data["formulas"])
+    expected = optimal_acceptance(p, Independent([q1, q2]), method="subsets").value
+    np.testing.assert_allclose(derived, expected, rtol=0, atol=1e-12)
+
+
+def test_json_unit_inequalities_decide_acceptance_one(capsys):
+    data = run_json(capsys, "--n", "3", "--k", "2", "--unit")
+    relations = [sympy.sympify(text) for text in data["inequalities"]]
+    assert len(relations) == 6 and all(isinstance(r, sympy.GreaterThan) for r in relations)
+    assert data["matches_subset_family"] and data["equalities"] == []
+    q = ["1/3", "1/3", "1/3"]
+    for p in (["1/3", "1/6", "1/2"], ["1/3", "1/12", "7/12"]):
+        values = point(["p0", "p1", "p2", "q0", "q1", "q2"], p + q)
+        holds = all(bool(r.xreplace(values)) for r in relations)
+        assert holds == unit_acceptance(p, IID(q, 2), exact=True).holds
+
+
+def test_json_unit_single_draft_equalities(capsys):
+    data = run_json(capsys, "--n", "2", "--k", "1", "--unit")
+    assert data["inequalities"] == [] and not data["matches_subset_family"]
+    assert {str(sympy.sympify(text)) for text in data["equalities"]} == {"Eq(q0, p0)", "Eq(q1, p1)"}
+
+
+def test_readable_listing_shows_sets(capsys):
+    assert main(["cones", "--n", "3", "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "T = {0, 1}" in out and "p0 + p1 - (q0 + q1)**2 + 1" in out
+    assert "exactly p(T) + 1 - P_D" in out and "NOT" not in out
+    assert main(["cones", "--n", "3", "--k", "2", "--law", "wor", "--unit"]) == 0
+    out = capsys.readouterr().out
+    assert "T = {0, 2}" in out and ">=" in out
+
+
+def test_latex_output(capsys):
+    assert main(["cones", "--n", "2", "--k", "2", "--latex"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("\\begin{align*}") and "q_{0}^{2}" in out and "\\emptyset" in out
+    assert main(["cones", "--n", "2", "--k", "2", "--unit", "--latex"]) == 0
+    assert "\\geq" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--n", "0", "--k", "2"], "n: the vocabulary size must be >= 1, got 0"),
+        (["--n", "3", "--k", "0"], "k: the number of drafts must be >= 1, got 0"),
+        (["--n", "9", "--k", "3"], "174 variables and 1485 constraints"),
+        (["--n", "2", "--k", "3", "--law", "wor"], "k: without replacement needs k <= n"),
+    ],
+    ids=["n-zero", "k-zero", "too-large", "wor-k"],
+)
+def test_errors_are_one_line(capsys, argv, message):
+    assert main(["cones", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("multidraft cones: error:")
+
+
+def test_json_and_latex_are_exclusive(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["cones", "--n", "2", "--k", "2", "--json", "--latex"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err

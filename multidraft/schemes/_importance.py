@@ -1,0 +1,136 @@
+"""Schemes built on importance-weighted selection (Theorem 1 of Khisti et al., ICLR 2025).
+
+Step 1 picks draft position i with probability ``β_i(x)`` (an
+:class:`multidraft.lp.importance.ImportanceSelection`), giving ``Y' = X_i`` with law r; step 2 is
+single-draft speculative sampling of Y' against p with draft law r: accept with probability
+``min(1, p(Y')/r(Y'))``, else sample ``norm((p - r)_+)``. Lossless for *any* weights, provided
+r is the true law of Y' under the weights used; so when the law can be enumerated
+(at most ``RECOMPUTE_LIMIT`` tuples) r is recomputed here from the weights,
+``r(y) = Σ_x D(x) Σ_i β_i(x) 1[x_i = y]``, and the LP's own (solver-tolerance) intermediate is
+used only beyond that size. The selected draft is accepted with probability
+``Σ_y min(p(y), r(y))``; the residual may still emit an unselected draft token, so
+``P(Y ∈ set(X))`` can be larger (it is computed by enumeration).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from multidraft.schemes.base import Scheme, draft_distribution, normalise, positive_part, safe_divide, sample_rows
+from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
+
+__all__ = ["ImportanceScheme", "RECOMPUTE_LIMIT"]
+
+#: Laws with at most this many draft tuples get r recomputed exactly from the weights.
+RECOMPUTE_LIMIT = 200_000
+#: Largest accepted deviation of selection weights from a probability vector.
+WEIGHT_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class _Plan:
+    selection: Any  # ImportanceSelection
+    step: np.ndarray  # [n]: min(1, p/r)
+    residual: np.ndarray  # [n]: norm((p - r)_+)
+    intermediate: np.ndarray  # [n]: r
+
+
+def _tuple_count(law: DraftLaw) -> int:
+    if law.name == "deterministic":
+        return 1
+    if law.name == "greedy":
+        return int(np.count_nonzero(law.residual))
+    if law.name == "independent":
+        return math.prod(int(np.count_nonzero(q)) for q in law.drafts)
+    support = int(np.count_nonzero(law.draft))
+    return math.perm(support, law.k) if law.name == "wor" else support**law.k
+
+
+class ImportanceScheme(Scheme):
+    """Importance-weighted selection plus the single-draft step; subclasses choose the weights."""
+
+    @abstractmethod
+    def selection(self, target: np.ndarray, law: DraftLaw):
+        """The :class:`~multidraft.lp.importance.ImportanceSelection` for ``(p, law)``."""
+
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
+        chosen = self.selection(p, law)
+        r = np.asarray(chosen.intermediate, dtype=np.float64)
+        if _tuple_count(law) <= RECOMPUTE_LIMIT:
+            r = induced_law(chosen, law)
+        return _Plan(chosen, np.minimum(safe_divide(p, r), 1.0), normalise(positive_part(p - r), p), r)
+
+    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
+        weights = checked_weights(plan.selection, tuples)  # [m, K]
+        m, k = tuples.shape
+        out = np.zeros((m, len(plan.step)))
+        rows = np.arange(m)
+        rejected = np.zeros(m)
+        for i in range(k):
+            accept = plan.step[tuples[:, i]]
+            out[rows, tuples[:, i]] += weights[:, i] * accept
+            rejected += weights[:, i] * (1.0 - accept)
+        return out + rejected[:, None] * plan.residual[None, :]
+
+    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        weights = checked_weights(plan.selection, tuples)
+        position = sample_rows(weights, rng)
+        chosen = tuples[np.arange(len(tuples)), position]
+        accept = rng.random(len(tuples)) < plan.step[chosen]
+        tokens = chosen.copy()
+        if (~accept).any():
+            tokens[~accept] = rng.choice(len(plan.residual), size=int((~accept).sum()), p=plan.residual)
+        return tokens
+
+    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> None:
+        count = _tuple_count(law)
+        if count > ENUMERATION_LIMIT:
+            raise ValueError(
+                f"scheme {self.name!r}: P(Y ∈ set(X)) needs enumerating {count} draft tuples "
+                f"(limit {ENUMERATION_LIMIT}); selected_acceptance(target, law) gives the selected "
+                "draft's acceptance Σ min(p, r) at any size"
+            )
+        return None
+
+    def selected_acceptance(self, target: object, law: DraftLaw) -> float:
+        """``Σ_y min(p(y), r(y))``: the chance that the *selected* draft is accepted (a lower
+        bound on :meth:`acceptance`, equal to it for the optimal weights)."""
+        p = self.check(target, law)
+        return float(np.minimum(p, self._prepare(p, law, False).intermediate).sum())
+
+
+def checked_weights(selection, tuples: np.ndarray) -> np.ndarray:
+    """``selection.selection_probabilities(tuples)``, refused unless every row is a probability
+    vector (entries >= -1e-9, sums within 1e-9 of one): a selection that loses or creates mass
+    would silently make the scheme lossy."""
+    weights = np.asarray(selection.selection_probabilities(tuples), dtype=np.float64)
+    if weights.shape != tuples.shape:
+        raise RuntimeError(f"selection: weights of shape {weights.shape} for tuples of shape {tuples.shape}")
+    error = np.abs(weights.sum(axis=-1) - 1.0)
+    if len(weights) and (weights.min() < -WEIGHT_TOLERANCE or error.max() > WEIGHT_TOLERANCE):
+        row = int(np.argmax(error))
+        raise RuntimeError(
+            f"selection {type(selection).__name__}: weights {weights[row].tolist()} for drafts "
+            f"{tuples[row].tolist()} are not a probability vector"
+        )
+    weights = np.maximum(weights, 0.0)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def induced_law(selection, law: DraftLaw) -> np.ndarray:
+    """``r(y) = Σ_x D(x) Σ_i β_i(x) 1[x_i = y]``: the law of the selected draft, by enumeration."""
+    tuples, probs = law.enumerate()
+    weights = checked_weights(selection, tuples)
+    r = np.zeros(law.n)
+    np.add.at(r, tuples.reshape(-1), (weights * probs[:, None]).reshape(-1))
+    return r / r.sum()
+
+
+def product_drafts(law: DraftLaw) -> list[np.ndarray]:
+    """The K draft distributions of an iid or independent law."""
+    return [draft_distribution(law, i) for i in range(law.k)]

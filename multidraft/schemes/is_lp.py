@@ -1,0 +1,34 @@
+"""The full importance-weighted LP (Khisti et al., ICLR 2025, Theorem 1 and Section 4).
+
+``max_β Σ_y min(p(y), r(y))`` over selection weights β: the pair form with weights ``w_ij``
+(O(n²) variables, eq. (10)) for two iid or independent drafts, the tuple form otherwise. By
+Theorem 1 its optimum is P*.
+"""
+
+from __future__ import annotations
+
+from multidraft.schemes._importance import ImportanceScheme, product_drafts
+from multidraft.theory.laws import DraftLaw
+
+__all__ = ["ImportanceLP"]
+
+
+class ImportanceLP(ImportanceScheme):
+    """Importance-weighted selection with LP-optimal weights, then the single-draft step."""
+
+    name = "is-lp"
+    supported_laws = ("iid", "independent", "wor")
+
+    def __init__(self, *, solver: str = "HIGHS") -> None:
+        self.solver = solver
+
+    def __repr__(self) -> str:
+        return f"ImportanceLP(solver={self.solver!r})"
+
+    def selection(self, target, law: DraftLaw):
+        from multidraft.lp.importance import importance_lp, pair_importance_lp
+
+        if law.k == 2 and law.name in ("iid", "independent"):
+            first, second = product_drafts(law)
+            return pair_importance_lp(target, first, second, solver=self.solver)
+        return importance_lp(target, law, solver=self.solver)

@@ -1,0 +1,141 @@
+"""SpecInfer: recursive rejection sampling (RRS) with replacement (Miao et al. 2024).
+
+Residual ``r_0 = p``; for i = 1..K accept X_i with probability ``min(1, r_{i-1}(X_i)/q_i(X_i))``,
+else ``r_i = norm((r_{i-1} - q_i)_+)``; if every draft is rejected, sample ``r_K``. The
+residuals do not depend on the drafts, and
+
+    acceptance = 1 - Π_{i=1..K} (1 - Σ_y min(r_{i-1}(y), q_i(y)))
+
+(theory.md, "Published baseline schemes"). A rejected token has residual mass zero from then
+on, so this is also ``P(Y ∈ set(X))``. Works for iid drafts (q_i = q), independent
+non-identical drafts, and a deterministic draft set (q_i one-hot: a top-k tree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from multidraft.schemes.base import (
+    Scheme,
+    draft_distribution,
+    normalise,
+    positive_part,
+    safe_divide,
+    sequential_conditional,
+    sequential_sample,
+)
+from multidraft.theory.laws import DraftLaw
+
+__all__ = ["SpecInfer", "rrs_residuals"]
+
+
+def rrs_residuals(p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
+    """Residuals ``r_0 = p, r_i = norm((r_{i-1} - q_i)_+)`` for drafts ``[K, n]`` -> ``[K+1, n]``.
+
+    A residual of zero mass (reached with probability zero) repeats the previous one.
+    """
+    residuals = [p]
+    for q in drafts:
+        residuals.append(normalise(positive_part(residuals[-1] - q), residuals[-1]))
+    return np.stack(residuals)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    step: np.ndarray  # [K, n]: min(1, r_{i-1}/q_i)
+    residual: np.ndarray  # [n]: r_K
+    drafts: np.ndarray  # [K, n]
+    residuals: np.ndarray  # [K+1, n]
+
+
+class SpecInfer(Scheme):
+    """Recursive rejection sampling with replacement; step i uses the draft law q_i.
+
+    >>> from multidraft.theory.laws import IID
+    >>> SpecInfer().acceptance(["1/2", "1/2", "0"], IID(["1/3", "1/3", "1/3"], 2), exact=True)
+    Fraction(8, 9)
+    """
+
+    name = "specinfer"
+    supported_laws = ("iid", "independent", "deterministic")
+    exact_capable = True
+    exact_output = True
+    batch_capable = True
+
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
+        drafts = np.stack([draft_distribution(law, i, exact) for i in range(law.k)])
+        residuals = rrs_residuals(p, drafts)
+        step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
+        return _Plan(step, residuals[-1], drafts, residuals)
+
+    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
+        return sequential_conditional(plan.step, plan.residual, tuples)
+
+    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return sequential_sample(plan.step, plan.residual, tuples, rng)
+
+    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
+        plan = self._prepare(p, law, exact)
+        miss = Fraction(1) if exact else 1.0
+        for r, q in zip(plan.residuals[:-1], plan.drafts):
+            miss = miss * (1 - np.minimum(r, q).sum())
+        return 1 - miss
+
+    def select_batch(self, target, drafts, tokens, generator):
+        """Batched RRS: ``target [B, n]``, ``drafts [B, K, n]`` (q_i per row), ``tokens [B, K]``
+        -> ``(output [B], accepted [B])``.
+
+        Only rows still undecided after step i compute the next residual, kept unnormalised
+        as ``w_i = (w_{i-1} - m_{i-1} q_i)_+`` with mass ``m_i`` (so ``r_i = w_i / m_i``); step
+        i accepts iff ``U · q_i(X_i) · m_{i-1} < w_{i-1}(X_i)``.
+        """
+        from multidraft.schemes import _torch
+
+        k = _torch.check_batch(target, drafts, tokens)
+        return _rrs_batch(target, drafts, tokens, generator, k, without_replacement=False)
+
+
+def _rrs_batch(target, drafts, tokens, generator, k: int, without_replacement: bool):
+    """Shared batched loop of SpecInfer (step i draws from q_i) and RRS without replacement
+    (step i draws from q_0 renormalised off the earlier drafts: scale ``1/(1 - Σ_{j<i} q(x_j))``;
+    the residual is already zero on those earlier, rejected, tokens)."""
+    import torch
+
+    from multidraft.schemes import _torch
+
+    batch = target.shape[0]
+    output = tokens[:, 0].clone()
+    rows = torch.arange(batch, device=target.device)  # rows still undecided
+    weights = target  # w_{i-1} for the undecided rows
+    mass = torch.ones(batch, dtype=target.dtype, device=target.device)
+    drawn = torch.zeros(batch, dtype=target.dtype, device=target.device)  # Σ_{j<i} q(x_j) (wor)
+    for i in range(k):
+        x = tokens[rows, i]  # [R]
+        position = 0 if without_replacement else i
+        qx = drafts[rows, position, x]  # q_i(X_i), [R]
+        scale = 1.0 / (1.0 - drawn) if without_replacement else torch.ones_like(qx)
+        wx = weights.gather(1, x[:, None]).squeeze(1)
+        accept = _torch.uniforms(x.shape, target, generator) * (qx * scale) * mass < wx
+        output[rows[accept]] = x[accept]
+        keep = ~accept
+        rows, weights, mass, scale = rows[keep], weights[keep], mass[keep], scale[keep]
+        if without_replacement:
+            drawn = drawn[keep] + qx[keep]
+        if rows.numel() == 0:
+            return output, (tokens == output[:, None]).any(dim=1)
+        # `weights` is a fresh copy (boolean indexing above), so it may be updated in place:
+        # w_i = (w_{i-1} - m_{i-1} q^{(i)})_+ over the rejected rows only.
+        source = drafts[rows, position]  # [R, n]
+        weights = weights.addcmul_(source, -(mass * scale)[:, None]).clamp_min_(0)
+        new_mass = weights.sum(dim=1)
+        # A zero-mass residual is reached with probability zero; keep a valid distribution.
+        dead = new_mass <= 0
+        if bool(dead.any()):
+            weights[dead] = target[rows[dead]]
+            new_mass[dead] = target[rows[dead]].sum(dim=1)
+        mass = new_mass
+    output[rows] = _torch.sample_rows(weights, generator)
+    return output, (tokens == output[:, None]).any(dim=1)

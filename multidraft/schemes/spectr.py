@@ -1,0 +1,227 @@
+"""SpecTr K-SEQ (Sun et al., NeurIPS 2023, "SpecTr: Fast Speculative Decoding via Optimal
+Transport", Algorithm 3 / Theorem 3).
+
+With ``β(ρ) = Σ_y min(q(y), p(y)/ρ)``, test the iid drafts in order and accept X_i with
+probability ``min(1, p(X_i)/(ρ q(X_i)))``; if all K fail, sample from the residual
+
+    res(y) ∝ p(y) - min(q(y), p(y)/ρ) · (1 - (1 - β)^K) / β.
+
+The residual is non-negative iff ``1 - (1 - β(ρ))^K <= ρ β(ρ)``; ``ρβ(ρ) = Σ min(ρq, p)`` grows
+and ``(1 - β(ρ))^K`` grows with ρ, so the valid ρ form an interval ``[ρ*, ∞)`` and ρ* ∈ [1, K]
+is found by bisection. Every valid ρ gives a lossless scheme; ρ* accepts most. The drafts are
+accepted with probability ``1 - (1 - β(ρ*))^K >= (1 - 1/e) P*``; the residual may also emit a
+(rejected) draft token, so
+
+    P(Y ∈ set(X)) = 1 - (1 - β)^K + Σ_y res(y) [(1 - β)^K - (1 - β - v(y))^K],
+
+with ``v(y) = q(y) - min(q(y), p(y)/ρ)`` the chance of drawing y and rejecting it (at ρ* the
+residual vanishes wherever v > 0, so the extra term is zero up to rounding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multidraft.schemes.base import Scheme, normalise, positive_part, safe_divide, sequential_conditional, sequential_sample
+from multidraft.theory.laws import DraftLaw
+
+__all__ = ["SpecTr", "spectr_rho"]
+
+#: Bisection stops when the bracket is this narrow (relative).
+RHO_TOLERANCE = 4 * np.finfo(np.float64).eps
+
+
+def _beta(p: np.ndarray, q: np.ndarray, rho: float) -> float:
+    return float(np.minimum(q, p / rho).sum())
+
+
+def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
+    """Smallest ρ ∈ [1, K] with ``1 - (1 - β(ρ))^K <= ρ β(ρ)`` (bisection, float64).
+
+    The returned value is the upper end of the final bracket, so it satisfies the condition
+    as evaluated in floating point (a valid, lossless ρ) and lies within a relative
+    ``RHO_TOLERANCE`` of ρ*. K = 1 gives ρ* = 1 (single-draft speculative sampling).
+
+    >>> round(spectr_rho(np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2), 6)
+    1.584429
+    """
+
+    def valid(rho: float) -> bool:
+        beta = _beta(target, draft, rho)
+        return 1.0 - (1.0 - beta) ** k <= rho * beta
+
+    if valid(1.0):
+        return 1.0
+    low, high = 1.0, float(k)
+    while not valid(high):  # rounding at ρ = K: widen (the condition holds there exactly)
+        high *= 1.0 + 1e-12
+    while high - low > RHO_TOLERANCE * high:
+        middle = 0.5 * (low + high)
+        low, high = (low, middle) if valid(middle) else (middle, high)
+    return high
+
+
+@dataclass(frozen=True)
+class _Plan:
+    rho: float
+    beta: float
+    step: np.ndarray  # [n]: min(1, p/(ρ q))
+    residual: np.ndarray  # [n]
+    rejected: np.ndarray  # [n]: v(y) = q(y) - min(q(y), p(y)/ρ)
+
+
+class SpecTr(Scheme):
+    """SpecTr's K-SEQ with the smallest valid ρ (iid drafts).
+
+    >>> from multidraft.theory.laws import IID
+    >>> round(SpecTr().acceptance([0.5, 0.5], IID([0.9, 0.1], 2)), 6)
+    0.658443
+    """
+
+    name = "spectr"
+    supported_laws = ("iid",)
+    batch_capable = True
+
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
+        q, k = law.draft, law.k
+        rho = spectr_rho(p, q, k)
+        kept = np.minimum(q, p / rho)
+        beta = float(kept.sum())
+        gamma = (1.0 - (1.0 - beta) ** k) / beta
+        residual = normalise(positive_part(p - kept * gamma), p)
+        step = np.minimum(safe_divide(p, rho * q), 1.0)
+        return _Plan(rho, beta, step, residual, q - kept)
+
+    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
+        return sequential_conditional(plan.step, plan.residual, tuples)
+
+    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return sequential_sample(plan.step, plan.residual, tuples, rng)
+
+    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float:
+        plan = self._prepare(p, law, exact)
+        miss = (1.0 - plan.beta) ** law.k
+        hits = miss - np.clip(1.0 - plan.beta - plan.rejected, 0.0, None) ** law.k
+        return float(1.0 - miss + plan.residual @ hits)
+
+    def draft_acceptance(self, target: object, law: DraftLaw) -> float:
+        """The published acceptance ``1 - (1 - β(ρ*))^K``: the chance that one of the drafts
+        passes its test (a lower bound on :meth:`acceptance`)."""
+        p = self.check(target, law)
+        return 1.0 - (1.0 - self._prepare(p, law, False).beta) ** law.k
+
+    def select_batch(self, target, drafts, tokens, generator):
+        """Batched K-SEQ: ``target [B, n]``, ``drafts [B, K, n]`` (iid: only ``drafts[:, 0]`` is
+        used), ``tokens [B, K]`` -> ``(output [B], accepted [B])``.
+
+        Draft i passes under ρ iff ``ρ < c_i = p(X_i)/(U_i q(X_i))``. Since the validity
+        function G (below) increases in ρ, ``ρ* < c_i`` iff ``G(c_i) > 0``: the drafts are decided
+        in order by evaluating G at their thresholds (no evaluation when ``c_i <= 1``, a sure
+        failure, or ``c_i > K``, a sure pass), and ρ* itself is computed only for the rows that
+        reject every draft and need the residual (safeguarded Newton, :func:`_batch_rho`,
+        started from the largest failed threshold; it returns a valid ρ within a relative
+        ``64 eps`` of ρ*, so the draw is lossless up to floating-point rounding).
+        """
+        import torch
+
+        from multidraft.schemes import _torch
+
+        k = _torch.check_batch(target, drafts[:, :1].expand_as(drafts), tokens)
+        q = drafts[:, 0]
+        px = target.gather(1, tokens)
+        qx = q.gather(1, tokens)
+        threshold = px / (_torch.uniforms(tokens.shape, target, generator) * qx)  # c_i, [B, K]
+        output = tokens[:, 0].clone()
+        rows = torch.arange(target.shape[0], device=target.device)  # undecided rows
+        low = torch.ones(target.shape[0], dtype=torch.float64, device=target.device)  # ρ* >= low
+        for i in range(k):
+            c = threshold[rows, i].to(torch.float64)
+            passes = c > k  # passes for every ρ <= K
+            ask = (c > low[rows]) & ~passes
+            if bool(ask.any()):
+                asked = rows[ask]
+                value, _, _ = _validity(target.index_select(0, asked), q.index_select(0, asked), c[ask], k)
+                passes[ask] = value > 0
+                failed = asked[value <= 0]
+                low[failed] = torch.maximum(low[failed], c[ask][value <= 0])
+            output[rows[passes]] = tokens[rows[passes], i]
+            rows = rows[~passes]
+            if rows.numel() == 0:
+                return output, (tokens == output[:, None]).any(dim=1)
+        # Every draft rejected: sample the residual p - min(q, p/ρ) (1 - (1 - β)^K)/β.
+        p_r, q_r = target.index_select(0, rows), q.index_select(0, rows)
+        rho, beta = _batch_rho(p_r, q_r, k, low=low[rows])
+        gamma = (1.0 - (1.0 - beta) ** k) / beta
+        kept = torch.minimum(q_r, p_r / rho[:, None])
+        residual = p_r.addcmul_(kept, -gamma[:, None]).clamp_min_(0)
+        output[rows] = _torch.sample_rows(residual, generator)
+        return output, (tokens == output[:, None]).any(dim=1)
+
+
+def _validity(p, q, rho, k: int):
+    """``G(ρ) = h - 1 + (1 - h/ρ)^K``, ``G'(ρ)`` and ``β = h/ρ`` per row, ``h = Σ min(ρq, p)``,
+    ``h' = Σ_{ρq < p} q`` (float64 results; one scratch buffer, in the input dtype)."""
+    import torch
+
+    wide = torch.float64
+    scratch = torch.mul(q, rho.to(q.dtype)[:, None])
+    below = scratch < p  # tokens where min(ρq, p) = ρq
+    h = torch.minimum(scratch, p, out=scratch).sum(dim=1).to(wide)
+    slope = scratch.copy_(q).masked_fill_(~below, 0).sum(dim=1).to(wide)
+    beta = h / rho
+    miss = (1.0 - beta).clamp_min(0)
+    value = h - 1.0 + miss**k
+    derivative = slope + k * miss ** (k - 1) * (h - rho * slope) / rho**2
+    return value, derivative, beta
+
+
+def _batch_rho(p, q, k: int, low=None, iterations: int = 60):
+    """Per-row valid ρ near ρ* and ``β(ρ)`` for ``p, q [R, n]`` (torch).
+
+    Newton steps on ``G(ρ) = h(ρ) - 1 + (1 - h(ρ)/ρ)^K`` (:func:`_validity`), safeguarded by a
+    bracket ``[lo, hi]`` with ``G(lo) < 0 <= G(hi)`` (bisection when a step leaves it; a step that
+    converged on the invalid side is pushed just past the root). ``low``: a known lower bound
+    (``G(low) <= 0``), default 1. Returns ``(hi, β(hi))`` in the input dtype: a valid ρ within a
+    relative ``64 eps`` of ρ* (eps of the input dtype).
+    """
+    import torch
+
+    wide = torch.float64
+    rows = p.shape[0]
+    tolerance = 64 * torch.finfo(p.dtype).eps
+    low = torch.ones(rows, dtype=wide, device=p.device) if low is None else low.to(wide).clone()
+    # Start the Newton iteration at the known lower end (G(low) <= 0; G(low) >= 0 means ρ* = low).
+    rho = low.clone()
+    value, derivative, beta = _validity(p, q, rho, k)
+    converged = value >= 0
+    high = torch.where(converged, low, torch.full_like(low, float(k)))
+    beta_high = beta.clone()
+    found = converged.clone()  # whether beta_high belongs to high
+    for _ in range(iterations):
+        converged = converged | ((high - low) <= tolerance * high)
+        if bool(converged.all()):
+            break
+        newton = rho - value / torch.where(derivative > 0, derivative, torch.ones_like(derivative))
+        step = (newton - rho).abs()
+        # Converged on the invalid side: step just past the root.
+        nudge = (value < 0) & (step <= tolerance * rho)
+        newton = torch.where(nudge, rho + torch.maximum(2 * step, tolerance * rho), newton)
+        usable = (derivative > 0) & (newton > low) & (newton < high)
+        candidate = torch.where(usable, newton, 0.5 * (low + high))
+        candidate = torch.where(converged, high, candidate)
+        value, derivative, beta = _validity(p, q, candidate, k)
+        valid = value >= 0
+        update = valid & ~converged
+        high = torch.where(update, candidate, high)
+        beta_high = torch.where(update, beta, beta_high)
+        found = found | update
+        low = torch.where(~valid & ~converged, candidate, low)
+        # Converged on the valid side: the Newton step from here is below tolerance.
+        converged = converged | (update & (value <= tolerance * derivative * candidate))
+        rho = candidate
+    if not bool(found.all()):  # ρ* within tolerance of K: high = K was never evaluated
+        _, _, beta_k = _validity(p, q, high, k)
+        beta_high = torch.where(found, beta_high, beta_k)
+    return high.to(p.dtype), beta_high.to(p.dtype)

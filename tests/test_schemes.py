@@ -1,0 +1,403 @@
+"""Exact checks of every registered scheme (STYLE.md item 8: one run over the whole registry).
+
+For each scheme and each law it supports, on hypothesis instances with n <= 6, K <= 3 (zeros
+and ties included):
+
+* losslessness: the enumerated output distribution equals the target (exactly in Fractions
+  where the scheme allows, else within 1e-12);
+* the closed-form acceptance equals the enumerated ``P(Y ∈ set(X))`` (two routes);
+* acceptance <= P* (min-cut, an independent computation), with equality for the optimal
+  schemes; SpecTr >= (1 - 1/e) P*; SpecInfer with K = 1 == single == Σ min(p, q).
+
+Bad inputs are checked in a table. The deliberately wrong variants live in
+``tests/test_schemes_statistical.py`` next to the statistical checks they must also fail.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from multidraft.schemes import SCHEMES, Scheme, Selection, get_scheme, schemes_for
+from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, optimal_acceptance
+
+#: Schemes whose selection weights come from an LP (slow per example; float weights).
+LP_SCHEMES = ("is-lp", "truncated-lp", "multistage", "optimal")
+#: Schemes whose acceptance is the optimum for every law they support.
+OPTIMAL_SCHEMES = ("optimal", "is-lp", "greedy", "deterministic")
+#: Allowed range of K per scheme (default 1..3).
+K_RANGE = {"single": (1, 1), "truncated-lp": (2, 2), "multistage": (2, 3)}
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+LP_SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+
+
+@st.composite
+def distributions(draw, n: int) -> list[Fraction]:
+    """Exact distributions on n tokens from small integer weights: zeros and ties are common."""
+    weights = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n).filter(lambda w: sum(w) > 0))
+    total = sum(weights)
+    return [Fraction(w, total) for w in weights]
+
+
+@st.composite
+def instances(draw, scheme_name: str):
+    """``(target, law)`` with a law the scheme supports, n <= 6, K <= 3, exact probabilities."""
+    cls = SCHEMES[scheme_name]
+    law_name = draw(st.sampled_from(cls.supported_laws))
+    k_low, k_high = K_RANGE.get(scheme_name, (1, 3))
+    k = draw(st.integers(k_low, k_high))
+    n = draw(st.integers(max(2, k), 6 if scheme_name not in LP_SCHEMES or k < 3 else 4))
+    target = draw(distributions(n))
+    if law_name == "iid":
+        law = IID(draw(distributions(n)), k)
+    elif law_name == "independent":
+        law = Independent([draw(distributions(n)) for _ in range(k)])
+    elif law_name == "wor":
+        q = draw(distributions(n))
+        assume(sum(x > 0 for x in q) >= k)
+        law = WithoutReplacement(q, k)
+    elif law_name == "greedy":
+        q = draw(distributions(n))
+        try:
+            law = Greedy(q, k)
+        except ValueError:
+            assume(False)
+    else:
+        law = Deterministic(draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k)), n)
+    assume(cls().supports(law))
+    return target, law
+
+
+def _check_lossless(name: str, target, law) -> None:
+    scheme = get_scheme(name)
+    if scheme.exact_output:
+        out = scheme.output_distribution(target, law, exact=True)
+        assert out.shape == (law.n,)
+        assert list(out) == list(target)
+    else:
+        out = scheme.output_distribution(target, law)
+        np.testing.assert_allclose(out, np.array(target, dtype=float), rtol=0, atol=1e-12)
+
+
+def _check_acceptance(name: str, target, law) -> None:
+    scheme = get_scheme(name)
+    optimum = optimal_acceptance(target, law, exact=True).value
+    if scheme.exact_capable and scheme.exact_output:
+        value = scheme.acceptance(target, law, exact=True)
+        assert isinstance(value, Fraction)
+        assert value == scheme.enumerated_acceptance(target, law, exact=True)
+        assert value <= optimum
+        if name in OPTIMAL_SCHEMES:
+            assert value == optimum
+        return
+    value = scheme.acceptance(target, law)
+    np.testing.assert_allclose(value, scheme.enumerated_acceptance(target, law), rtol=0, atol=1e-7)
+    assert value <= float(optimum) + 1e-9
+    if name in OPTIMAL_SCHEMES:
+        np.testing.assert_allclose(value, float(optimum), rtol=0, atol=1e-7)
+    if name == "optimal":
+        assert scheme.acceptance(target, law, exact=True) == optimum
+
+
+def _register(name: str):
+    fast = SETTINGS if name not in LP_SCHEMES else LP_SETTINGS
+
+    @fast
+    @given(instances(name))
+    def lossless(case):
+        _check_lossless(name, *case)
+
+    @fast
+    @given(instances(name))
+    def acceptance(case):
+        _check_acceptance(name, *case)
+
+    return lossless, acceptance
+
+
+@pytest.mark.parametrize("name", list(SCHEMES))
+def test_output_distribution_is_the_target(name):
+    _register(name)[0]()
+
+
+@pytest.mark.parametrize("name", list(SCHEMES))
+def test_acceptance_two_routes_and_bounded_by_optimum(name):
+    _register(name)[1]()
+
+
+def test_strategies_reach_zeros_ties_and_unit_optimum():
+    """The instance strategy produces zero target entries, ties, and P* = 1 cases."""
+    from hypothesis import find
+
+    find(instances("specinfer"), lambda c: any(x == 0 for x in c[0]) and c[1].name == "iid")
+    find(instances("specinfer"), lambda c: len(set(c[0])) < len(c[0]))
+    find(
+        instances("specinfer"),
+        lambda c: c[1].k == 2 and optimal_acceptance(c[0], c[1], exact=True).value == 1 and c[0] != list(c[1].draft),
+        settings=settings(max_examples=2000, database=None),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Named reference cases.
+
+
+def test_uniform_draft_example_specinfer_falls_short_of_unit_optimum():
+    """Khisti et al.: q uniform, p = (1/3, 1/6, 1/2), K = 2 -> P* = 1; SpecInfer gets
+    1 - (1 - 5/6)(1 - 1/3) = 8/9 (r_1 = (0, 0, 1))."""
+    law = IID(["1/3", "1/3", "1/3"], 2)
+    target = ["1/3", "1/6", "1/2"]
+    assert get_scheme("optimal").acceptance(target, law, exact=True) == 1
+    assert get_scheme("specinfer").acceptance(target, law, exact=True) == Fraction(8, 9)
+
+
+def test_specinfer_with_one_draft_is_single_is_total_variation():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        p, q = rng.dirichlet(np.ones(7)), rng.dirichlet(np.ones(7) * 0.5)
+        law = IID(q, 1)
+        expected = np.minimum(p, q).sum()
+        np.testing.assert_allclose(get_scheme("specinfer").acceptance(p, law), expected, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(get_scheme("single").acceptance(p, law), expected, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(get_scheme("spectr").acceptance(p, law), expected, rtol=0, atol=1e-12)
+
+
+def test_spectr_within_one_minus_inverse_e_of_optimum():
+    rng = np.random.default_rng(4)
+    bound = 1 - 1 / math.e
+    for k in (2, 3, 4, 8):
+        for _ in range(10):
+            p, q = rng.dirichlet(np.ones(20) * 0.3), rng.dirichlet(np.ones(20) * 0.3)
+            law = IID(q, k)
+            value = get_scheme("spectr").acceptance(p, law)
+            optimum = optimal_acceptance(p, law).value
+            assert bound * optimum - 1e-12 <= value <= optimum + 1e-12
+            # The published draft acceptance is a lower bound on P(Y ∈ set(X)).
+            assert get_scheme("spectr").draft_acceptance(p, law) <= value + 1e-15
+
+
+def test_spectr_rho_solves_the_validity_equation():
+    from multidraft.schemes.spectr import spectr_rho
+
+    rng = np.random.default_rng(5)
+    for k in (2, 3, 5):
+        p, q = rng.dirichlet(np.ones(30)), rng.dirichlet(np.ones(30))
+        rho = spectr_rho(p, q, k)
+        beta = np.minimum(q, p / rho).sum()
+        assert 1 <= rho <= k
+        np.testing.assert_allclose(1 - (1 - beta) ** k, rho * beta, rtol=1e-12)
+
+
+def test_greedy_scheme_reaches_the_greedy_optimum_and_beats_nothing_else():
+    rng = np.random.default_rng(6)
+    for k in (1, 2, 3, 5):
+        p, q = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
+        law = Greedy(q, k)
+        value = get_scheme("greedy").acceptance(p, law)
+        np.testing.assert_allclose(value, optimal_acceptance(p, law).value, rtol=0, atol=1e-14)
+        tilde = law.residual
+        np.testing.assert_allclose(value, p[law.fixed].sum() + np.minimum(p, tilde).sum(), rtol=0, atol=1e-15)
+
+
+def test_rrs_wor_beats_rrs_with_replacement_on_a_peaked_draft():
+    """Without replacement a K = 2 tree never wastes its second draft on a repeat."""
+    target = ["1/2", "1/2", "0"]
+    q = ["3/4", "1/4", "0"]
+    wor = get_scheme("rrs-wor").acceptance(target, WithoutReplacement(q, 2), exact=True)
+    rep = get_scheme("specinfer").acceptance(target, IID(q, 2), exact=True)
+    assert wor == 1 and rep == Fraction(13, 16)
+
+
+def test_rrs_wor_two_draft_closed_form_matches_enumeration():
+    """The O(n log n) K = 2 formula (piecewise-linear f) against the prefix enumeration."""
+    rng = np.random.default_rng(9)
+    scheme = get_scheme("rrs-wor")
+    for _ in range(100):
+        n = int(rng.integers(2, 9))
+        p, q = rng.dirichlet(np.ones(n) * 0.5), rng.dirichlet(np.ones(n) * 0.5)
+        p[rng.integers(n)] = 0.0
+        p /= p.sum()
+        law = WithoutReplacement(q, 2)
+        np.testing.assert_allclose(scheme.acceptance(p, law), scheme.enumerated_acceptance(p, law), rtol=0, atol=1e-13)
+    # At a real vocabulary size, where enumeration is out of reach.
+    n = 49152
+    p, q = rng.dirichlet(np.ones(n) * 0.1), rng.dirichlet(np.ones(n) * 0.1)
+    value = scheme.acceptance(p, WithoutReplacement(q, 2))
+    assert np.minimum(p, q).sum() <= value <= optimal_acceptance(p, WithoutReplacement(q, 2)).value + 1e-9
+
+
+def test_selected_acceptance_is_a_lower_bound_reached_by_the_optimal_weights():
+    rng = np.random.default_rng(10)
+    for _ in range(5):
+        p, q = rng.dirichlet(np.ones(6) * 0.5), rng.dirichlet(np.ones(6) * 0.5)
+        law = IID(q, 2)
+        optimum = optimal_acceptance(p, law).value
+        for name in ("is-lp", "truncated-lp", "multistage", "optimal"):
+            scheme = get_scheme(name, **({"s": 2} if name == "truncated-lp" else {}))
+            selected = scheme.selected_acceptance(p, law)
+            assert selected <= scheme.acceptance(p, law) + 1e-12 <= optimum + 2e-9
+            if name in ("is-lp", "optimal"):
+                np.testing.assert_allclose(selected, optimum, rtol=0, atol=1e-7)
+
+
+def test_conditional_distribution_rows_are_distributions_and_average_to_target():
+    law = IID([0.5, 0.3, 0.2], 2)
+    target = [0.2, 0.3, 0.5]
+    scheme = get_scheme("specinfer")
+    tuples, probs = law.enumerate()
+    conditional = scheme.conditional_distribution(target, law, tuples)
+    assert conditional.shape == (len(tuples), 3)
+    np.testing.assert_allclose(conditional.sum(axis=1), 1.0, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(probs @ conditional, target, rtol=0, atol=1e-14)
+    one = scheme.conditional_distribution(target, law, [0, 1])
+    assert one.shape == (3,)
+
+
+def test_select_returns_a_selection_consistent_with_the_drafts():
+    law = IID([0.5, 0.3, 0.2], 2)
+    rng = np.random.default_rng(0)
+    for name in schemes_for(law):
+        selection = get_scheme(name).select([0.2, 0.3, 0.5], law, [1, 2], rng)
+        assert isinstance(selection, Selection)
+        assert selection.accepted == (selection.token in (1, 2))
+        if selection.accepted:
+            assert [1, 2][selection.position] == selection.token
+        else:
+            assert selection.position is None
+
+
+def test_schemes_for_each_law():
+    assert schemes_for(IID([0.5, 0.5], 1)) == ["single", "specinfer", "spectr", "is-lp", "optimal"]
+    assert schemes_for(WithoutReplacement([0.5, 0.5], 2)) == ["rrs-wor", "is-lp", "optimal"]
+    assert schemes_for(Greedy([0.5, 0.3, 0.2], 2)) == ["optimal", "greedy"]
+    assert schemes_for(Deterministic([0, 1], 3)) == ["specinfer", "optimal", "deterministic"]
+    assert schemes_for(Independent([[0.5, 0.5]] * 3)) == ["specinfer", "is-lp", "multistage", "optimal"]
+
+
+def test_registry_names_and_flags():
+    assert list(SCHEMES) == [
+        "single", "specinfer", "rrs-wor", "spectr", "is-lp", "truncated-lp", "multistage", "optimal",
+        "deterministic", "greedy",
+    ]
+    for name, cls in SCHEMES.items():
+        scheme = get_scheme(name)
+        assert isinstance(scheme, Scheme) and scheme.name == name
+        assert set(cls.supported_laws) <= {"iid", "independent", "wor", "greedy", "deterministic"}
+    exact = {name for name, cls in SCHEMES.items() if cls.exact_capable}
+    assert {"optimal", "single", "specinfer", "rrs-wor"} <= exact
+    batch = {name for name, cls in SCHEMES.items() if cls.batch_capable}
+    assert {"single", "specinfer", "rrs-wor", "spectr", "truncated-lp"} <= batch
+
+
+def test_importing_schemes_loads_neither_torch_nor_cvxpy():
+    import subprocess
+
+    code = "import sys, multidraft.schemes; print('torch' in sys.modules, 'cvxpy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "False"]
+
+
+def test_every_public_name_imports():
+    import multidraft.schemes as module
+
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad inputs.
+
+_IID = IID([0.5, 0.5, 0.0], 2)
+_BAD = [
+    ("draft-outside-support", "specinfer", _IID, [0, 2], "probability zero"),
+    ("token-out-of-range", "specinfer", _IID, [0, 3], r"must lie in \[0, 3\)"),
+    ("negative-token", "single", IID([0.5, 0.5, 0.0], 1), [-1], r"must lie in \[0, 3\)"),
+    ("too-few-drafts", "specinfer", _IID, [0], "expected 2 draft tokens"),
+    ("too-many-drafts", "spectr", _IID, [0, 1, 1], "expected 2 draft tokens"),
+    ("float-tokens", "specinfer", _IID, [0.0, 1.0], "must be integers"),
+    ("wor-repeat", "rrs-wor", WithoutReplacement([0.5, 0.5, 0.0], 2), [1, 1], "probability zero"),
+    ("greedy-wrong-fixed", "greedy", Greedy([0.5, 0.3, 0.2], 2), [1, 2], "probability zero"),
+]
+
+
+@pytest.mark.parametrize("name, scheme, law, drafts, message", _BAD, ids=[b[0] for b in _BAD])
+def test_bad_drafts(name, scheme, law, drafts, message):
+    with pytest.raises(ValueError, match=message):
+        get_scheme(scheme).select([0.2, 0.3, 0.5], law, drafts, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: get_scheme("spectr").acceptance([0.5, 0.5], WithoutReplacement([0.5, 0.5], 2)), "supports the iid laws; got the wor law"),
+        (lambda: get_scheme("single").acceptance([0.5, 0.5], IID([0.5, 0.5], 2)), r"\(K = 1\); got the iid law with k=2"),
+        (lambda: get_scheme("truncated-lp").acceptance([0.5, 0.5], IID([0.5, 0.5], 3)), r"\(K = 2\)"),
+        (lambda: get_scheme("specinfer").acceptance([0.5, 0.5], IID([0.2, 0.3, 0.5], 2)), "does not match the draft law's vocabulary n=3"),
+        (lambda: get_scheme("specinfer").acceptance([0.5, 0.6], IID([0.5, 0.5], 2)), "target: entries sum"),
+        (lambda: get_scheme("spectr").acceptance(["1/2", "1/2"], IID(["1/2", "1/2"], 2), exact=True), "no exact"),
+        (lambda: get_scheme("optimal").output_distribution(["1/2", "1/2"], IID(["1/2", "1/2"], 2), exact=True), "no exact"),
+        (lambda: get_scheme("specinfer").acceptance(["1/2", "1/2"], IID([0.5, 0.5], 2), exact=True), "exact mode needs"),
+        (lambda: get_scheme("specinfer").acceptance([0.5, 0.5], IID([0.5, 0.5], 2), exact=True), "floats carry"),
+        (lambda: get_scheme("specinfer").acceptance([0.5, 0.5], "iid"), "expected a DraftLaw"),
+        (lambda: get_scheme("nope"), "unknown name 'nope'; choose one of single, specinfer"),
+        (lambda: get_scheme("specinfer", s=3), "unknown options"),
+        (lambda: get_scheme("truncated-lp", s=0), "s: the number of kept tokens"),
+        (lambda: get_scheme("truncated-lp", rank_key="size"), "rank_key: unknown key 'size'"),
+        (lambda: get_scheme("multistage", s=-1), "s: the number of kept tokens"),
+        (lambda: get_scheme("specinfer").select([0.5, 0.5], IID([0.5, 0.5], 2), [[0, 1]], np.random.default_rng(0)), "expected one tuple"),
+        (lambda: get_scheme("specinfer").sample([0.5, 0.5], IID([0.5, 0.5], 2), [[0, 1]], 0), "numpy.random.Generator"),
+        (lambda: get_scheme("deterministic").select_batch(None, None, None, None), "no batched torch form; schemes with one: single"),
+        (lambda: get_scheme("truncated-lp").acceptance(np.full(1500, 1 / 1500), IID(np.full(1500, 1 / 1500), 2)), "selected_acceptance"),
+    ],
+    ids=[
+        "unsupported-law", "single-needs-k1", "truncated-needs-k2", "target-length", "target-sum",
+        "exact-not-capable", "exact-output-lp", "exact-law-needed", "exact-target-needed", "not-a-law",
+        "unknown-scheme", "unknown-option", "bad-s", "bad-rank-key", "bad-multistage-s", "select-2d",
+        "bad-rng", "no-batch", "importance-too-large",
+    ],
+)
+def test_bad_arguments(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# ----------------------------------------------------------------------------------------------
+# The gap table (library function behind benchmarks/bench_gap_table.py).
+
+
+def test_gap_table_ratios_are_bounded_and_optimal_is_one():
+    from multidraft.schemes.gap import gap_table
+
+    table = gap_table(["optimal", "spectr", "specinfer", "truncated-lp"], ks=[2, 3], n=6, instances=4, seed=1)
+    families = {row.family for row in table.rows}
+    assert families == {"dirichlet", "zipf", "temperature"}
+    for row in table.rows:
+        assert row.instances == 4
+        assert 0 < row.min_ratio <= row.mean_ratio <= 1 + 1e-9
+        if row.scheme == "optimal":
+            assert row.min_ratio == pytest.approx(1.0, abs=1e-12)
+        if row.scheme == "spectr":
+            assert row.min_ratio >= 1 - 1 / math.e
+    # truncated-lp applies to K = 2 only.
+    assert {row.k for row in table.rows if row.scheme == "truncated-lp"} == {2}
+    assert "dirichlet" in table.format() and table.to_dict()["rows"][0]["scheme"] == "optimal"
+
+
+def test_gap_table_bad_arguments():
+    from multidraft.schemes.gap import draw_pair, gap_table
+
+    with pytest.raises(ValueError, match="family: unknown family 'gauss'"):
+        gap_table(["optimal"], families=["gauss"])
+    with pytest.raises(ValueError, match="unknown family"):
+        draw_pair("gauss", 4, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="need n >= 2"):
+        gap_table(["optimal"], n=1)
+    with pytest.raises(ValueError, match="unknown name"):
+        gap_table(["best"])

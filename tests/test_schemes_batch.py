@@ -1,0 +1,135 @@
+"""The batched torch forms (``select_batch``) used by decoding: the same statistical checks as
+the numpy samplers (one call on B = 30,000 identical rows), a wrong variant the check catches,
+SpecTr's batched ρ against the float64 bisection, float32 inputs, and bad inputs.
+
+Levels: the Bonferroni correction shared with ``tests/test_schemes_statistical.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from multidraft.schemes import SCHEMES, get_scheme  # noqa: E402
+from multidraft.schemes.base import draft_distribution  # noqa: E402
+from multidraft.schemes.specinfer import _rrs_batch  # noqa: E402
+from multidraft.schemes.spectr import _batch_rho, spectr_rho  # noqa: E402
+
+def _statistical_module():
+    """The sibling test module with the shared instances and levels, loaded by path (works
+    whether or not ``tests`` is a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("_schemes_statistical", Path(__file__).with_name("test_schemes_statistical.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_shared = _statistical_module()
+ALPHA, BATCH_CASES, INSTANCES, N = _shared.ALPHA, _shared.BATCH_CASES, _shared.INSTANCES, _shared.N
+assert_acceptance_in_interval, frequency_pvalue, seed_of = (
+    _shared.assert_acceptance_in_interval,
+    _shared.frequency_pvalue,
+    _shared.seed_of,
+)
+
+#: truncated-lp's batch form solves one LP per row; fewer rows keep the test fast.
+ROWS = {"truncated-lp": 1_500}
+
+
+def batch_inputs(case: str, rows: int, seed: int, dtype=torch.float64):
+    """``target [B, n]``, ``drafts [B, K, n]``, ``tokens [B, K]`` for B identical positions."""
+    target, law = INSTANCES[case]
+    rng = np.random.default_rng(seed)
+    tokens = law.sample(rng, rows)
+    positions = [draft_distribution(law, i if law.name != "wor" else 0) for i in range(law.k)]
+    drafts = torch.tensor(np.stack(positions), dtype=dtype).repeat(rows, 1, 1)
+    return torch.tensor(target, dtype=dtype).repeat(rows, 1), drafts, torch.tensor(tokens, dtype=torch.long)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("name, case", BATCH_CASES, ids=[f"{n}-{c}" for n, c in BATCH_CASES])
+def test_select_batch_matches_target_and_exact_acceptance(name, case):
+    scheme = get_scheme(name)
+    rows = ROWS.get(name, N)
+    target, drafts, tokens = batch_inputs(case, rows, seed_of("batch", name, case))
+    generator = torch.Generator().manual_seed(seed_of("torch", name, case))
+    output, accepted = scheme.select_batch(target, drafts, tokens, generator)
+    assert output.shape == accepted.shape == (rows,)
+    assert output.dtype == torch.long and accepted.dtype == torch.bool
+    np.testing.assert_array_equal(accepted.numpy(), (tokens == output[:, None]).any(dim=1).numpy())
+    p, law = INSTANCES[case]
+    assert frequency_pvalue(output.numpy(), p) > ALPHA
+    assert_acceptance_in_interval(accepted.numpy(), scheme.acceptance(p, law))
+
+
+@pytest.mark.statistical
+def test_batch_rrs_without_renormalisation_is_caught():
+    """WRONG: drafts drawn without replacement verified as if drawn with replacement."""
+    target, drafts, tokens = batch_inputs("peaked-wor-k2", N, seed_of("batch-wrong"))
+    output, _ = _rrs_batch(target, drafts, tokens, torch.Generator().manual_seed(1), 2, without_replacement=False)
+    p, _ = INSTANCES["peaked-wor-k2"]
+    assert frequency_pvalue(output.numpy(), p) < ALPHA
+
+
+def test_batch_rho_matches_bisection():
+    rng = np.random.default_rng(7)
+    for k in (2, 3, 4, 8):
+        p = rng.dirichlet(np.ones(50) * 0.5, size=16)
+        q = rng.dirichlet(np.ones(50) * 0.5, size=16)
+        rho, beta = _batch_rho(torch.tensor(p), torch.tensor(q), k)
+        expected = np.array([spectr_rho(a, b, k) for a, b in zip(p, q)])
+        np.testing.assert_allclose(rho.numpy(), expected, rtol=1e-9)
+        np.testing.assert_allclose(beta.numpy(), np.minimum(q, p / rho.numpy()[:, None]).sum(axis=1), rtol=1e-12)
+        # Each returned ρ is valid: the residual is non-negative.
+        beta = beta.numpy()
+        assert np.all(1 - (1 - beta) ** k <= rho.numpy() * beta * (1 + 1e-12))
+
+
+@pytest.mark.parametrize("name", [n for n, cls in SCHEMES.items() if cls.batch_capable and n != "truncated-lp"])
+def test_float32_batch_runs_and_never_emits_zero_probability_tokens(name):
+    rng = np.random.default_rng(8)
+    n, rows = 300, 64
+    k = 1 if name == "single" else 3
+    p = rng.dirichlet(np.ones(n) * 0.2, size=rows)
+    p[:, : n // 2] = 0.0
+    p /= p.sum(axis=1, keepdims=True)
+    q = rng.dirichlet(np.ones(n) * 0.2, size=rows)
+    tokens = np.stack([rng.choice(n, size=k, replace=False, p=row) for row in q])
+    target = torch.tensor(p, dtype=torch.float32)
+    drafts = torch.tensor(q, dtype=torch.float32)[:, None, :].repeat(1, k, 1)
+    output, _ = get_scheme(name).select_batch(target, drafts, torch.tensor(tokens), torch.Generator().manual_seed(0))
+    assert bool((target.gather(1, output[:, None]) > 0).all())
+
+
+_GOOD = dict(target=torch.full((2, 3), 1 / 3), drafts=torch.full((2, 2, 3), 1 / 3), tokens=torch.tensor([[0, 1], [1, 2]]))
+
+
+def _bad(**changes):
+    return {**_GOOD, **changes}
+
+
+@pytest.mark.parametrize(
+    "name, inputs, message",
+    [
+        ("specinfer", _bad(tokens=torch.tensor([[0, 3], [1, 2]])), r"must lie in \[0, 3\)"),
+        ("specinfer", _bad(tokens=torch.tensor([[0, 1], [1, 2]], dtype=torch.int32)), "torch.long"),
+        ("specinfer", _bad(tokens=torch.tensor([[0, 1]])), r"expected a long tensor \[B=2, K=2\]"),
+        ("specinfer", _bad(drafts=torch.full((2, 2, 4), 0.25)), r"expected a tensor \[B=2, K, n=3\]"),
+        ("specinfer", _bad(target=torch.full((3,), 1 / 3)), r"target: expected a tensor \[B, n\]"),
+        ("specinfer", _bad(drafts=torch.tensor([[[0.5, 0.5, 0.0]] * 2] * 2), tokens=torch.tensor([[0, 2], [0, 1]])), "probability zero"),
+        ("single", _GOOD, "needs K=1"),
+        ("rrs-wor", _bad(tokens=torch.tensor([[0, 0], [1, 2]])), "distinct"),
+        ("spectr", _bad(drafts=torch.tensor([[[0.5, 0.5, 0.0]] * 2] * 2)), "probability zero"),
+        ("truncated-lp", _bad(drafts=torch.full((2, 3, 3), 1 / 3), tokens=torch.zeros(2, 3, dtype=torch.long)), "needs K=2"),
+    ],
+    ids=["token-range", "token-dtype", "token-shape", "draft-shape", "target-shape", "zero-draft-prob",
+         "single-k", "wor-repeat", "spectr-zero-prob", "truncated-k"],
+)
+def test_batch_bad_inputs(name, inputs, message):
+    with pytest.raises(ValueError, match=message):
+        get_scheme(name).select_batch(inputs["target"], inputs["drafts"], inputs["tokens"], torch.Generator())

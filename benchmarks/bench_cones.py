@@ -16,16 +16,10 @@ Usage: ``python benchmarks/bench_cones.py [--repeats 3] [--quick]``
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
-import statistics
-import subprocess
-import time
 from pathlib import Path
 
-import sympy
+from _common import measure, provenance, write_json
 from sympy.core.cache import clear_cache
 
 from multidraft.lp.cones import acceptance_formulas, cone_size, unit_inequalities
@@ -49,25 +43,6 @@ CASES = [
 BUDGETS = {(3, 3, "iid"): 60.0, (4, 2, "iid"): 30.0}
 
 
-def timed(function, repeats: int):
-    function()  # warm-up (imports, lambdify, cddlib initialisation)
-    times, result = [], None
-    for _ in range(repeats):
-        clear_cache()
-        start = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - start)
-    return result, statistics.median(times), times
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -76,14 +51,16 @@ def main() -> None:
     cases = list(BUDGETS) if args.quick else CASES
     repeats = 1 if args.quick else args.repeats
 
-    import cdd  # noqa: F401  (version below)
-    from importlib.metadata import version
+    import cdd  # noqa: F401  (fail early without pycddlib; its version is in the provenance)
 
-    load_start = os.getloadavg()
+    run_provenance = provenance()  # taken at the start: its load average is the one before the runs
     rows = []
     for n, k, law in cases:
-        formulas, seconds, all_times = timed(lambda: acceptance_formulas(n, k, law), repeats)
-        cone, unit_seconds, unit_times = timed(lambda: unit_inequalities(n, k, law), repeats)
+        # warm-up run excluded (imports, lambdify, cddlib initialisation); sympy cache cleared before each timed run
+        timing = measure(lambda: acceptance_formulas(n, k, law), repeats, before=clear_cache)
+        formulas, seconds, all_times = timing.result, timing.median, timing.wall
+        timing = measure(lambda: unit_inequalities(n, k, law), repeats, before=clear_cache)
+        cone, unit_seconds, unit_times = timing.result, timing.median, timing.wall
         variables, constraints = cone_size(n, k, law)
         budget = BUDGETS.get((n, k, law))
         rows.append(
@@ -140,24 +117,13 @@ def main() -> None:
 
     output = {
         "benchmark": "cones",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_average_start": load_start,
-            "load_average_end": os.getloadavg(),
-        },
-        "versions": {"pycddlib": version("pycddlib"), "sympy": sympy.__version__},
+        "provenance": run_provenance,
+        "load_average_end": os.getloadavg(),
         "repeats": repeats,
         "timing": "median wall time after one warm-up run; sympy cache cleared before each run",
         "results": rows,
     }
-    path = Path(__file__).resolve().parent / "results" / "cones.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(output, indent=2) + "\n")
+    path = write_json(Path(__file__).resolve().parent / "results" / "cones.json", output)
     print(f"\nwrote {path}")
 
 

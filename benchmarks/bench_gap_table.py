@@ -12,35 +12,12 @@ Usage: ``python benchmarks/bench_gap_table.py [--n 10] [--instances 20] [--seed 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy
+from _common import provenance, write_json
 
 from multidraft.schemes.gap import DEFAULT_SCHEMES, FAMILIES, gap_table
-
-
-def machine_info() -> dict:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
 
 
 def main() -> None:
@@ -61,9 +38,7 @@ def main() -> None:
     print("(is-lp, truncated-lp, multistage: Σ min(p, r), the selected draft's acceptance)")
     print(table.format())
     print(f"{seconds:.1f} s")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"machine": machine_info(), "seconds": seconds, "truncated_s": args.s,
-                                       **table.to_dict()}, indent=2))
+    write_json(args.output, {"provenance": provenance(), "seconds": seconds, "truncated_s": args.s, **table.to_dict()})
     print(f"wrote {args.output}")
 
 

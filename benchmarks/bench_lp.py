@@ -24,17 +24,11 @@ Run: ``python benchmarks/bench_lp.py [--quick]``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import subprocess
 import sys
-import time
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+from _common import measure, provenance, write_json
 
 from multidraft.lp import importance_lp, pair_importance_lp, transport_lp, truncated_lp
 from multidraft.lp.importance import RANK_KEYS
@@ -44,52 +38,14 @@ RESULTS = Path(__file__).resolve().parent / "results" / "lp.json"
 FORWARD_135M_MS = 43.0
 
 
-def timed(function, repeats: int) -> tuple[float, list[float], object, float]:
-    """Median wall time (s) over ``repeats`` calls after one warm-up call; all wall times; the
-    last result; and the median CPU time of this process (less inflated by other jobs on a
-    shared machine than the wall time, which is the number the targets refer to)."""
-    result = function()
-    times, cpu = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        result = function()
-        times.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
-    return float(np.median(times)), times, result, float(np.median(cpu))
-
-
-def machine() -> dict:
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    versions = {}
-    for package in ("numpy", "scipy", "cvxpy", "highspy"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "versions": versions,
-    }
-
-
 def bench_transport(repeats: int) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     for k, n, target_seconds in ((2, 40, 5.0), (3, 12, 10.0)):
         p, q1, q2, q3 = (dirichlet(n, 0.5, rng) for _ in range(4))
         for law in (IID(q1, k), Independent([q1, q2, q3][:k])):
-            seconds, _, solution, cpu = timed(lambda: transport_lp(p, law), repeats)
+            timing = measure(lambda: transport_lp(p, law), repeats)
+            seconds, solution, cpu = timing.median, timing.result, timing.cpu_median
             if law.has_prefix_structure or n <= 22:
                 reference, method = float(optimal_acceptance(p, law).value), "min-cut"
             else:  # no closed form for independent drafts at n > 22: the tuple importance LP
@@ -117,7 +73,8 @@ def bench_pair(repeats: int) -> list[dict]:
     rng = np.random.default_rng(1)
     n = 300
     p, q = dirichlet(n, 0.5, rng), dirichlet(n, 0.5, rng)
-    seconds, _, selection, cpu = timed(lambda: pair_importance_lp(p, q), repeats)
+    timing = measure(lambda: pair_importance_lp(p, q), repeats)
+    seconds, selection, cpu = timing.median, timing.result, timing.cpu_median
     return [
         {
             "lp": "pair importance",
@@ -155,9 +112,8 @@ def bench_truncated_speed(repeats: int) -> list[dict]:
     for s, target_ms in ((5, 5.0), (15, 50.0)):
         for outside in ("ranked", "first"):
             for backend in ("highspy", "linprog"):
-                seconds, times, selection, cpu = timed(
-                    lambda: truncated_lp(p, q, s=s, outside=outside, backend=backend), repeats
-                )
+                timing = measure(lambda: truncated_lp(p, q, s=s, outside=outside, backend=backend), repeats)
+                seconds, times, selection, cpu = timing.median, timing.wall, timing.result, timing.cpu_median
                 rows.append(
                     {
                         "lp": "truncated",
@@ -257,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repeats, seeds, speed_repeats = (1, 1, 20) if args.quick else (3, 5, 200)
 
-    report = {"machine": machine()}
+    report = {"provenance": provenance()}
     report["lp"] = bench_transport(repeats) + bench_pair(repeats)
     print("Exact LPs (cvxpy + HiGHS), median wall time")
     print(f"{'LP':<17}{'law':<13}{'K':>2}{'n':>5}{'variables':>11}{'seconds':>10}{'cpu s':>8}{'target':>8}{'acceptance':>12}{'reference':>11}  method")
@@ -293,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     report["key_wins"] = winners(report["truncated_loss"])
     print(f"\nRank key with the smaller mean loss, per fixed rule, counted over settings x s: {report['key_wins']}")
 
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2))
+    write_json(RESULTS, report)
     print(f"wrote {RESULTS}")
     return 0
 

@@ -19,40 +19,14 @@ Usage: ``python benchmarks/bench_schemes.py [--batch 256] [--vocab 49152] [--rep
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import statistics
-import subprocess
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
+from _common import measure, provenance, write_json
 
 from multidraft.schemes import get_scheme
 
 TARGET_MS = 50.0
-
-
-def machine_info() -> dict:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
 
 
 def make_inputs(batch: int, n: int, k: int, without_replacement: bool, dtype: torch.dtype, seed: int = 0):
@@ -63,16 +37,6 @@ def make_inputs(batch: int, n: int, k: int, without_replacement: bool, dtype: to
     tokens = torch.multinomial(draft, k, replacement=not without_replacement, generator=generator)
     drafts = draft[:, None, :].expand(batch, k, n).contiguous()
     return target.to(dtype), drafts.to(dtype), tokens
-
-
-def time_call(fn, repeats: int) -> list[float]:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def main() -> None:
@@ -102,9 +66,10 @@ def main() -> None:
             def call():
                 outcome["result"] = scheme.select_batch(target, drafts, tokens, generator)
 
-            times = time_call(call, args.repeats)
+            timing = measure(call, args.repeats)  # warm-up excluded
+            times = timing.wall
             scale = args.batch / batch
-            median_ms = statistics.median(times) * 1e3 * scale
+            median_ms = timing.median * 1e3 * scale
             accepted = float(outcome["result"][1].float().mean())
             rows.append(
                 {
@@ -116,8 +81,8 @@ def main() -> None:
             )
             note = f"  (timed on {batch} rows, scaled)" if scale != 1 else ""
             print(f"{name:<14}{k:>3}{rows[-1]['dtype']:>9}{median_ms:>12.1f}{min(times) * 1e3 * scale:>10.1f}{accepted:>10.3f}{note}")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"machine": machine_info(), "target_ms": TARGET_MS, "results": rows}, indent=2))
+    info = {**provenance(), "torch_threads": torch.get_num_threads()}
+    write_json(args.output, {"provenance": info, "target_ms": TARGET_MS, "results": rows})
     print(f"wrote {args.output}")
 
 

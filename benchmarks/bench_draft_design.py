@@ -1,0 +1,370 @@
+"""The draft design study of Yan, Agarwal and Venkataraman (2024), in miniature, on this machine.
+
+Question: is the best draft by throughput the best draft by acceptance? Candidates are
+early-exit drafts of the bundled SmolLM2-135M-Instruct (its first d of 30 layers, same head,
+sharing the target's weights) and the full model itself at other temperatures. For each
+candidate and K in {1, 2, 4} drafts of length L:
+
+* measured acceptance and block efficiency: :func:`multidraft.decoding.measure` (SpecInfer
+  selection, i.i.d. drafts), plus the per-live-draft acceptance a_j (mean of the scheme's exact
+  acceptance at the visited positions with j live drafts) and the survival rate ρ (how many
+  non-selected live drafts carried the accepted token);
+* measured latency: :func:`multidraft.decoding.profiling.profile_latency` for the draft
+  (decode steps, batch K) and the target (verify calls, batch K, L + 1 tokens);
+* predicted throughput: :func:`multidraft.theory.throughput` from a_j, ρ and the latency
+  tables; measured throughput: new tokens / (drafting + verification + selection time);
+* the best (K, L) the model predicts for the candidate (:func:`best_configuration`).
+
+Writes ``benchmarks/results/draft_design.json`` and ``draft_design.png`` (throughput against
+draft depth, acceptance on a second axis). Timings on a shared 2-core CPU are noisy; the JSON
+records the load average before and after.
+
+Run: ``nice -n 10 python3 benchmarks/bench_draft_design.py`` (about 15-30 minutes here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _machine() -> dict:
+    import torch
+    import transformers
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def live_acceptance(results, k: int) -> tuple[list[float], list[int], float, int]:
+    """Per-live-draft acceptance a_1..a_K and survival ρ estimated from the position records.
+
+    a_j: mean exact acceptance (scheme's ``expected``) at the positions with j live drafts, the
+    empirical rate where it is not finite; a j never visited takes a_{j-1} (a_1 when none below).
+    ρ: Σ (j' - 1) / Σ (j - 1) over accepted positions with j > 1 live drafts followed by a
+    position with j' live drafts in the same block.
+    """
+    records = results.records
+    values, counts = [], []
+    for j in range(1, k + 1):
+        at = [r for r in records if r.k_live == j]
+        counts.append(len(at))
+        expected = np.array([r.expected for r in at], dtype=float)
+        if at and np.isfinite(expected).all():
+            values.append(float(expected.mean()))
+        elif at:
+            values.append(float(np.mean([r.accepted for r in at])))
+        else:
+            values.append(float("nan"))
+    for j in range(k):
+        if np.isnan(values[j]):
+            below = [v for v in values[:j] if not np.isnan(v)]
+            above = [v for v in values[j:] if not np.isnan(v)]
+            values[j] = below[-1] if below else above[0]
+    following = {(r.block, r.depth): r.k_live for r in records}
+    others = survivors = 0
+    for r in records:
+        if r.accepted and r.k_live > 1 and (r.block, r.depth + 1) in following:
+            others += r.k_live - 1
+            survivors += following[(r.block, r.depth + 1)] - 1
+    survival = survivors / others if others else 0.0
+    return values, counts, survival, others
+
+
+def run_study(args: argparse.Namespace) -> dict:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from multidraft.decoding import DEFAULT_PROMPTS, early_exit, encode_prompt, load_model, measure, sample_autoregressive
+    from multidraft.decoding.profiling import profile_latency
+    from multidraft.theory.speed import best_configuration, throughput, tree_block_efficiency
+
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    target = load_model("default", device="cpu")
+    layers = int(target.model.config.num_hidden_layers)
+    prompts = list(DEFAULT_PROMPTS[: args.prompts])
+    ks = tuple(args.ks)
+    verify_tokens = tuple(sorted({1, 2, args.length + 1, args.max_length + 1}))
+    profile_kwargs = dict(batch_sizes=(1, 2, 4), context=args.context, repeats=args.repeats, warmup=args.warmup)
+
+    generator = torch.Generator().manual_seed(args.seed)
+
+    def autoregressive() -> tuple[int, float]:
+        """Plain sampling with the target on the first prompt: (tokens, seconds)."""
+        ids = encode_prompt(target.tokenizer, prompts[0])
+        start = time.perf_counter()
+        produced = sample_autoregressive(
+            target, ids, max_new_tokens=args.max_new_tokens, generator=generator, stop_at_eos=False
+        )
+        return len(produced), time.perf_counter() - start
+
+    # The CPU is shared and its load drifts over minutes, so every candidate gets its own
+    # target profile and autoregressive baseline (before and after its runs), measured next to it.
+    candidates = [("early-exit", d, 1.0) for d in args.depths] + [("self", layers, t) for t in args.self_temperatures]
+    rows, curves, profiles = [], [], {}
+    for kind, depth, temperature in candidates:
+        draft = early_exit(target, depth) if kind == "early-exit" else None
+        print(f"profiling the target ({layers} layers) ...", flush=True)
+        target_profile = profile_latency(target, token_counts=verify_tokens, **profile_kwargs)
+        print(target_profile.table(), flush=True)
+        if draft is None:
+            draft_profile = target_profile
+        else:
+            print(f"profiling the draft {draft.name} ...", flush=True)
+            draft_profile = profile_latency(draft, token_counts=(1, 2), **profile_kwargs)
+            print(draft_profile.table(), flush=True)
+        before = autoregressive()
+        label = f"{depth} layers" if kind == "early-exit" else f"self, T={temperature:g}"
+        by_k = {}
+        for k in ks:
+            t0 = time.perf_counter()
+            result = measure(
+                target, draft=draft, k=k, length=args.length, scheme=args.scheme, prompts=prompts,
+                max_new_tokens=args.max_new_tokens, seed=args.seed, target_temperature=1.0,
+                draft_temperatures=(temperature,), progress=False,
+            )  # fmt: skip
+            a, counts, survival, pairs = live_acceptance(result, k)
+            predicted_be = tree_block_efficiency(a, args.length, survival)
+            predicted = throughput(a, args.length, draft_profile.latency, target_profile.latency, survival)
+            row = {
+                "candidate": label,
+                "kind": kind,
+                "depth": depth,
+                "draft_temperature": temperature,
+                "k": k,
+                "length": args.length,
+                "positions": result.positions,
+                "empirical_acceptance": result.empirical_acceptance,
+                "expected_acceptance": result.expected_acceptance,
+                "optimal_acceptance": result.optimal_acceptance,
+                "acceptance_by_live": a,
+                "positions_by_live": counts,
+                "survival": survival,
+                "survival_pairs": pairs,
+                "block_efficiency_measured": result.block_efficiency,
+                "block_efficiency_predicted": predicted_be,
+                "draft_step_ms": 1e3 * draft_profile.latency(k, 1),
+                "verify_ms": 1e3 * target_profile.latency(k, args.length + 1),
+                "throughput_predicted": predicted,
+                "throughput_measured": result.tokens_per_second,
+                "speedup_predicted": predicted * target_profile.latency(1, 1),
+                "seconds_drafting": result.seconds_drafting,
+                "seconds_verification": result.seconds_verification,
+                "seconds_selection": result.seconds_selection,
+                "wall_seconds": time.perf_counter() - t0,
+            }
+            rows.append(row)
+            by_k[k] = a
+            print(
+                f"{label:>14}  K={k}  acc={row['empirical_acceptance']:.3f} (E {row['expected_acceptance']:.3f})  "
+                f"BE meas {row['block_efficiency_measured']:.2f} pred {predicted_be:.2f}  "
+                f"tok/s meas {row['throughput_measured']:.2f} pred {predicted:.2f} (x{row['speedup_predicted']:.2f})  "
+                f"({row['wall_seconds']:.0f} s)",
+                flush=True,
+            )
+        after = autoregressive()
+        baseline = (before[0] + after[0]) / (before[1] + after[1])
+        for row in rows[-len(ks):]:
+            row["autoregressive_tokens_per_second"] = baseline
+            row["speedup_measured"] = row["throughput_measured"] / baseline
+        print(f"autoregressive baseline next to {label}: {baseline:.3f} tokens/s", flush=True)
+        widest = by_k[max(ks)]
+        curve = best_configuration(
+            widest, draft_profile.latency, target_profile.latency, ks=ks, lengths=range(1, args.max_length + 1),
+            survival=[r for r in rows if r["candidate"] == label and r["k"] == max(ks)][0]["survival"],
+        )  # fmt: skip
+        curves.append(
+            {
+                "candidate": label,
+                "ks": list(curve.ks),
+                "lengths": list(curve.lengths),
+                "throughput": curve.throughput.tolist(),
+                "speedup": curve.speedup.tolist(),
+                "best_k": curve.best_k,
+                "best_length": curve.best_length,
+                "best_throughput": curve.best_throughput,
+                "best_speedup": curve.best_speedup,
+            }
+        )
+        profiles[label] = {"target": target_profile.to_dict(), "draft": draft_profile.to_dict()}
+    return {
+        "machine": _machine(),
+        "load_average_before": list(load_before),
+        "load_average_after": list(os.getloadavg()),
+        "seconds_total": time.perf_counter() - started,
+        "config": {
+            "target": target.name,
+            "layers": layers,
+            "scheme": args.scheme,
+            "length": args.length,
+            "ks": list(ks),
+            "prompts": len(prompts),
+            "max_new_tokens": args.max_new_tokens,
+            "seed": args.seed,
+            "target_temperature": 1.0,
+        },
+        "latency_profiles": profiles,
+        "rows": rows,
+        "best_configurations": curves,
+        "findings": findings(rows, ks),
+    }
+
+
+def findings(rows: list[dict], ks: tuple[int, ...]) -> dict:
+    """For each K: the best candidate by acceptance, by measured and by predicted throughput.
+
+    Acceptance is the mean exact acceptance of the scheme at the visited positions (lower
+    variance than the accepted fraction over the same positions).
+    Throughput is compared as the speedup over the autoregressive target measured next to each
+    candidate, which cancels most of the drift of the shared CPU's load between candidates.
+    """
+    out = {}
+    for k in ks:
+        at = [r for r in rows if r["k"] == k]
+        out[str(k)] = {
+            "best_by_acceptance": max(at, key=lambda r: r["expected_acceptance"])["candidate"],
+            "best_by_measured_throughput": max(at, key=lambda r: r["speedup_measured"])["candidate"],
+            "best_by_predicted_throughput": max(at, key=lambda r: r["speedup_predicted"])["candidate"],
+        }
+    return out
+
+
+def print_table(report: dict) -> None:
+    header = (
+        f"{'candidate':>14} {'K':>2} {'acc':>6} {'E[acc]':>6} {'BE meas':>7} {'BE pred':>7} "
+        f"{'draft ms':>8} {'verify ms':>9} {'tok/s meas':>10} {'tok/s pred':>10} {'x meas':>6} {'x pred':>6}"
+    )
+    print(header)
+    for r in report["rows"]:
+        print(
+            f"{r['candidate']:>14} {r['k']:>2} {r['empirical_acceptance']:6.3f} {r['expected_acceptance']:6.3f} "
+            f"{r['block_efficiency_measured']:7.2f} {r['block_efficiency_predicted']:7.2f} {r['draft_step_ms']:8.1f} "
+            f"{r['verify_ms']:9.1f} {r['throughput_measured']:10.2f} {r['throughput_predicted']:10.2f} "
+            f"{r['speedup_measured']:6.2f} {r['speedup_predicted']:6.2f}"
+        )
+    for c in report["best_configurations"]:
+        print(f"{c['candidate']:>14}: model's best K={c['best_k']}, L={c['best_length']} ({c['best_speedup']:.2f}x)")
+    print(json.dumps(report["findings"], indent=1))
+
+
+def plot(report: dict, path: Path) -> None:
+    """Throughput against draft depth (lines: predicted, dots: measured), acceptance on a twin axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["rows"]
+    ks = report["config"]["ks"]
+    layers = report["config"]["layers"]
+    colors = dict(zip(ks, ["tab:blue", "tab:orange", "tab:green", "tab:red"]))
+    early = sorted({r["depth"] for r in rows if r["kind"] == "early-exit"})
+    selfs = sorted({r["draft_temperature"] for r in rows if r["kind"] == "self"})
+    offsets = {t: layers + 3.0 * (i + 1) for i, t in enumerate(selfs)}  # self drafts right of the axis end
+    fig, ax = plt.subplots(figsize=(8, 5.4))
+    for k in ks:
+        at = {r["depth"]: r for r in rows if r["k"] == k and r["kind"] == "early-exit"}
+        ax.plot(early, [at[d]["speedup_predicted"] for d in early], "-", color=colors[k], label=f"K={k} predicted")
+        ax.plot(early, [at[d]["speedup_measured"] for d in early], "o", color=colors[k], label=f"K={k} measured")
+        for r in (r for r in rows if r["k"] == k and r["kind"] == "self"):
+            x = offsets[r["draft_temperature"]]
+            ax.plot([x], [r["speedup_measured"]], "o", color=colors[k])
+            ax.plot([x], [r["speedup_predicted"]], "_", color=colors[k], markersize=14, mew=2)
+    ax.axhline(1.0, color="gray", ls=":", label="autoregressive target")
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(early + [offsets[t] for t in selfs])
+    ax.set_xticklabels([str(d) for d in early] + [f"full\nT={t:g}" for t in selfs])
+    ax.set_xlabel(f"draft: early exit after d of {layers} layers (draft T=1), or the full model at temperature T")
+    ax.set_ylabel("throughput / autoregressive throughput\n(dots: measured, lines and dashes: predicted)")
+    twin = ax.twinx()
+    first = {r["candidate"]: r for r in rows if r["k"] == min(ks)}
+    twin.plot(
+        early, [next(r for r in first.values() if r["kind"] == "early-exit" and r["depth"] == d)["expected_acceptance"]
+                for d in early], "s--", color="black", alpha=0.5, label=f"acceptance (K={min(ks)})",
+    )  # fmt: skip
+    for r in (r for r in first.values() if r["kind"] == "self"):
+        twin.plot([offsets[r["draft_temperature"]]], [r["expected_acceptance"]], "s", color="black", alpha=0.5)
+    twin.set_ylabel(f"per-token acceptance, K={min(ks)}\n(mean exact acceptance at the visited positions)")
+    twin.set_ylim(0, 1.02)
+    handles, labels = ax.get_legend_handles_labels()
+    handles2, labels2 = twin.get_legend_handles_labels()
+    ax.legend(handles + handles2, labels + labels2, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
+    ax.set_title(
+        f"SmolLM2-135M target on a shared CPU ({report['machine']['torch_threads']} thread), L="
+        f"{report['config']['length']}, {report['config']['scheme']}: throughput and acceptance by draft",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _integers(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",")] if text else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depths", type=_integers, default=[4, 8, 15])
+    parser.add_argument("--self-temperatures", type=_floats, default=[0.7, 1.5])
+    parser.add_argument("--ks", type=_integers, default=[1, 2, 4])
+    parser.add_argument("--length", type=int, default=3)
+    parser.add_argument("--max-length", type=int, default=8, help="largest L of the predicted best-(K, L) curve")
+    parser.add_argument("--prompts", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=20)
+    parser.add_argument("--scheme", default="specinfer")
+    parser.add_argument("--context", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--replot", action="store_true", help="only redraw the figure from the JSON")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = args.out / "draft_design.json", args.out / "draft_design.png"
+    if args.replot:
+        report = json.loads(json_path.read_text())
+    else:
+        report = run_study(args)
+        json_path.write_text(json.dumps(report, indent=1))
+    print_table(report)
+    plot(report, png_path)
+    print(f"wrote {json_path} and {png_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""``multidraft profile``: measured latency of forward passes, the input of the throughput model.
+
+::
+
+    multidraft profile                         # the bundled SmolLM2, batch 1,2,4 x tokens 1,2,5,9
+    multidraft profile --model default --layers 8 --batch-sizes 1,2,4 --token-counts 1,2 --json
+
+Prints the median milliseconds per call for each batch size (rows) and number of new tokens
+(columns) on a KV cache of ``--context`` tokens; ``--layers N`` profiles the early-exit draft
+made of the first N layers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _integers(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``profile`` sub-command."""
+    parser = subparsers.add_parser(
+        "profile",
+        help="measure decode and verify latency of a model on this device",
+        description="Median latency of one forward pass over b sequences of m new tokens on a KV "
+        "cache (warm-up excluded, device synchronised before reading clocks).",
+    )
+    parser.add_argument("--model", default="default", help="model spec for load_model (default: bundled SmolLM2)")
+    parser.add_argument("--layers", type=int, default=None, help="profile the early-exit draft of the first N layers")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
+    parser.add_argument("--batch-sizes", type=_integers, default=[1, 2, 4], help="comma-separated, increasing")
+    parser.add_argument("--token-counts", type=_integers, default=[1, 2, 5, 9], help="comma-separated, increasing")
+    parser.add_argument("--context", type=int, default=64, help="tokens in the KV cache before each call")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per grid point (median kept)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed calls per grid point")
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the model, profile it and print the latency table."""
+    from multidraft.decoding.models import early_exit, load_model
+    from multidraft.decoding.profiling import profile_latency
+
+    loaded = load_model(args.model, device=args.device)
+    if args.layers is not None:
+        loaded = early_exit(loaded, args.layers)
+    profile = profile_latency(
+        loaded,
+        batch_sizes=args.batch_sizes,
+        token_counts=args.token_counts,
+        context=args.context,
+        repeats=args.repeats,
+        warmup=args.warmup,
+    )
+    print(json.dumps(profile.to_dict()) if args.json else profile.table())
+    return 0

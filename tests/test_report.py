@@ -1,0 +1,435 @@
+"""Tests of the acceptance-gap report: its numbers against independent routes, its output
+files, reproducibility, and the ``multidraft report`` command's handling of bad input."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from multidraft.cli import main
+from multidraft.report import (
+    FIGURE2_FAMILY,
+    Document,
+    Figure,
+    Paragraph,
+    ReportConfig,
+    Section,
+    Table,
+    TargetFamily,
+    build_report,
+    family_curves,
+    gap_table,
+    pair_cut_upper_bound,
+    render_html,
+    render_markdown,
+    unit_interval,
+    wilson_interval,
+    write_report,
+    zipf_positions,
+)
+from multidraft.report.render import prepare_output
+from multidraft.report.synthetic import optional_module
+from multidraft.theory import IID, Independent, dirichlet, optimal_acceptance, unit_acceptance
+
+from strategies import as_float, exact_distributions
+
+#: A configuration small enough for unit tests (seconds, not minutes).
+SMALL = ReportConfig(
+    n=40,
+    positions=2,
+    ks=(2, 3),
+    temperatures=(0.8, 1.6),
+    pairs=((0.8, 1.6),),
+    s_values=(1, 3),
+    family_points=13,
+)
+
+
+def test_public_names_import_and_the_package_is_light():
+    import multidraft.report as report
+
+    assert all(hasattr(report, name) for name in report.__all__)
+    code = (
+        "import sys, multidraft.report, multidraft.cli.report; "
+        "print(sorted(m for m in ('torch', 'cvxpy', 'matplotlib', 'transformers') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 2: the exact Theorem-2 interval against the optimum computed point by point
+# ---------------------------------------------------------------------------------------------
+
+
+def test_figure2_interval_is_one_ninth_to_five_ninths():
+    # Hand derivation: q uniform, K = 2, so p(T) >= (|T|/3)^2: singletons give t >= 1/9 and
+    # 2/3 - t >= 1/9; pairs give 1/3 + t >= 4/9 and 1 - t >= 4/9.
+    assert unit_interval(FIGURE2_FAMILY, 2) == (Fraction(1, 9), Fraction(5, 9))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_unit_interval_matches_exact_unit_acceptance_at_its_ends(k):
+    interval = unit_interval(FIGURE2_FAMILY, k)
+    law = IID([str(q) for q in FIGURE2_FAMILY.draft], k)
+    if interval is None:
+        assert k == 1  # K = 1 needs p = q, which this family never reaches except t = 1/3
+        return
+    low, high = interval
+    eps = Fraction(1, 10**6)
+    for t, expected in ((low, True), (high, True), ((low + high) / 2, True), (low - eps, False), (high + eps, False)):
+        if not FIGURE2_FAMILY.lower <= t <= FIGURE2_FAMILY.upper:
+            continue
+        target = [str(v) for v in FIGURE2_FAMILY.exact_target(t)]
+        assert unit_acceptance(target, law, exact=True).holds is expected, (k, t)
+
+
+def test_unit_interval_single_draft_is_the_single_point_p_equals_q():
+    assert unit_interval(FIGURE2_FAMILY, 1) == (Fraction(1, 3), Fraction(1, 3))
+
+
+def test_family_curves_agree_with_the_subset_method_and_the_interval():
+    curves = family_curves(points=25, schemes=())
+    law = IID(np.full(3, 1 / 3), 2)
+    subsets = np.array([optimal_acceptance(FIGURE2_FAMILY.target(t), law, method="subsets").value for t in curves.t])
+    assert curves.optimal.shape == curves.t.shape == (25,)
+    np.testing.assert_allclose(curves.optimal, subsets, atol=1e-12)
+    low, high = (float(v) for v in curves.interval)
+    np.testing.assert_array_equal(curves.unit, (curves.t >= low - 1e-12) & (curves.t <= high + 1e-12))
+    np.testing.assert_allclose(curves.single, [np.minimum(FIGURE2_FAMILY.target(t), 1 / 3).sum() for t in curves.t])
+
+
+def test_family_curves_baselines_lie_below_the_optimum():
+    if optional_module("multidraft.schemes") is None:
+        pytest.skip("multidraft.schemes not in this build")
+    curves = family_curves(points=13)
+    assert set(curves.schemes) == {"spectr", "specinfer"}
+    for name, values in curves.schemes.items():
+        assert values.shape == curves.optimal.shape
+        assert np.all(values <= curves.optimal + 1e-9), name
+        assert np.all(values >= curves.single - 1e-9), name  # K = 2 never does worse than one draft
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(direction=(Fraction(1), Fraction(0), Fraction(0))), "sum to zero"),
+        (dict(lower=Fraction(1), upper=Fraction(1)), "empty parameter range"),
+        (dict(draft=(Fraction(1),)), "same length"),
+    ],
+    ids=["direction-not-zero-sum", "empty-range", "length-mismatch"],
+)
+def test_target_family_rejects_bad_definitions(kwargs, message):
+    fields = dict(
+        base=FIGURE2_FAMILY.base,
+        direction=FIGURE2_FAMILY.direction,
+        lower=FIGURE2_FAMILY.lower,
+        upper=FIGURE2_FAMILY.upper,
+        draft=FIGURE2_FAMILY.draft,
+        label="x",
+    )
+    with pytest.raises(ValueError, match=message):
+        TargetFamily(**(fields | kwargs))
+
+
+def test_family_curves_rejects_too_few_points():
+    with pytest.raises(ValueError, match="points: needs at least 2"):
+        family_curves(points=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Non-identical pairs: the certified upper bound
+# ---------------------------------------------------------------------------------------------
+
+
+@given(st.integers(2, 7).flatmap(lambda n: st.tuples(*(exact_distributions(n) for _ in range(3)))))
+def test_pair_bound_is_an_upper_bound_on_the_subset_optimum(triple):
+    p, a, b = (as_float(x) for x in triple)
+    optimum = optimal_acceptance(p, Independent([a, b]), method="subsets").value
+    assert pair_cut_upper_bound(p, a, b) >= optimum - 1e-12
+
+
+def test_pair_bound_is_tight_on_random_small_instances():
+    rng = np.random.default_rng(7)
+    gaps = []
+    for _ in range(100):
+        n = int(rng.integers(2, 10))
+        p, a, b = (dirichlet(n, 0.5, rng) for _ in range(3))
+        optimum = optimal_acceptance(p, Independent([a, b]), method="subsets").value
+        gaps.append(pair_cut_upper_bound(p, a, b) - optimum)
+    np.testing.assert_allclose(gaps, 0.0, atol=1e-9)
+
+
+def test_pair_bound_with_identical_drafts_is_the_iid_optimum():
+    rng = np.random.default_rng(3)
+    p, q = dirichlet(500, 0.3, rng), dirichlet(500, 0.3, rng)
+    np.testing.assert_allclose(pair_cut_upper_bound(p, q, q), optimal_acceptance(p, IID(q, 2)).value, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gap table
+# ---------------------------------------------------------------------------------------------
+
+
+def test_positions_are_reproducible_and_drafts_are_tempered_targets():
+    a = zipf_positions(300, 3, np.random.default_rng(11))
+    b = zipf_positions(300, 3, np.random.default_rng(11))
+    np.testing.assert_array_equal(a.targets, b.targets)
+    tempered = a.targets ** (1 / 1.6)
+    np.testing.assert_allclose(a.drafts(1.6), tempered / tempered.sum(axis=1, keepdims=True), rtol=1e-10)
+    assert not np.array_equal(a.targets, zipf_positions(300, 3, np.random.default_rng(12)).targets)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(positions=0), "positions: needs at least one"),
+        (dict(exponent_range=(0.0, 1.0)), "exponent_range"),
+    ],
+)
+def test_positions_reject_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        zipf_positions(**({"n": 10, "positions": 2, "rng": np.random.default_rng(0)} | kwargs))
+
+
+def test_gap_table_rows_and_bounds():
+    positions = zipf_positions(40, 2, np.random.default_rng(0))
+    table = gap_table(positions, ks=(2, 3), temperatures=(0.8, 1.6), pairs=((0.8, 1.6),), s=3)
+    assert [(r.law, r.k, r.draft_temperatures) for r in table.rows] == [
+        ("iid", 2, (0.8,)), ("iid", 2, (1.6,)), ("iid", 3, (0.8,)), ("iid", 3, (1.6,)),
+        ("wor", 2, (0.8,)), ("wor", 2, (1.6,)), ("wor", 3, (0.8,)), ("wor", 3, (1.6,)),
+        ("independent", 2, (0.8, 1.6)),
+    ]  # fmt: skip
+    for row in table.rows:
+        for column, value in row.values.items():
+            if value is not None:
+                assert value <= row.optimal + 1e-9, (row, column)
+                assert row.fraction(column) == pytest.approx(value / row.optimal)
+    # single draft: Σ min(p, q) recomputed here
+    q = positions.drafts(0.8)
+    single = np.mean(np.minimum(positions.targets, q).sum(axis=1))
+    np.testing.assert_allclose(table.rows[0].values["single draft"], single)
+    # the optimum of the table is the theory's, position by position
+    expected = np.mean([optimal_acceptance(p, IID(d, 3)).value for p, d in zip(positions.targets, q)])
+    np.testing.assert_allclose(table.rows[2].optimal, expected, rtol=1e-12)
+
+
+def test_gap_table_rejects_unknown_law_and_bad_s():
+    positions = zipf_positions(20, 1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="laws: unknown law 'greedy'"):
+        gap_table(positions, laws=("greedy",))
+    with pytest.raises(ValueError, match="s: the truncated LP needs s >= 1"):
+        gap_table(positions, s=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering and output files
+# ---------------------------------------------------------------------------------------------
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def _document() -> Document:
+    return Document(
+        "T",
+        (
+            Section(
+                "S",
+                (Paragraph("x < y and `code`"), Table(("a", "b"), (("1", "2|3"),)), Figure("fig_1", PNG, "cap")),
+            ),
+        ),
+    )
+
+
+def test_markdown_and_html_render_every_block():
+    document = _document()
+    markdown = render_markdown(document)
+    assert "![cap](figures/fig_1.png)" in markdown
+    assert "| 1 | 2\\|3 |" in markdown
+    page = render_html(document)
+    assert "x &lt; y and <code>code</code>" in page
+    assert f'src="data:image/png;base64,{base64.b64encode(PNG).decode()}"' in page
+    assert "<td>2|3</td>" in page
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: Table(("a", "b"), (("1",),)), "a row has 1 cells, the header 2"),
+        (lambda: Figure("bad name", PNG, "c"), "must be letters"),
+    ],
+)
+def test_render_blocks_reject_bad_shapes(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_prepare_output_refuses_non_empty_directory_without_force(tmp_path):
+    (tmp_path / "keep.txt").write_text("x")
+    with pytest.raises(ValueError, match="exists and is not empty; pass --force"):
+        prepare_output(tmp_path)
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "old.png").write_bytes(b"")
+    assert prepare_output(tmp_path, force=True) == tmp_path
+    assert (tmp_path / "keep.txt").exists()  # --force replaces the report, nothing else
+    assert not (tmp_path / "figures" / "old.png").exists()
+
+
+def test_prepare_output_rejects_a_file_and_an_unwritable_path(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="exists and is not a directory"):
+        prepare_output(blocker)
+    with pytest.raises(OSError, match="--out: cannot write to"):
+        prepare_output(blocker / "sub")
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole report on a small configuration
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_report():
+    return build_report(SMALL)
+
+
+def _strip_timings(results: dict) -> dict:
+    return {key: value for key, value in results.items() if key not in ("timings", "environment")}
+
+
+def test_report_is_reproducible_and_depends_on_the_seed(small_report):
+    again = build_report(SMALL)
+    assert json.dumps(_strip_timings(again.results), sort_keys=True) == json.dumps(
+        _strip_timings(small_report.results), sort_keys=True
+    )
+    other = build_report(ReportConfig(**(vars(SMALL) | {"seed": 1})))
+    assert other.results["sections"]["gap_table"] != small_report.results["sections"]["gap_table"]
+
+
+def test_report_files(small_report, tmp_path):
+    out = tmp_path / "report"
+    written = write_report(small_report, out)
+    assert {p.name for p in out.iterdir()} == {"figures", "report.md", "report.html", "results.json"}
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert figures and all(name.endswith(".png") for name in figures)
+    assert {"figure2.png", "gap.png", "speedup.png"} <= set(figures)
+    markdown = written["markdown"].read_text()
+    assert sorted(re.findall(r"\(figures/([\w-]+\.png)\)", markdown)) == figures
+    assert re.search(r"Built in \*\*\d+\.\d s\*\*", markdown)
+    assert "exactly the grid points inside that interval" in markdown
+    page = written["html"].read_text()
+    assert page.count('src="data:image/png;base64,') == len(figures)
+    assert not re.search(r'src="(?!data:)', page)  # self-contained: no external resources
+    results = json.loads(written["json"].read_text())
+    assert results["timings"]["wall_seconds"] == pytest.approx(small_report.seconds)
+    assert results["config"]["n"] == SMALL.n
+    gap = results["sections"]["gap_table"]["rows"]
+    assert len(gap) == 2 * len(SMALL.ks) * len(SMALL.temperatures) + len(SMALL.pairs)
+    with pytest.raises(ValueError, match="not empty"):
+        write_report(small_report, out)
+
+
+def test_report_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="ks: needs numbers of drafts >= 1"):
+        ReportConfig(ks=(0,))
+    with pytest.raises(ValueError, match="temperatures: draft temperatures must be > 0"):
+        ReportConfig(temperatures=(0.0,))
+    with pytest.raises(ValueError, match="draft: a draft model needs a target"):
+        ReportConfig(draft="x")
+    with pytest.raises(ValueError, match="n: needs a vocabulary"):
+        ReportConfig(n=1)
+
+
+def test_wilson_interval_against_the_closed_form_and_coverage_twin():
+    low, high = wilson_interval(0, 20)
+    assert low == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(1.96**2 / (20 + 1.96**2))
+    rng = np.random.default_rng(5)
+    hits = rng.random((2000, 200)) < 0.3
+    intervals = np.array([wilson_interval(h.sum(), 200) for h in hits])
+    coverage = np.mean((intervals[:, 0] <= 0.3) & (0.3 <= intervals[:, 1]))
+    assert 0.93 <= coverage <= 0.97
+    wrong = np.mean((intervals[:, 0] <= 0.4) & (0.4 <= intervals[:, 1]))  # a wrong true value, 3 sd away
+    assert wrong < 0.3
+    with pytest.raises(ValueError, match="trials: needs at least one"):
+        wilson_interval(0, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cli_refuses_non_empty_out_without_force(tmp_path, capsys):
+    (tmp_path / "x").write_text("")
+    assert main(["report", "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "pass --force" in error and "Traceback" not in error
+
+
+def test_cli_unwritable_out_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["report", "--out", str(blocker / "sub")]) == 2
+    assert "multidraft report: error: --out: cannot write to" in capsys.readouterr().err
+
+
+def test_cli_draft_needs_target(tmp_path, capsys):
+    assert main(["report", "--out", str(tmp_path / "r"), "--draft", "x"]) == 2
+    assert "--draft: a draft model needs --target" in capsys.readouterr().err
+    assert main(["report", "--out", str(tmp_path / "r"), "--target", "x"]) == 2
+    assert "--target: also give --draft" in capsys.readouterr().err
+
+
+def test_cli_model_and_target_are_exclusive(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["report", "--model", "default", "--target", "x", "--draft", "y"])
+
+
+def test_cli_unknown_model_gives_the_loader_error(tmp_path, capsys):
+    pytest.importorskip("torch")
+    assert main(["report", "--out", str(tmp_path / "r"), "--model", str(tmp_path / "no-such-model")]) == 2
+    error = capsys.readouterr().err
+    assert "no such file or directory" in error and "Traceback" not in error
+
+
+@pytest.mark.slow
+def test_cli_default_report(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["report", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(out / "report.md"), str(out / "report.html"), str(out / "results.json")]
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["n"] == 49152
+    assert [r["k"] for r in results["sections"]["gap_table"]["rows"][:15:5]] == [2, 4, 8]
+    assert f"Built in **{results['timings']['wall_seconds']:.1f} s**" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_real_model_section_on_the_bundled_model():
+    pytest.importorskip("torch")
+    from multidraft.report import RealModelGrid, real_model_section
+
+    grid = RealModelGrid(
+        schemes=("specinfer",), wor_schemes=(), ks=(2,), temperatures=(1.6,), length=2, prompts=1, max_new_tokens=4
+    )
+    real = real_model_section(ReportConfig(target="default"), grid=grid)
+    (measurement,) = real.data["measurements"]
+    assert measurement["scheme"] == "specinfer" and measurement["k"] == 2 and measurement["positions"] >= 1
+    low, high = measurement["empirical_ci95"]
+    assert low <= measurement["empirical_acceptance"] <= high
+    assert measurement["expected_acceptance"] <= measurement["optimal_acceptance"] + 1e-9
+    table = next(block for block in real.section.blocks if isinstance(block, Table))
+    assert len(table.rows) == 1 and table.rows[0][:4] == ("specinfer", "iid", "2", "1.6")
+    assert set(real.timings["latency_profiles"]) == {"target", "draft"}

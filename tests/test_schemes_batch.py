@@ -133,3 +133,41 @@ def _bad(**changes):
 def test_batch_bad_inputs(name, inputs, message):
     with pytest.raises(ValueError, match=message):
         get_scheme(name).select_batch(inputs["target"], inputs["drafts"], inputs["tokens"], torch.Generator())
+
+
+# Regressions from the review: disjoint supports (β = 0 in SpecTr), invalid targets and a
+# missing generator must give a clear error or the right answer, never an out-of-range token.
+
+
+def test_spectr_disjoint_supports_emits_the_target():
+    from multidraft.schemes import get_scheme
+    from multidraft.theory import IID
+
+    scheme = get_scheme("spectr")
+    law = IID([0.0, 0.5, 0.5], 2)
+    assert scheme.acceptance([1.0, 0.0, 0.0], law) == 0.0
+    np.testing.assert_allclose(scheme.output_distribution([1.0, 0.0, 0.0], law), [1.0, 0.0, 0.0], atol=1e-15)
+    target = torch.tensor([[1.0, 0.0, 0.0]] * 4, dtype=torch.float64)
+    drafts = torch.tensor([[[0.0, 0.5, 0.5]] * 2] * 4, dtype=torch.float64)
+    tokens = torch.tensor([[1, 2]] * 4)
+    output, accepted = scheme.select_batch(target, drafts, tokens, torch.Generator().manual_seed(0))
+    assert output.tolist() == [0, 0, 0, 0] and not accepted.any()
+
+
+@pytest.mark.parametrize(
+    "target, generator, message",
+    [
+        pytest.param([[0.5, float("nan"), 0.5]], True, "finite", id="nan-target"),
+        pytest.param([[0.5, 0.25, 0.0]], True, "sum to 1", id="target-sum"),
+        pytest.param([[0.5, 0.25, 0.25]], False, "torch.Generator", id="no-generator"),
+    ],
+)
+def test_batch_input_errors(target, generator, message):
+    from multidraft.schemes import get_scheme
+
+    drafts = torch.tensor([[[0.2, 0.3, 0.5]] * 2], dtype=torch.float64)
+    tokens = torch.tensor([[1, 2]])
+    rng = torch.Generator().manual_seed(0) if generator else None
+    for name in ("specinfer", "spectr"):
+        with pytest.raises(ValueError, match=message):
+            get_scheme(name).select_batch(torch.tensor(target, dtype=torch.float64), drafts, tokens, rng)

@@ -72,6 +72,20 @@ def test_sampling_test_has_teeth():
 
 
 @given(instances(max_n=5))
+def test_prefix_containment_closed_forms_match_enumeration(instance):
+    """The closed forms (iid power, wor K = 2 formula, wor race) against the enumerated law."""
+    n, k, target, draft = instance
+    q = as_float(draft)
+    order = np.argsort(-q)
+    for law in (IID(q, k), WithoutReplacement(q, k), Greedy(q, k) if q[order[k - 1 :]].sum() > 0 else IID(q, k)):
+        order = law.scan_order(as_float(target))
+        prefixes = np.arange(n + 1)[:, None] > np.argsort(order)[None, :]  # mask of T_j, j = 0..n
+        tuples, probs = law.enumerate()
+        by_enumeration = [probs[np.all(mask[tuples], axis=1)].sum() for mask in prefixes]
+        np.testing.assert_allclose(law.prefix_containment(order), by_enumeration, atol=1e-12)
+
+
+@given(instances(max_n=5))
 def test_exact_containment_matches_float(instance):
     n, k, target, draft = instance
     laws = [IID(draft, k), WithoutReplacement(draft, k)]

@@ -244,3 +244,47 @@ BAD_CALLS = [
 def test_bad_input_raises_clear_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# Regressions from the review of the exact mode: float orderings and float supports must never
+# decide an exact result.
+E = Fraction(1, 10**30)
+TINY = Fraction(1, 10**400)  # below the smallest float
+
+
+def test_exact_sorted_orders_near_ties_exactly():
+    target, draft = [Fraction(1, 2) - E, Fraction(1, 2) + E], [Fraction(1, 2) + E, Fraction(1, 2) - E]
+    law = IID(draft, 1)
+    assert optimal_acceptance(target, law, method="sorted", exact=True).value == 1 - 2 * E
+    assert optimal_acceptance(target, law, method="subsets", exact=True).value == 1 - 2 * E
+
+
+def test_exact_greedy_picks_the_exact_argmax_and_orders_exactly():
+    draft = [Fraction(1, 3), Fraction(1, 3) + E, Fraction(1, 3) - E]
+    law = Greedy(draft, 2)
+    assert law.fixed.tolist() == [1]
+    target = [Fraction(0), Fraction(1, 2), Fraction(1, 2)]
+    expected = brute_force(target, law, exact=True)
+    assert optimal_acceptance(target, law, method="sorted", exact=True).value == expected
+    assert optimal_acceptance(target, law, method="subsets", exact=True).value == expected
+
+
+def test_exact_support_keeps_entries_below_float_range():
+    draft = [Fraction(1, 2) - TINY, Fraction(1, 2), TINY]
+    target = [Fraction(1, 2), Fraction(1, 2), Fraction(0)]
+    law = IID(draft, 2)
+    assert sum(law.enumerate(exact=True)[1].tolist()) == 1
+    for method in ("sorted", "subsets"):
+        assert optimal_acceptance(target, law, method=method, exact=True).value == 1 - TINY**2
+    assert not unit_acceptance(target, law, exact=True).holds
+
+
+def test_exact_sorted_wor_beyond_the_subsets_limit():
+    n = 24
+    draft = [Fraction(i + 1, n * (n + 1) // 2) for i in range(n)]
+    target = [Fraction(1, n)] * n
+    law = WithoutReplacement(draft, 2)
+    exact = optimal_acceptance(target, law, method="sorted", exact=True).value
+    assert isinstance(exact, Fraction)
+    assert float(exact) == pytest.approx(optimal_acceptance(as_float(target), WithoutReplacement(as_float(draft), 2)).value, abs=1e-12)
+    assert cut_value(target, law, optimal_acceptance(target, law, exact=True).certificate, exact=True) == exact

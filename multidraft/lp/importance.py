@@ -411,7 +411,7 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
             f"solution: tuples {tuples.shape} / plan {plan.shape} do not match the law (k={law.k}, n={n})"
         )
     expected, expected_probs, _ = law_tuples(law, solution.merged)
-    if expected.shape != tuples.shape or not np.array_equal(expected, tuples) or not np.allclose(expected_probs, probs, atol=1e-12):
+    if expected.shape != tuples.shape or not np.array_equal(expected, tuples) or not np.allclose(expected_probs, probs, rtol=0, atol=1e-12):
         raise ValueError("solution: its draft tuples and probabilities are not those of the given law")
     if np.abs(plan.sum(axis=0) - p).max() > FEASIBILITY_TOLERANCE:
         raise ValueError("solution: its plan's target marginal is not the given target")

@@ -1,8 +1,9 @@
 """Torch helpers shared by the batched (decoding) forms of the schemes.
 
 Shapes follow the decoding convention: ``target [B, n]``, ``drafts [B, K, n]`` (the draft
-distribution each draft token was drawn from), ``tokens [B, K]`` long. All work stays in the
-input dtype and device; randomness comes only from the caller's ``torch.Generator``.
+distribution each draft token was drawn from), ``tokens [B, K]`` long. Work stays on the input
+device (SpecTr's ρ* and the truncated LP compute in float64); randomness comes only from the
+caller's ``torch.Generator``, which is checked.
 """
 
 from __future__ import annotations
@@ -10,11 +11,26 @@ from __future__ import annotations
 import torch
 
 
+#: Largest accepted ``|Σ_y p(y) - 1|`` of a target row (float32 rounding over 1e5 tokens fits).
+ROW_SUM_TOLERANCE = 1e-3
+
+
+def check_generator(generator: object) -> torch.Generator:
+    """Randomness only from an explicit ``torch.Generator`` (no hidden global state)."""
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator: expected a torch.Generator, got {type(generator).__name__}")
+    return generator
+
+
 def check_batch(target: torch.Tensor, drafts: torch.Tensor, tokens: torch.Tensor, k: int | None = None) -> int:
     """Validate the batched inputs; return K. Raises ValueError naming the argument."""
     if not isinstance(target, torch.Tensor) or target.ndim != 2:
         raise ValueError(f"target: expected a tensor [B, n], got {getattr(target, 'shape', type(target).__name__)}")
     batch, n = target.shape
+    if not bool(torch.isfinite(target).all()) or bool((target < 0).any()):
+        raise ValueError("target: entries must be finite and non-negative")
+    if batch and float((target.sum(dim=-1, dtype=torch.float64) - 1).abs().max()) > ROW_SUM_TOLERANCE:
+        raise ValueError(f"target: every row must sum to 1 (tolerance {ROW_SUM_TOLERANCE:g})")
     if not isinstance(drafts, torch.Tensor) or drafts.ndim != 3 or drafts.shape[0] != batch or drafts.shape[2] != n:
         raise ValueError(f"drafts: expected a tensor [B={batch}, K, n={n}], got {getattr(drafts, 'shape', None)}")
     if not isinstance(tokens, torch.Tensor) or tokens.shape != drafts.shape[:2]:
@@ -45,11 +61,13 @@ def sample_rows(weights: torch.Tensor, generator: torch.Generator) -> torch.Tens
     """
     cumulative = weights.cumsum_(dim=-1)
     total = cumulative[:, -1:]
-    uniform = torch.rand(total.shape, generator=generator, dtype=weights.dtype, device=weights.device)
+    if total.numel() and not bool((torch.isfinite(total) & (total > 0)).all()):
+        raise ValueError("weights: every row must have positive, finite mass to be sampled")
+    uniform = torch.rand(total.shape, generator=check_generator(generator), dtype=weights.dtype, device=weights.device)
     level = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cumulative, level, right=True).squeeze(-1)
 
 
 def uniforms(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Uniform [0, 1) numbers in the dtype and device of ``like``."""
-    return torch.rand(shape, generator=generator, dtype=like.dtype, device=like.device)
+    return torch.rand(shape, generator=check_generator(generator), dtype=like.dtype, device=like.device)

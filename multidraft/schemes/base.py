@@ -94,7 +94,7 @@ def normalise(weights: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """``w / Σ w`` along the last axis; rows of zero mass become ``fallback`` (broadcast).
 
     A residual of zero mass is reached with probability zero, so any distribution inside the
-    target's support can stand in for it; the callers pass the previous residual.
+    target's support can stand in for it; the callers pass the target or the previous residual.
     """
     mass = weights.sum(axis=-1, keepdims=True)
     return np.where(mass > 0, weights / np.where(mass > 0, mass, 1), fallback)

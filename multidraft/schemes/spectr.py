@@ -89,7 +89,8 @@ class SpecTr(Scheme):
         rho = spectr_rho(p, q, k)
         kept = np.minimum(q, p / rho)
         beta = float(kept.sum())
-        gamma = (1.0 - (1.0 - beta) ** k) / beta
+        # β = 0 (disjoint supports): no draft is ever accepted, γ -> K and the residual is p.
+        gamma = (1.0 - (1.0 - beta) ** k) / beta if beta > 0 else float(k)
         residual = normalise(positive_part(p - kept * gamma), p)
         step = np.minimum(safe_divide(p, rho * q), 1.0)
         return _Plan(rho, beta, step, residual, q - kept)
@@ -153,7 +154,8 @@ class SpecTr(Scheme):
         # Every draft rejected: sample the residual p - min(q, p/ρ) (1 - (1 - β)^K)/β.
         p_r, q_r = target.index_select(0, rows), q.index_select(0, rows)
         rho, beta = _batch_rho(p_r, q_r, k, low=low[rows])
-        gamma = (1.0 - (1.0 - beta) ** k) / beta
+        # β = 0 (disjoint supports): γ -> K, and kept = 0 leaves the residual p.
+        gamma = torch.where(beta > 0, (1.0 - (1.0 - beta) ** k) / beta.clamp_min(torch.finfo(beta.dtype).tiny), float(k))
         kept = torch.minimum(q_r, p_r / rho[:, None])
         residual = p_r.addcmul_(kept, -gamma[:, None]).clamp_min_(0)
         output[rows] = _torch.sample_rows(residual, generator)

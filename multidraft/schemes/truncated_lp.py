@@ -1,7 +1,8 @@
 """The truncated importance-weighted LP (Khisti et al., ICLR 2025, Section 4), K = 2.
 
 Rank the tokens (``rank_key="published"``: ``p(k) - q₁(k) q₂(k)`` decreasing; ``"ratio"``:
-q/p decreasing), keep the top s tokens Ω₁, select the better-ranked token of any pair with a
+p/q̄ decreasing with q̄ = (q₁ + q₂)/2, i.e. under-drafted tokens first — see
+:func:`multidraft.lp.importance.truncated_lp`), keep the top s tokens Ω₁, select the better-ranked token of any pair with a
 token outside Ω₁, and solve the LP only over the s² weights inside Ω₁; then the single-draft
 step against the induced law r. Lossless for every s; acceptance approaches P* as s grows.
 """
@@ -58,7 +59,7 @@ class TruncatedLP(ImportanceScheme):
         p_all = target.detach().cpu().to(torch.float64).numpy()
         q_all = drafts.detach().cpu().to(torch.float64).numpy()
         x_all = tokens.detach().cpu().numpy()
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        seed = int(torch.randint(0, 2**62, (1,), generator=_torch.check_generator(generator)))
         rng = np.random.default_rng(seed)
         output = np.empty(len(p_all), dtype=np.int64)
         for b, (p, q, x) in enumerate(zip(p_all, q_all, x_all)):

@@ -7,7 +7,7 @@ probabilities ``P_D(set(X) ⊆ T)`` matter. Every law here can
 * ``sample(rng, size)`` draft tuples,
 * give ``containment(sets)`` for a boolean mask ``[..., n]`` of token sets (vectorised),
 * ``enumerate()`` its tuples with probabilities (small n; exact Fractions on request),
-* ``containment_all_subsets()`` for every T ⊆ Ω (n <= 20) as an array indexed by bitmask,
+* ``containment_all_subsets()`` for every T ⊆ Ω (n <= 22) as an array indexed by bitmask,
 * and, since every law here except :class:`Independent` has an optimal cut that is a prefix of
   one token order, give ``scan_order(target)`` and ``prefix_containment(order)``.
 
@@ -39,6 +39,7 @@ __all__ = [
     "check_k",
     "SUBSETS_LIMIT",
     "ratio_order",
+    "exact_ratio_order",
     "subset_sums",
     "zeta_transform",
     "iid_prefix_containment",
@@ -60,10 +61,16 @@ def check_k(k: int) -> int:
 
 
 def _validated(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
-    """Float copy of a draft distribution plus its exact Fractions when given exactly."""
+    """Float copy of a draft distribution plus its exact Fractions when given exactly.
+
+    A positive exact entry too small for a float (below ~1e-308) is kept as the smallest
+    positive float, so that every support decision made on the float copy (enumeration,
+    support masks, K <= support size) agrees with the exact law.
+    """
     if is_exact_input(draft) or (isinstance(draft, str) and "." not in draft):
         exact = as_exact_distribution(draft, name, normalize=normalize)
-        return np.array([float(x) for x in exact]), exact
+        tiny = np.finfo(np.float64).smallest_subnormal
+        return np.array([max(float(x), tiny) if x > 0 else 0.0 for x in exact]), exact
     return as_distribution(draft, name, normalize=normalize), None
 
 
@@ -114,6 +121,23 @@ def ratio_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     ratio = np.where(draft > 0, np.inf, 0.0)  # the value for p = 0
     np.divide(draft, target, out=ratio, where=positive)
     return np.flip(np.argsort(ratio, axis=-1), axis=-1)
+
+
+def exact_ratio_order(target: Sequence[Fraction], draft: Sequence[Fraction]) -> np.ndarray:
+    """:func:`ratio_order` in exact arithmetic: p = 0 < q first, then decreasing Fraction q/p,
+    then the tokens with p = q = 0 (for exact mode, where a float ratio could misorder near-ties).
+
+    >>> exact_ratio_order([Fraction(1, 2), Fraction(1, 2), Fraction(0)], [Fraction(1, 4), Fraction(1, 2), Fraction(1, 4)]).tolist()
+    [2, 1, 0]
+    """
+
+    def key(token: int) -> tuple[int, Fraction]:
+        p, q = target[token], draft[token]
+        if p > 0:
+            return (1, -q / p)
+        return (0, Fraction(0)) if q > 0 else (2, Fraction(0))
+
+    return np.array(sorted(range(len(target)), key=key), dtype=np.int64)
 
 
 def iid_prefix_containment(sorted_draft: np.ndarray, k: int) -> np.ndarray:
@@ -363,13 +387,31 @@ class DraftLaw(ABC):
             )
         return active, forced
 
-    def scan_order(self, target: np.ndarray) -> np.ndarray:
-        """A token order whose prefixes contain an optimal min-cut set for this law."""
+    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
+        """A token order whose prefixes contain an optimal min-cut set for this law
+        (``target`` a float array, or a sequence of Fractions with ``exact=True``)."""
         raise NotImplementedError(f"{self.name} law has no single-order prefix structure")
 
     def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
         """``P(set(X) ⊆ T_j)`` for the prefixes ``T_j`` of ``order`` (length n + 1)."""
         raise NotImplementedError(f"{self.name} law has no prefix containment")
+
+    def _enumerated_prefix_containment(self, order: np.ndarray, exact: bool) -> np.ndarray:
+        """Prefix containment from :meth:`enumerate` in O(m k + n): a tuple lies in the prefix
+        T_j iff j exceeds the largest rank of its tokens, so the masses bucketed by that rank
+        and summed cumulatively give every prefix at once."""
+        tuples, probs = self.enumerate(exact=exact)
+        rank = np.empty(self.n, dtype=np.int64)
+        rank[np.asarray(order)] = np.arange(self.n)
+        needed = rank[tuples].max(axis=-1) + 1
+        masses = np.zeros(self.n + 1, dtype=object if exact else np.float64)
+        if exact:
+            masses[:] = Fraction(0)
+            for j, prob in zip(needed.tolist(), probs.tolist()):
+                masses[j] += prob
+        else:
+            np.add.at(masses, needed, probs)
+        return np.cumsum(masses)
 
     def check_tuple(self, drafts: Sequence[int]) -> np.ndarray:
         """Validate one observed draft tuple: length k, tokens in range, positive probability."""
@@ -485,7 +527,10 @@ class IID(DraftLaw):
         active, forced = self._subset_frame(active, forced)
         return _product_subset_containment([self._exact_draft] * self.k if exact else [self.draft] * self.k, active, forced, exact)
 
-    def scan_order(self, target: np.ndarray) -> np.ndarray:
+    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
+        if exact:
+            self._require_exact()
+            return exact_ratio_order(target, self._exact_draft)
         return ratio_order(target, self.draft)
 
     def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
@@ -668,15 +713,16 @@ class WithoutReplacement(DraftLaw):
             probs[start : start + rows] = prob
         return probs
 
-    def scan_order(self, target: np.ndarray) -> np.ndarray:
+    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
+        if exact:
+            self._require_exact()
+            return exact_ratio_order(target, self._exact_draft)
         return ratio_order(target, self.draft)
 
     def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
         if exact:
             self._require_exact()
-            # Exact prefixes come from one enumeration: the law of set(X), zeta-transformed.
-            contained = self.containment_all_subsets(exact=True, active=np.asarray(order))
-            return contained[(1 << np.arange(self.n + 1)) - 1]
+            return self._enumerated_prefix_containment(order, exact=True)
         return wor_prefix_containment(self.draft[order], self.k)
 
     def _tuple_possible(self, drafts: np.ndarray) -> bool:
@@ -702,7 +748,11 @@ class Greedy(DraftLaw):
         self.n = len(self.draft)
         if self.k > self.n:
             raise ValueError(f"k: greedy drafting needs k <= n, got k={self.k} > n={self.n}")
-        self.fixed = np.argsort(-self.draft, kind="stable")[: self.k - 1]
+        if self._exact_draft is not None:  # exact comparisons: a float argsort could misorder near-ties
+            ranked = sorted(range(self.n), key=lambda t: (-self._exact_draft[t], t))
+            self.fixed = np.array(ranked[: self.k - 1], dtype=np.int64)
+        else:
+            self.fixed = np.argsort(-self.draft, kind="stable")[: self.k - 1]
         rest = np.ones(self.n, dtype=bool)
         rest[self.fixed] = False
         self.rest_mask = rest
@@ -751,9 +801,14 @@ class Greedy(DraftLaw):
         sets = self._check_sets(sets)
         return np.all(sets[..., self.fixed], axis=-1) * (sets.astype(np.float64) @ self.residual)
 
-    def scan_order(self, target: np.ndarray) -> np.ndarray:
+    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
         rest = np.flatnonzero(self.rest_mask)
-        ordered_rest = rest[ratio_order(target[rest], self.residual[rest])]
+        if exact:
+            self._require_exact()
+            residual = self._exact_residual()
+            ordered_rest = rest[exact_ratio_order([target[t] for t in rest], [residual[t] for t in rest])]
+        else:
+            ordered_rest = rest[ratio_order(np.asarray(target)[rest], self.residual[rest])]
         return np.concatenate([self.fixed, ordered_rest]).astype(np.int64)
 
     def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
@@ -815,7 +870,7 @@ class Deterministic(DraftLaw):
         sets = self._check_sets(sets)
         return np.all(sets[..., self.tokens], axis=-1).astype(np.float64)
 
-    def scan_order(self, target: np.ndarray) -> np.ndarray:
+    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
         return np.concatenate([np.flatnonzero(self.draft_set), np.flatnonzero(~self.draft_set)])
 
     def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:

@@ -24,6 +24,7 @@ returned number.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -186,7 +187,9 @@ def optimal_acceptance(
     ----------
     Khisti et al., "Multi-Draft Speculative Sampling: Canonical Decomposition and Theoretical
     Limits", ICLR 2025, Theorems 2-3 and Remark 2; Hu et al. 2025. Complexity: sorted
-    O(n log n) (WOR with K > 2: O(n·G·K) for G ≈ 200 quadrature nodes); subsets O(n 2^n).
+    O(n log n) (WOR with K > 2: O(n·G·K) for G ≈ 100 quadrature nodes); subsets O(n 2^n).
+    Exact mode orders tokens by exact ratios and sums Fractions throughout (the sorted scan
+    for WOR with K > 1 enumerates the law's tuples).
     """
     if method not in METHODS:
         raise ValueError(f"method: unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -206,25 +209,16 @@ def optimal_acceptance(
 
 
 def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
-    p_float = np.array([float(x) for x in p]) if exact else p
-    order = law.scan_order(p_float)
+    order = law.scan_order(p, exact=exact)
     contained = law.prefix_containment(order, exact=exact)
     if exact:
-        prefix_p = np.array(list(_accumulate(p[t] for t in order.tolist())), dtype=object)
+        prefix_p = np.array(list(itertools.accumulate((p[t] for t in order.tolist()), initial=Fraction(0))), dtype=object)
     else:
         prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
     values = prefix_p + 1 - contained
     best = int(np.argmin(values)) if not exact else min(range(len(values)), key=values.__getitem__)
     value = values[best] if exact else float(min(values[best], 1.0))
     return OptimalAcceptance(value, _certificate(order[:best], law.n), "sorted", exact, law.name)
-
-
-def _accumulate(values):
-    total = Fraction(0)
-    yield total
-    for v in values:
-        total += v
-        yield total
 
 
 def _subsets(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:

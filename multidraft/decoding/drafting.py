@@ -1,0 +1,203 @@
+"""Token processing, KV-cached model state and the drafting of K sequences.
+
+Every distribution that leaves this module is float64 and renormalised: logits are divided by
+the temperature, soft-maxed in float64 and filtered by top-p exactly as
+:func:`multidraft.theory.softmax` and :func:`multidraft.theory.top_p` do, so the theory sees
+the very distributions the tokens were sampled from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from multidraft.decoding.models import LoadedModel
+
+__all__ = [
+    "DraftSpec",
+    "Drafts",
+    "ModelState",
+    "process_logits",
+    "sample_tokens",
+    "draft_block",
+]
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """One draft: a model (``None`` = the target itself) sampled at a temperature and top-p.
+
+    The paper's experiments draft with the target's own model at temperatures 1.2-2.4 against
+    a target at 1.0 (Khisti et al., ICLR 2025, Section 5).
+    """
+
+    model: LoadedModel | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_processing(self.temperature, self.top_p, "draft")
+
+    @property
+    def key(self) -> tuple[float, float]:
+        """Drafts with equal keys (and model) have the same law at a shared prefix."""
+        return (float(self.temperature), float(self.top_p))
+
+
+def check_processing(temperature: float, top_p: float, name: str) -> None:
+    """Validate a temperature (finite, >= 0) and a top-p mass (in (0, 1])."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
+        raise ValueError(f"{name} temperature: must be a finite number >= 0, got {temperature!r}")
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ValueError(f"{name} top_p: must lie in (0, 1], got {top_p!r}")
+
+
+def process_logits(logits: torch.Tensor, temperature: torch.Tensor | float, top_p: torch.Tensor | float) -> torch.Tensor:
+    """Sampling distribution ``top_p(softmax(logits / T), mass)`` in float64.
+
+    ``logits [..., V]``; ``temperature`` and ``top_p`` broadcast against ``logits[..., :1]``
+    (one value per row allowed). ``T = 0`` gives the one-hot argmax (ties split evenly).
+    Top-p keeps the tokens, by decreasing probability (ties by lower index), whose preceding
+    mass is ``< top_p`` (Holtzman et al., 2020) and renormalises -- the rule of
+    :func:`multidraft.theory.top_p`.
+
+    >>> process_logits(torch.tensor([0.0, 0.0, -float("inf")]), 1.0, 1.0)
+    tensor([0.5000, 0.5000, 0.0000], dtype=torch.float64)
+    """
+    z = logits.to(torch.float64)
+    temperature = torch.as_tensor(temperature, dtype=torch.float64, device=z.device)
+    top_p = torch.as_tensor(top_p, dtype=torch.float64, device=z.device)
+    greedy = z == z.max(dim=-1, keepdim=True).values
+    greedy = greedy / greedy.sum(dim=-1, keepdim=True)
+    safe = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
+    probs = torch.softmax(z / safe, dim=-1)
+    probs = torch.where(temperature > 0, probs, greedy)
+    if bool((top_p < 1).any()):
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+        before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        keep_sorted = (before < top_p) | (top_p >= 1)
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        probs = torch.where(keep, probs, torch.zeros_like(probs))
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def sample_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row of ``probs [B, V]`` -> ``[B]`` long (inverse CDF of one uniform)."""
+    cumulative = torch.cumsum(probs, dim=-1)
+    u = torch.rand(probs.shape[:-1] + (1,), generator=generator, dtype=probs.dtype, device=probs.device)
+    index = torch.searchsorted(cumulative, u * cumulative[..., -1:], right=True)
+    # Clamp guards u * total landing on the total itself in floating point.
+    return index.squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+
+
+def sample_without_replacement(probs: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
+    """``k`` distinct tokens from ``probs [V]`` by successive sampling (Gumbel-top-k:
+    ``argtop_k(log q + G)``, G iid Gumbel; Vieira 2014, Kool et al. 2019), in draw order."""
+    u = torch.rand(probs.shape, generator=generator, dtype=torch.float64, device=probs.device)
+    keys = torch.log(probs) - torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))
+    return torch.topk(keys, k).indices
+
+
+@dataclass(frozen=True)
+class Drafts:
+    """K drafted sequences.
+
+    Attributes
+    ----------
+    tokens : torch.Tensor, shape [K, L], long
+        Drafted tokens.
+    probs : torch.Tensor, shape [K, L, V], float64
+        ``probs[k, i]`` is the distribution draft k sampled ``tokens[k, i]`` from.
+    """
+
+    tokens: torch.Tensor
+    probs: torch.Tensor
+
+
+class ModelState:
+    """A model's KV cache over the committed tokens, except the ``pending`` ones not fed yet.
+
+    One row (batch 1) between blocks; :meth:`forward` widens it to K rows; :meth:`commit`
+    keeps one row and crops it to the accepted prefix.
+    """
+
+    def __init__(self, loaded: LoadedModel, prompt: Sequence[int]) -> None:
+        from transformers import DynamicCache
+
+        if len(prompt) == 0:
+            raise ValueError("prompt: needs at least one token")
+        self.loaded = loaded
+        self.cache = DynamicCache(config=loaded.model.config)
+        self.pending: list[int] = [int(t) for t in prompt]
+        if len(self.pending) > 1:
+            self.forward(torch.tensor([self.pending[:-1]], device=loaded.device))
+            self.pending = self.pending[-1:]
+
+    @property
+    def length(self) -> int:
+        """Number of tokens in the cache."""
+        return self.cache.get_seq_length()
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed ``tokens [B, T]`` after the cache (widened from 1 to B rows); logits ``[B, T, V]``."""
+        rows = tokens.shape[0]
+        if rows > 1 and self._rows() == 1:
+            self.cache.batch_repeat_interleave(rows)
+        return self.loaded.model(input_ids=tokens, past_key_values=self.cache, use_cache=True).logits
+
+    def _rows(self) -> int:
+        """Batch rows held by the cache (0 while it is empty)."""
+        return int(self.cache.layers[0].keys.shape[0]) if self.length > 0 else 0
+
+    def pending_rows(self, rows: int) -> torch.Tensor:
+        """The pending tokens as ``[rows, P]``."""
+        return torch.tensor([self.pending], device=self.loaded.device).expand(rows, -1)
+
+    def commit(self, row: int, keep: int, pending: Sequence[int]) -> None:
+        """Keep cache row ``row``, cropped to its first ``keep`` tokens; set the pending tokens."""
+        if self._rows() > 1:
+            self.cache.batch_select_indices(torch.tensor([row], device=self.loaded.device))
+        excess = self.length - keep
+        if excess > 0:
+            self.cache.crop(-excess)
+        self.pending = [int(t) for t in pending]
+
+
+@torch.inference_mode()
+def draft_block(
+    state: ModelState,
+    specs: Sequence[DraftSpec],
+    length: int,
+    generator: torch.Generator,
+    without_replacement: bool = False,
+) -> Drafts:
+    """Draft K = ``len(specs)`` sequences of ``length`` tokens in one batched, KV-cached pass.
+
+    Step i feeds ``[K, 1]`` tokens (the pending tokens at i = 0) and samples
+    ``x_{k,i} ~ q_k(· | prefix, x_{k,<i})`` with draft k's temperature and top-p. With
+    ``without_replacement`` the first position draws K distinct tokens from q_1 by
+    Gumbel-top-K (all drafts must then share one temperature and top-p). The last token is
+    not fed back: its continuation is never needed.
+    """
+    k = len(specs)
+    device = state.loaded.device
+    temperature = torch.tensor([[s.temperature] for s in specs], dtype=torch.float64, device=device)
+    top_p = torch.tensor([[s.top_p] for s in specs], dtype=torch.float64, device=device)
+    inputs = state.pending_rows(k)
+    tokens, probs = [], []
+    for i in range(length):
+        logits = state.forward(inputs)[:, -1, :]  # [K, V]
+        q = process_logits(logits, temperature, top_p)  # [K, V]
+        if i == 0 and without_replacement:
+            x = sample_without_replacement(q[0], k, generator)
+        else:
+            x = sample_tokens(q, generator)  # [K]
+        tokens.append(x)
+        probs.append(q)
+        if i < length - 1:
+            inputs = x[:, None]
+    return Drafts(torch.stack(tokens, dim=1), torch.stack(probs, dim=1))

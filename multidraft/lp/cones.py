@@ -906,7 +906,6 @@ def unit_cone(
 
 
 def _inequality(structure: DraftStructure, u: Vector, v: Vector, reduced) -> ConeInequality:
-    q_part = _linear(u, structure.probabilities)
     subset = _subset_of(v)
     if subset and min(u) < 0:
         containment = structure.containment(subset)

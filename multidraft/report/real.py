@@ -13,7 +13,6 @@ positions, the block efficiency and the speed-up it predicts with latencies meas
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from multidraft.schemes.base import Scheme, draft_distribution, normalise, positive_part, safe_divide, sample_rows
+from multidraft.schemes.base import Scheme, draft_distribution, sample_rows, single_draft_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
 
 __all__ = ["ImportanceScheme", "RECOMPUTE_LIMIT"]
@@ -63,7 +63,7 @@ class ImportanceScheme(Scheme):
         r = np.asarray(chosen.intermediate, dtype=np.float64)
         if _tuple_count(law) <= RECOMPUTE_LIMIT:
             r = induced_law(chosen, law)
-        return _Plan(chosen, np.minimum(safe_divide(p, r), 1.0), normalise(positive_part(p - r), p), r)
+        return _Plan(chosen, *single_draft_step(p, r), r)
 
     def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
         weights = checked_weights(plan.selection, tuples)  # [m, K]

@@ -46,6 +46,7 @@ __all__ = [
     "sample_rows",
     "sequential_conditional",
     "sequential_sample",
+    "single_draft_step",
 ]
 
 #: ``law.name`` of every draft law in :mod:`multidraft.theory.laws`.
@@ -98,6 +99,16 @@ def normalise(weights: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """
     mass = weights.sum(axis=-1, keepdims=True)
     return np.where(mass > 0, weights / np.where(mass > 0, mass, 1), fallback)
+
+
+def single_draft_step(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The single-draft speculative step (Leviathan et al. 2023; Chen et al. 2023): accept a
+    draft y ~ q with probability ``min(1, p(y)/q(y))``, else sample ``norm((p - q)_+)``.
+
+    Returns ``(step [n], residual [n])``, in float or Fraction arithmetic like the inputs. The
+    output is distributed exactly as p, with acceptance ``Σ_y min(p(y), q(y))``.
+    """
+    return np.minimum(safe_divide(p, q), 1), normalise(positive_part(p - q), p)
 
 
 def draft_distribution(law: DraftLaw, position: int, exact: bool = False) -> np.ndarray:

@@ -21,11 +21,9 @@ import numpy as np
 from multidraft.schemes.base import (
     Scheme,
     draft_distribution,
-    normalise,
-    positive_part,
-    safe_divide,
     sequential_conditional,
     sequential_sample,
+    single_draft_step,
 )
 from multidraft.theory.laws import DraftLaw
 
@@ -53,8 +51,7 @@ class GreedyVerifier(Scheme):
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
         tilde = draft_distribution(law, law.k - 1, exact)
-        step = np.minimum(safe_divide(p, tilde), 1)
-        return _Plan(step, normalise(positive_part(p - tilde), p))
+        return _Plan(*single_draft_step(p, tilde))
 
     def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
         return sequential_conditional(plan.step, plan.residual, tuples[:, -1:])

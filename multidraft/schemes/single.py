@@ -15,11 +15,9 @@ import numpy as np
 from multidraft.schemes.base import (
     Scheme,
     draft_distribution,
-    normalise,
-    positive_part,
-    safe_divide,
     sequential_conditional,
     sequential_sample,
+    single_draft_step,
 )
 from multidraft.theory.laws import DraftLaw
 from multidraft.theory.optimal import single_draft_acceptance
@@ -56,8 +54,7 @@ class Single(Scheme):
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
         q = draft_distribution(law, 0, exact)
-        step = np.minimum(safe_divide(p, q), 1)
-        return _Plan(step, normalise(positive_part(p - q), p))
+        return _Plan(*single_draft_step(p, q))
 
     def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
         return sequential_conditional(plan.step, plan.residual, tuples)

@@ -204,7 +204,7 @@ def _gap_section(table: GapTable) -> tuple[Section, dict]:
             "the report's seed), target temperature 1.0, drafts q = softmax(log p / T). Each cell is the mean "
             "exact acceptance over the positions and, in brackets, its fraction of the mean optimum. "
             f"Truncated LP: s = {table.truncation_s} tokens (K = 2; the multi-stage pairwise combination for "
-            "K > 2), with the published rank key p − q² and with the ratio key q/p. SpecInfer is recursive "
+            "K > 2), with the published rank key p − q² and with the ratio key (p/q decreasing). SpecInfer is recursive "
             "rejection sampling (its without-replacement form under the wor law). "
             "Single draft: Σ min(p, q) with one draft, for reference."
         )
@@ -277,7 +277,7 @@ def _truncation_section(sweep: TruncationSweep) -> tuple[Section, dict, dict]:
     )
     text = (
         f"The truncated importance LP (Khisti et al., Section 4) keeps the top s tokens under a rank key "
-        "(published: p − q², decreasing; ratio: q/p, decreasing), fixes the selection outside them and solves "
+        "(published: p − q², decreasing; ratio: p/q, decreasing, i.e. under-drafted tokens first), fixes the selection outside them and solves "
         f"an s²-variable LP. K = 2 iid, draft temperature {sweep.draft_temperature:g}, n = {sweep.n}, mean over the "
         f"positions; optimal acceptance {sweep.optimal:.4f}. Times are the median wall time per position on "
         "this machine (one warm-up call excluded) and vary between runs; acceptances do not."

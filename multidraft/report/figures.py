@@ -29,7 +29,7 @@ SCHEME_LABELS = {"spectr": "SpecTr", "specinfer": "SpecInfer", "rrs-wor": "RRS w
 _STYLES = {
     "optimal": dict(color="black", linewidth=2.0),
     "truncated LP": dict(color="tab:green", marker="s"),
-    "truncated LP, q/p key": dict(color="tab:olive", marker="D"),
+    "truncated LP, ratio key": dict(color="tab:olive", marker="D"),
     "SpecTr": dict(color="tab:blue", marker="o"),
     "SpecInfer": dict(color="tab:orange", marker="^"),
     "single draft": dict(color="tab:gray", marker="x"),

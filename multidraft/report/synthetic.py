@@ -57,10 +57,10 @@ __all__ = [
 ]
 
 #: Columns of the gap table besides the optimum, in display order.
-GAP_COLUMNS = ("truncated LP", "truncated LP, q/p key", "SpecTr", "SpecInfer", "single draft")
+GAP_COLUMNS = ("truncated LP", "truncated LP, ratio key", "SpecTr", "SpecInfer", "single draft")
 
 #: Rank key of each truncated-LP column (:func:`multidraft.lp.truncated_lp`).
-_RANK_KEYS = {"truncated LP": "published", "truncated LP, q/p key": "ratio"}
+_RANK_KEYS = {"truncated LP": "published", "truncated LP, ratio key": "ratio"}
 
 
 def optional_module(name: str) -> ModuleType | None:

@@ -46,9 +46,16 @@ def test_repeated_draft_means_independent(capsys):
     assert out["law"] == "independent" and out["k"] == 2
 
 
-def test_readable_table(capsys):
+def test_wor_with_k_above_n_is_refused(capsys):
     assert main(["acceptance", "--target", "0.5,0.5", "--draft", "0.9,0.1", "--k", "3", "--law", "wor"]) == 2
     assert "without replacement needs k <= n" in capsys.readouterr().err
+
+
+def test_readable_table_shows_values_and_fractions_of_the_optimum(capsys):
+    assert main(["acceptance", "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2"]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[2:]}
+    assert float(rows["optimal"][0]) == pytest.approx(0.85) and rows["optimal"][1] == "1.0000"
+    assert float(rows["single"][0]) == pytest.approx(0.6) and float(rows["single"][1]) == pytest.approx(0.6 / 0.85, abs=1e-4)
 
 
 BAD_ARGS = [

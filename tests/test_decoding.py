@@ -426,6 +426,8 @@ BAD_MEASURE = [
     ("negative-temperature", dict(draft_temperatures=(-1.0,)), "draft temperature: must be a finite number"),
     ("top-p", dict(target_top_p=0.0), r"target top_p: must lie in \(0, 1\]"),
     ("wor-mixed", dict(without_replacement=True, draft_temperatures=(1.0, 2.0)), "without_replacement"),
+    ("wor-greedy-draft", dict(without_replacement=True, scheme="rrs-wor", draft_temperatures=(0.0,)), "at least K tokens"),
+    ("wor-top-p", dict(without_replacement=True, scheme="rrs-wor", draft_top_p=(0.3,)), "at least K tokens"),
     ("scheme-unknown", dict(scheme="nope"), "scheme: unknown name 'nope'"),
     ("scheme-law", dict(scheme="spectr", draft_temperatures=(1.0, 2.0)), "supports the laws"),
     ("scheme-object", dict(scheme=42), "scheme: expected a scheme name"),

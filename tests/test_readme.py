@@ -86,3 +86,15 @@ def test_readme_figure_is_committed():
         path = ROOT / image
         assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", image
         assert path.stat().st_size < 200_000, "keep the committed figure small"
+
+
+def test_first_tour_blocks_print_what_their_comments_say(capsys):
+    """The values the README states in comments are the values the code prints."""
+    exec(compile(PYTHON[0], "README.md python block 0", "exec"), {"__name__": "__readme__"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "1 []"
+    assert lines[1] == "5/6"
+    assert "holds=False" in lines[2] and "violating_set=array([1])" in lines[2]
+    scheme_block = next(i for i, block in enumerate(PYTHON) if "get_scheme" in block)
+    exec(compile(PYTHON[scheme_block], "README.md scheme block", "exec"), {"__name__": "__readme__"})
+    assert capsys.readouterr().out.splitlines()[1] == "8/9"

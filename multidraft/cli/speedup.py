@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
             f"got {len(acceptance)}"
         )
     efficiency = tree_block_efficiency(acceptance, args.length, args.survival)  # validates a, L, survival
+    if args.max_length < 1:
+        raise ValueError(f"max-length: must be >= 1, got {args.max_length}")
     searched = max(args.max_length, args.length)
     curve = best_length(acceptance, args.cost_ratio, max_length=searched, survival=args.survival)
     improvement = float(curve.speedup[0, args.length - 1])

@@ -41,9 +41,10 @@ class DraftSpec:
         check_processing(self.temperature, self.top_p, "draft")
 
     @property
-    def key(self) -> tuple[float, float]:
-        """Drafts with equal keys (and model) have the same law at a shared prefix."""
-        return (float(self.temperature), float(self.top_p))
+    def key(self) -> tuple[int, float, float]:
+        """Drafts with equal keys (same model object, temperature and top-p) have the same law
+        at a shared prefix."""
+        return (id(self.model), float(self.temperature), float(self.top_p))
 
 
 def check_processing(temperature: float, top_p: float, name: str) -> None:

@@ -147,11 +147,20 @@ def _resolve_scheme(scheme: Any) -> Any:
     return scheme
 
 
-def _check_without_replacement(keys: set, without_replacement: bool) -> None:
-    if without_replacement and len(keys) > 1:
+def _check_without_replacement(settings: Sequence[tuple[float, float]], without_replacement: bool) -> None:
+    """Drafts drawn without replacement: one shared (temperature, top_p), and a full support."""
+    if not without_replacement:
+        return
+    if len(set(settings)) > 1:
         raise ValueError(
             "without_replacement: the first position is drawn without replacement from one q, so all "
             "drafts need the same temperature and top_p"
+        )
+    if any(temperature == 0 or top_p < 1 for temperature, top_p in settings):
+        raise ValueError(
+            "without_replacement: K distinct drafts need at least K tokens of positive draft "
+            "probability at every position, which a draft temperature of 0 or top_p < 1 cannot "
+            "guarantee"
         )
 
 
@@ -182,7 +191,7 @@ def _check_specs(target: LoadedModel, specs: Sequence[DraftSpec], without_replac
     models = {id(spec.model) for spec in specs}
     if len(models) > 1:
         raise ValueError("specs: all drafts must use the same draft model (vary temperature and top_p instead)")
-    _check_without_replacement({spec.key for spec in specs}, without_replacement)
+    _check_without_replacement([(spec.temperature, spec.top_p) for spec in specs], without_replacement)
     draft = specs[0].model or target
     if draft is not target:
         check_compatible(target, draft)
@@ -468,7 +477,7 @@ def measure(
     check_processing(target_temperature, target_top_p, "target")
     for t, mass in zip(temperatures, top_ps):
         check_processing(t, mass, "draft")
-    _check_without_replacement(set(zip(temperatures, top_ps)), without_replacement)
+    _check_without_replacement(list(zip(temperatures, top_ps)), without_replacement)
     resolved = _resolve_scheme(scheme)
     _check_scheme_laws(resolved, k, without_replacement, len(set(zip(temperatures, top_ps))) > 1)
 

@@ -342,7 +342,7 @@ def _speed_section(acceptance: dict[str, list[float]], config: ReportConfig) -> 
     text = (
         f"Per-token acceptance a_j with j = 1..{k_max} iid drafts (draft temperature {config.speed_temperature:g}, "
         "mean over the synthetic positions) fed to the i.i.d. tree model of multidraft.theory.speed (sibling "
-        "drafts assumed distinct, survival ρ = 0) and the throughput model of Yan et al. (2024): "
+        "drafts assumed distinct, survival ρ = 0; iid drafts can repeat a token, so more of them stay live and the numbers below are lower bounds) and the throughput model of Yan et al. (2024): "
         "tokens per iteration / (L·t_draft(K, 1) + t_target(K, L + 1)). 'given c' uses constant latencies with "
         "draft/target cost ratio c (the memory-bound idealisation of Leviathan et al. 2023); the speed-up is "
         "relative to plain decoding with the target, best draft length L ≤ 16 per K."

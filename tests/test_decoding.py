@@ -472,3 +472,28 @@ def test_measure_reports_positions_without_expected_acceptance(target, draft):
     assert results.expected_positions == len(matched) == int((frame["k_live"] == 1).sum()) < results.positions
     np.testing.assert_allclose(results.expected_acceptance, matched["expected"].mean())
     assert any("no closed form here" in note and "cover the other" in note for note in results.notes)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+    "scheme, without_replacement", [("specinfer", False), ("spectr", False), ("rrs-wor", True)]
+)
+def test_empirical_acceptance_matches_expected_end_to_end(target, draft, scheme, without_replacement):
+    """Calibration through the whole decoding path: per position, acceptance is Bernoulli with
+    the scheme's exact acceptance as mean, so Σ(accepted - expected) is a martingale and its mean
+    must lie within 4 standard errors of 0. Twin: the same records against a wrongly shifted
+    expectation must be rejected, so the test can fail."""
+    results = measure(
+        target, draft, k=3, length=3, scheme=scheme, prompts=["a b", "c d e", "b a"], max_new_tokens=120,
+        draft_temperatures=(1.5,), without_replacement=without_replacement, progress=False, seed=7,
+    )  # fmt: skip
+    accepted = np.array([r.accepted for r in results.records], dtype=float)
+    expected = np.array([r.expected for r in results.records])
+    assert len(accepted) >= 300 and np.isfinite(expected).all()
+    standard_error = np.sqrt(np.sum(expected * (1 - expected))) / len(accepted)
+
+    def z(mean_expected: np.ndarray) -> float:
+        return abs((accepted - mean_expected).mean()) / standard_error
+
+    assert z(expected) < 4
+    assert z(np.clip(expected + 0.2, 0, 1)) > 4  # a miscalibrated expectation is caught

@@ -334,7 +334,9 @@ class Results:
     k: int
     length: int
     target_temperature: float
+    target_top_p: float
     draft_temperatures: tuple[float, ...]
+    draft_top_p: tuple[float, ...]
     without_replacement: bool
     seed: int
     prompts: int
@@ -535,8 +537,8 @@ def measure(
         scheme=getattr(resolved, "name", type(resolved).__name__),
         target=target_model.name,
         draft=(draft_model.name if draft_model is not None else f"{target_model.name} (self)"),
-        k=k, length=length, target_temperature=float(target_temperature),
-        draft_temperatures=tuple(float(t) for t in temperatures),
+        k=k, length=length, target_temperature=float(target_temperature), target_top_p=float(target_top_p),
+        draft_temperatures=tuple(float(t) for t in temperatures), draft_top_p=tuple(float(m) for m in top_ps),
         without_replacement=bool(without_replacement), seed=seed, prompts=len(prompts),
     )  # fmt: skip
 

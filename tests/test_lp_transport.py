@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from strategies import as_float, exact_distributions
 
 from multidraft.lp import ProblemTooLargeError, SolverError, TransportSolution, transport_lp
-from multidraft.lp.transport import estimate_tuples, law_tuples, membership
+from multidraft.lp.transport import estimate_tuples, law_tuples
+from multidraft.theory.laws import membership
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, optimal_acceptance
 
 LAW_NAMES = ("iid", "wor", "greedy", "independent", "deterministic")

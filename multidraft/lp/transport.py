@@ -30,8 +30,9 @@ from multidraft.lp._solve import (
     check_solver,
     solve,
 )
+from multidraft.theory.laws import membership
 
-__all__ = ["TransportSolution", "transport_lp", "law_tuples", "estimate_tuples", "membership"]
+__all__ = ["TransportSolution", "transport_lp", "law_tuples", "estimate_tuples"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,13 +99,6 @@ def law_tuples(law, merge: bool) -> tuple[np.ndarray, np.ndarray, bool]:
         return tuples, probs, False
     canonical, inverse = np.unique(np.sort(tuples, axis=-1), axis=0, return_inverse=True)
     return canonical, np.bincount(inverse.reshape(-1), weights=probs, minlength=len(canonical)), True
-
-
-def membership(tuples: np.ndarray, n: int) -> np.ndarray:
-    """Boolean ``[m, n]`` mask of ``y ∈ set(x)`` for each tuple row x."""
-    mask = np.zeros((len(tuples), n), dtype=bool)
-    mask[np.arange(len(tuples))[:, None], tuples] = True
-    return mask
 
 
 def transport_lp(

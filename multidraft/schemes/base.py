@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from multidraft.theory.distributions import as_distribution, as_exact_distribution
-from multidraft.theory.laws import DraftLaw
+from multidraft.theory.laws import DraftLaw, membership
 
 __all__ = [
     "Selection",
@@ -305,7 +305,7 @@ class Scheme(ABC):
         total = Fraction(0) if exact else 0.0
         for rows in self._chunks(len(tuples), law.n):
             conditional = self._conditional(plan, tuples[rows])
-            inside = _membership(tuples[rows], law.n)
+            inside = membership(tuples[rows], law.n)
             hit = np.where(inside, conditional, 0).sum(axis=-1)
             total = total + (hit * probs[rows]).sum()
         return total if exact else float(total)
@@ -392,9 +392,3 @@ class Scheme(ABC):
             law.check_tuple(row)
         return array.astype(np.int64), single
 
-
-def _membership(tuples: np.ndarray, n: int) -> np.ndarray:
-    """Boolean ``[m, n]``: ``y ∈ set(tuples[row])``."""
-    inside = np.zeros((len(tuples), n), dtype=bool)
-    inside[np.arange(len(tuples))[:, None], tuples] = True
-    return inside

@@ -40,6 +40,7 @@ __all__ = [
     "SUBSETS_LIMIT",
     "ratio_order",
     "exact_ratio_order",
+    "membership",
     "subset_sums",
     "zeta_transform",
     "iid_prefix_containment",
@@ -72,6 +73,17 @@ def _validated(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, t
         tiny = np.finfo(np.float64).smallest_subnormal
         return np.array([max(float(x), tiny) if x > 0 else 0.0 for x in exact]), exact
     return as_distribution(draft, name, normalize=normalize), None
+
+
+def membership(tuples: np.ndarray, n: int) -> np.ndarray:
+    """Boolean ``[m, n]`` mask of ``y ∈ set(x)`` for each draft tuple row x of ``tuples [m, K]``.
+
+    >>> membership(np.array([[0, 2], [1, 1]]), 3).astype(int).tolist()
+    [[1, 0, 1], [0, 1, 0]]
+    """
+    mask = np.zeros((len(tuples), n), dtype=bool)
+    mask[np.arange(len(tuples))[:, None], tuples] = True
+    return mask
 
 
 def subset_sums(values: Sequence | np.ndarray) -> np.ndarray:

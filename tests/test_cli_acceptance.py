@@ -63,7 +63,7 @@ BAD_ARGS = [
     pytest.param(["--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"], "sum to", id="sum-off"),
     pytest.param(["--target", "0.5,-0.5,1", "--draft", "0.2,0.3,0.5", "--k", "2"], "negative", id="negative"),
     pytest.param(["--target", "0.5,0.5", "--draft", "0.2,0.3,0.5", "--k", "2"], "does not match", id="length-mismatch"),
-    pytest.param(["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be >= 1", id="k-zero"),
+    pytest.param(["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be an integer >= 1", id="k-zero"),
     pytest.param(["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "2", "--exact"], "exact", id="exact-with-floats"),
     pytest.param(["--target", "0.5,0.5"], "give both", id="target-without-draft"),
 ]

@@ -90,8 +90,8 @@ def test_latex_output(capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--n", "0", "--k", "2"], "n: the vocabulary size must be >= 1, got 0"),
-        (["--n", "3", "--k", "0"], "k: the number of drafts must be >= 1, got 0"),
+        (["--n", "0", "--k", "2"], "n: the vocabulary size must be an integer >= 1, got 0"),
+        (["--n", "3", "--k", "0"], "k: the number of drafts must be an integer >= 1, got 0"),
         (["--n", "9", "--k", "3"], "174 variables and 1485 constraints"),
         (["--n", "2", "--k", "3", "--law", "wor"], "k: without replacement needs k <= n"),
     ],

@@ -70,7 +70,7 @@ def test_plan_text(capsys):
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "2", "--solver", "NOPE"], "solver: 'NOPE' is not"),
         (["--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"], "target: entries sum to 1.1"),
         (["--target", "0.5,x", "--draft", "0.5,0.5", "--k", "2"], "target: cannot parse entry 1"),
-        (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be >= 1"),
+        (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be an integer >= 1"),
         (["--target", ",".join(["1/150"] * 150), "--draft", ",".join(["1/150"] * 150), "--k", "3"], "exceed the limit"),
     ],
     ids=["missing-k", "k-mismatch", "law-with-repeated-drafts", "solver", "bad-sum", "unparsable", "k-zero", "too-large"],

@@ -247,10 +247,10 @@ def test_atom_probabilities_sum_to_one_on_the_simplex(law):
 
 
 BAD_INPUTS = [
-    pytest.param(dict(n=0, k=2), r"n: the vocabulary size must be >= 1, got 0", id="n-zero"),
+    pytest.param(dict(n=0, k=2), r"n: the vocabulary size must be an integer >= 1, got 0", id="n-zero"),
     pytest.param(dict(n=2.5, k=2), r"n: the vocabulary size must be an integer", id="n-float"),
     pytest.param(dict(n=True, k=2), r"n: the vocabulary size must be an integer", id="n-bool"),
-    pytest.param(dict(n=3, k=0), r"k: the number of drafts must be >= 1, got 0", id="k-zero"),
+    pytest.param(dict(n=3, k=0), r"k: the number of drafts must be an integer >= 1, got 0", id="k-zero"),
     pytest.param(dict(n=3, k="2"), r"k: the number of drafts must be an integer", id="k-string"),
     pytest.param(dict(n=3, k=2, law="greedy"), r"law: unknown draft law 'greedy'; choose one of", id="law"),
     pytest.param(dict(n=2, k=3, law="wor"), r"k: without replacement needs k <= n", id="wor-k"),

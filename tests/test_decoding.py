@@ -416,10 +416,10 @@ def test_measure_independent_drafts_optimum_on_small_vocabulary(target):
 
 
 BAD_MEASURE = [
-    ("k-zero", dict(k=0), "k: must be >= 1"),
-    ("k-float", dict(k=1.5), "k: expected an integer"),
-    ("length-zero", dict(length=0), "length: must be >= 1"),
-    ("max-new-tokens-zero", dict(max_new_tokens=0), "max_new_tokens: must be >= 1"),
+    ("k-zero", dict(k=0), "k: the number of drafts must be an integer >= 1, got 0"),
+    ("k-float", dict(k=1.5), "k: the number of drafts must be an integer >= 1, got 1.5"),
+    ("length-zero", dict(length=0), "length: must be an integer >= 1, got 0"),
+    ("max-new-tokens-zero", dict(max_new_tokens=0), "max_new_tokens: must be an integer >= 1, got 0"),
     ("empty-prompts", dict(prompts=[]), "prompts: the prompt list is empty"),
     ("blank-prompt", dict(prompts=["  "]), "prompts: every prompt must be a non-empty string"),
     ("temperatures", dict(k=3, draft_temperatures=(1.0, 2.0)), "draft_temperatures: give one value or k=3"),

@@ -133,9 +133,9 @@ def test_cli_measure_table(tiny_dir, capsys):
 
 
 BAD_CLI = [
-    ("k", ["--k", "0"], "k: must be >= 1"),
-    ("length", ["--length", "0"], "length: must be >= 1"),
-    ("max-new-tokens", ["--max-new-tokens", "0"], "max_new_tokens: must be >= 1"),
+    ("k", ["--k", "0"], "k: the number of drafts must be an integer >= 1"),
+    ("length", ["--length", "0"], "length: must be an integer >= 1"),
+    ("max-new-tokens", ["--max-new-tokens", "0"], "max_new_tokens: must be an integer >= 1"),
     ("scheme", ["--scheme", "nope"], "scheme: unknown name 'nope'"),
     ("threads", ["--threads", "0"], "threads: must be >= 1"),
 ]

@@ -119,9 +119,9 @@ def test_loaded_model_is_unwrapped(tiny_llama):
         ({"batch_sizes": (2, 1)}, "batch_sizes: expected at least two strictly increasing"),
         ({"batch_sizes": (0, 1)}, "batch_sizes: expected positive integers"),
         ({"token_counts": (1, 1.5)}, "token_counts: expected positive integers"),
-        ({"context": -1}, "context: expected an integer >= 0"),
-        ({"repeats": 0}, "repeats: expected an integer >= 1"),
-        ({"warmup": -1}, "warmup: expected an integer >= 0"),
+        ({"context": -1}, "context: must be an integer >= 0, got -1"),
+        ({"repeats": 0}, "repeats: must be an integer >= 1, got 0"),
+        ({"warmup": -1}, "warmup: must be an integer >= 0, got -1"),
     ],
     ids=["one-batch", "decreasing", "zero-batch", "float-tokens", "negative-context", "no-repeats", "negative-warmup"],
 )

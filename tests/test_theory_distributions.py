@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from multidraft.theory import as_distribution, as_exact_distribution, dirichlet, parse_distribution, softmax, top_k, top_p, zipf
+from multidraft.theory import as_distribution, as_exact_distribution, check_count, dirichlet, parse_distribution, softmax, top_k, top_p, zipf
 
 BAD_DISTRIBUTIONS = [
     pytest.param([0.5, -0.1, 0.6], "negative", id="negative"),
@@ -25,6 +25,29 @@ BAD_DISTRIBUTIONS = [
 def test_bad_distribution_raises_naming_argument(values, message):
     with pytest.raises(ValueError, match=f"target: .*{message}"):
         as_distribution(values, "target")
+
+
+BAD_COUNTS = [
+    pytest.param(0, {}, "k: must be an integer >= 1, got 0", id="zero"),
+    pytest.param(-1, {"minimum": 0}, "k: must be an integer >= 0, got -1", id="below-minimum"),
+    pytest.param(2.0, {}, "k: must be an integer >= 1, got 2.0", id="integral-float"),
+    pytest.param(True, {}, "k: must be an integer >= 1, got True", id="bool"),
+    pytest.param("3", {}, "k: must be an integer >= 1, got '3'", id="string"),
+    pytest.param(np.int64(0), {}, "k: must be an integer >= 1, got 0$", id="numpy-zero"),
+    pytest.param(0, {"meaning": "the number of drafts"}, "k: the number of drafts must be an integer >= 1, got 0", id="meaning"),
+]
+
+
+@pytest.mark.parametrize("value, options, message", BAD_COUNTS)
+def test_check_count_refuses_naming_argument_and_rule(value, options, message):
+    with pytest.raises(ValueError, match=message):
+        check_count(value, "k", **options)
+
+
+def test_check_count_returns_python_int():
+    for value, minimum in [(1, 1), (np.int32(5), 1), (0, 0), (7, 7)]:
+        out = check_count(value, "k", minimum=minimum)
+        assert type(out) is int and out == value
 
 
 def test_normalize_rescales_and_never_writes_into_input():

@@ -128,7 +128,7 @@ def test_check_tuple():
 
 
 BAD_LAWS = [
-    pytest.param(lambda: IID([0.5, 0.5], 0), "k: the number of drafts must be >= 1", id="k-zero"),
+    pytest.param(lambda: IID([0.5, 0.5], 0), "k: the number of drafts must be an integer >= 1", id="k-zero"),
     pytest.param(lambda: IID([0.5, 0.5], 1.5), "must be an integer", id="k-float"),
     pytest.param(lambda: WithoutReplacement([0.5, 0.5], 3), "k <= n", id="wor-k-above-n"),
     pytest.param(lambda: WithoutReplacement([1.0, 0.0, 0.0], 2), "positive probability", id="wor-k-above-support"),

@@ -28,7 +28,8 @@ import torch
 from multidraft.decoding.drafting import DraftSpec, ModelState, check_processing, draft_block, process_logits, sample_tokens
 from multidraft.decoding.models import LoadedModel, check_compatible, load_model
 from multidraft.decoding.verification import BlockOutcome, NodeStep, node_scheme, verify_block, walk_tree
-from multidraft.theory.laws import IID, Independent, WithoutReplacement
+from multidraft.theory.distributions import check_count
+from multidraft.theory.laws import IID, Independent, WithoutReplacement, check_k
 from multidraft.theory.optimal import optimal_acceptance
 
 __all__ = [
@@ -53,14 +54,6 @@ DEFAULT_PROMPTS = (
 )
 #: Largest joint support on which the optimum of an Independent law is computed by subsets.
 SUPPORT_LIMIT = 20
-
-
-def _check_count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name}: must be >= 1, got {value}")
-    return int(value)
 
 
 def encode_prompt(tokenizer: Any, text: str) -> list[int]:
@@ -221,8 +214,8 @@ def speculative_generate(
     bonus token, and keep the KV caches of the accepted row. Stops after ``max_new_tokens``
     or the tokenizer's end-of-sequence token.
     """
-    length = _check_count(length, "length")
-    max_new_tokens = _check_count(max_new_tokens, "max_new_tokens")
+    length = check_count(length, "length")
+    max_new_tokens = check_count(max_new_tokens, "max_new_tokens")
     check_processing(target_temperature, target_top_p, "target")
     scheme = _resolve_scheme(scheme)
     draft = _check_specs(target, specs, without_replacement)
@@ -292,7 +285,7 @@ def sample_autoregressive(
 ) -> tuple[int, ...]:
     """Plain autoregressive sampling ``y_t ~ top_p(softmax(logits_t / T))``, KV-cached: the
     reference law speculative sampling must reproduce, and the speed baseline."""
-    max_new_tokens = _check_count(max_new_tokens, "max_new_tokens")
+    max_new_tokens = check_count(max_new_tokens, "max_new_tokens")
     check_processing(temperature, top_p, "target")
     eos = getattr(target.tokenizer, "eos_token_id", None) if stop_at_eos else None
     state = ModelState(target, prompt)
@@ -468,9 +461,9 @@ def measure(
     OSError
         A model that cannot be found locally nor downloaded.
     """
-    k = _check_count(k, "k")
-    length = _check_count(length, "length")
-    max_new_tokens = _check_count(max_new_tokens, "max_new_tokens")
+    k = check_k(k)
+    length = check_count(length, "length")
+    max_new_tokens = check_count(max_new_tokens, "max_new_tokens")
     prompts = DEFAULT_PROMPTS if prompts is None else tuple(prompts)
     if len(prompts) == 0:
         raise ValueError("prompts: the prompt list is empty; give at least one prompt (or None for the defaults)")

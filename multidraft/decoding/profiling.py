@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from multidraft.theory.distributions import check_count
 from multidraft.theory.speed import LatencyModel
 
 __all__ = ["LatencyProfile", "profile_latency"]
@@ -113,12 +114,6 @@ def _grid(values: Sequence[int], name: str) -> tuple[int, ...]:
     return tuple(int(v) for v in grid)
 
 
-def _count(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _synchronize(device: torch.device) -> None:
     """Wait for queued kernels so that a clock reading covers the work (no-op on CPU)."""
     if device.type == "cuda":
@@ -181,9 +176,9 @@ def profile_latency(
     """
     batches = _grid(batch_sizes, "batch_sizes")
     tokens = _grid(token_counts, "token_counts")
-    context = _count(context, "context", 0)
-    repeats = _count(repeats, "repeats", 1)
-    warmup = _count(warmup, "warmup", 0)
+    context = check_count(context, "context", minimum=0)
+    repeats = check_count(repeats, "repeats")
+    warmup = check_count(warmup, "warmup", minimum=0)
     network = getattr(model, "model", model) if not isinstance(model, torch.nn.Module) else model
     if not isinstance(network, torch.nn.Module):
         raise ValueError(f"model: expected a LoadedModel or a torch.nn.Module, got {type(model).__name__}")

@@ -62,7 +62,7 @@ from sympy.polys.rings import PolyRing
 
 from multidraft.lp._polyhedra import enumerate_generators
 from multidraft.lp._solve import ProblemTooLargeError
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, is_exact_input
+from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
 from multidraft.theory.laws import check_k
 
 __all__ = [
@@ -130,10 +130,7 @@ def _unit_count(n: int, k: int, law: str, merged: bool) -> int:
 
 
 def _check_arguments(n: int, k: int, law: str, merge: bool | None) -> tuple[int, int, str, bool]:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise ValueError(f"n: the vocabulary size must be an integer, got {n!r}")
-    if n < 1:
-        raise ValueError(f"n: the vocabulary size must be >= 1, got {n}")
+    n = check_count(n, "n", meaning="the vocabulary size")
     k = check_k(k)
     if law not in CONE_LAWS:
         raise ValueError(f"law: unknown draft law {law!r}; choose one of {', '.join(CONE_LAWS)}")

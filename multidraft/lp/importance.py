@@ -46,6 +46,7 @@ from multidraft.lp._solve import (
     solve_small_lp,
 )
 from multidraft.lp.transport import TransportSolution, estimate_tuples, law_tuples
+from multidraft.theory.distributions import check_count
 
 __all__ = [
     "ImportanceSelection",
@@ -624,13 +625,12 @@ def truncated_lp(
     start = time.perf_counter()
     p, q1, q2 = _pair_drafts(target, draft, draft2)
     n = len(p)
-    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
-        raise ValueError(f"s: the number of tokens kept must be an integer >= 1, got {s!r}")
+    s = check_count(s, "s", meaning="the number of tokens kept")
     if outside not in OUTSIDE_RULES:
         raise ValueError(f"outside: unknown rule {outside!r}; choose one of {', '.join(OUTSIDE_RULES)}")
     if backend not in SMALL_LP_BACKENDS:
         raise ValueError(f"backend: unknown small-LP backend {backend!r}; choose one of {', '.join(SMALL_LP_BACKENDS)}")
-    s = min(int(s), n)
+    s = min(s, n)
     key = rank_key_values(p, q1, q2, rank_key)
     total1, total2 = q1.sum(), q2.sum()
 

@@ -6,9 +6,8 @@ that with draft 3, and so on; single-draft speculative sampling against the last
 
 from __future__ import annotations
 
-import numpy as np
-
 from multidraft.schemes._importance import ImportanceScheme, product_drafts
+from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import DraftLaw
 
 __all__ = ["Multistage"]
@@ -22,9 +21,7 @@ class Multistage(ImportanceScheme):
     k_rule = "K >= 2"
 
     def __init__(self, *, s: int | None = None) -> None:
-        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1):
-            raise ValueError(f"s: the number of kept tokens must be None or an integer >= 1, got {s!r}")
-        self.s = None if s is None else int(s)
+        self.s = None if s is None else check_count(s, "s", meaning="the number of tokens kept (None keeps every token)")
 
     def __repr__(self) -> str:
         return f"Multistage(s={self.s})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.schemes._importance import ImportanceScheme, product_drafts
+from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import DraftLaw
 
 __all__ = ["TruncatedLP"]
@@ -28,11 +29,10 @@ class TruncatedLP(ImportanceScheme):
     k_rule = "K = 2"
 
     def __init__(self, *, s: int = 5, rank_key: str = "published") -> None:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
-            raise ValueError(f"s: the number of kept tokens must be an integer >= 1, got {s!r}")
+        s = check_count(s, "s", meaning="the number of tokens kept")
         if rank_key not in _RANK_KEYS:
             raise ValueError(f"rank_key: unknown key {rank_key!r}; choose one of {', '.join(_RANK_KEYS)}")
-        self.s = int(s)
+        self.s = s
         self.rank_key = rank_key
 
     def __repr__(self) -> str:

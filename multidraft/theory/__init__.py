@@ -7,6 +7,7 @@ draft laws, and the optimal acceptance with its min-cut certificate.
 from multidraft.theory.distributions import (
     as_distribution,
     as_exact_distribution,
+    check_count,
     dirichlet,
     parse_distribution,
     softmax,
@@ -40,6 +41,7 @@ __all__ = [
     "as_distribution",
     "as_exact_distribution",
     "parse_distribution",
+    "check_count",
     "softmax",
     "top_k",
     "top_p",

@@ -20,6 +20,7 @@ import numpy as np
 
 __all__ = [
     "SUM_TOLERANCE",
+    "check_count",
     "as_distribution",
     "as_exact_distribution",
     "parse_distribution",
@@ -33,6 +34,51 @@ __all__ = [
 
 #: Largest accepted ``|sum(p) - 1|`` for a float distribution; pass ``normalize=True`` to rescale.
 SUM_TOLERANCE = 1e-6
+
+
+def check_count(value: object, name: str, *, minimum: int = 1, meaning: str = "") -> int:
+    """``int(value)`` once ``value`` is checked to be an integer ``>= minimum``.
+
+    The one check of every count in the package (the number of drafts K, a vocabulary size, a
+    draft length, a number of kept tokens, repeats, ...). Python and numpy integers pass;
+    booleans, floats and strings do not, even when integral (``2.0`` is refused, never rounded).
+
+    Parameters
+    ----------
+    value : object
+        The count to check.
+    name : str
+        The argument's name, which every error message starts with.
+    minimum : int
+        The smallest allowed value (default 1; 0 for counts that may be empty).
+    meaning : str
+        What the count is, for the message (``"the number of drafts"``); may be empty.
+
+    Returns
+    -------
+    int
+        ``value`` as a Python ``int``.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: [<meaning> ]must be an integer >= <minimum>, got <value>"``.
+
+    Examples
+    --------
+    >>> check_count(3, "k")
+    3
+    >>> check_count(0, "k", meaning="the number of drafts")
+    Traceback (most recent call last):
+    ...
+    ValueError: k: the number of drafts must be an integer >= 1, got 0
+    """
+    integer = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if not integer or value < minimum:
+        subject = f"{meaning} must" if meaning else "must"
+        shown = int(value) if integer else repr(value)
+        raise ValueError(f"{name}: {subject} be an integer >= {minimum}, got {shown}")
+    return int(value)
 
 
 def _check_values(values: np.ndarray, name: str) -> None:

@@ -26,7 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, is_exact_input
+from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
 
 __all__ = [
     "DraftLaw",
@@ -54,11 +54,8 @@ SUBSETS_LIMIT = 22
 
 
 def check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise ValueError(f"k: the number of drafts must be an integer, got {k!r}")
-    if k < 1:
-        raise ValueError(f"k: the number of drafts must be >= 1, got {k}")
-    return int(k)
+    """The number of drafts ``k`` as an ``int``, checked ``>= 1`` by :func:`check_count`."""
+    return check_count(k, "k", meaning="the number of drafts")
 
 
 def _validated(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
@@ -867,8 +864,7 @@ class Deterministic(DraftLaw):
     symmetric = False
 
     def __init__(self, tokens: Sequence[int], n: int) -> None:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n: the vocabulary size must be an integer >= 1, got {n!r}")
+        n = check_count(n, "n", meaning="the vocabulary size")
         tokens = np.asarray(tokens)
         self.k = check_k(tokens.size)
         if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multidraft.theory.distributions import check_count
+
 __all__ = [
     "LatencyModel",
     "SpeedCurve",
@@ -78,14 +80,6 @@ def _check_acceptance_by_live(acceptance: object) -> np.ndarray:
             f"drafts), got shape {array.shape}"
         )
     return np.atleast_1d(array)
-
-
-def _check_int(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value}")
-    return int(value)
 
 
 def _check_nonnegative(value: object, name: str) -> float:
@@ -146,7 +140,7 @@ def chain_block_efficiency(acceptance: object, length: int) -> float | np.ndarra
     ICML 2023, Eq. (1).
     """
     alpha = _check_probabilities(acceptance, "acceptance")
-    length = _check_int(length, "length")
+    length = check_count(length, "length")
     rejection = 1.0 - alpha
     with np.errstate(divide="ignore", invalid="ignore"):
         closed = -np.expm1((length + 1) * np.log1p(-rejection)) / rejection
@@ -284,7 +278,7 @@ def tree_block_efficiency(acceptance: object, length: int, survival: float = 0.0
     of K drafts). Complexity O(L·K²).
     """
     a = _check_acceptance_by_live(acceptance)
-    length = _check_int(length, "length")
+    length = check_count(length, "length")
     rho = _check_survival(survival)
     return float(1.0 + _accepted_through_depth(a, length, rho).sum())
 
@@ -323,8 +317,8 @@ class LatencyModel:
     seconds: np.ndarray
 
     def __post_init__(self) -> None:
-        batches = tuple(_check_int(b, "batch_sizes") for b in self.batch_sizes)
-        tokens = tuple(_check_int(m, "token_counts") for m in self.token_counts)
+        batches = tuple(check_count(b, "batch_sizes") for b in self.batch_sizes)
+        tokens = tuple(check_count(m, "token_counts") for m in self.token_counts)
         for name, grid in (("batch_sizes", batches), ("token_counts", tokens)):
             if len(grid) < 2 or any(b <= a for a, b in zip(grid, grid[1:])):
                 raise ValueError(f"{name}: expected at least two strictly increasing values, got {grid}")
@@ -349,14 +343,14 @@ class LatencyModel:
         0.02
         """
         value = _check_nonnegative(seconds, "seconds")
-        grid_b = (1, _check_int(max_batch, "max_batch", 2))
-        grid_m = (1, _check_int(max_tokens, "max_tokens", 2))
+        grid_b = (1, check_count(max_batch, "max_batch", minimum=2))
+        grid_m = (1, check_count(max_tokens, "max_tokens", minimum=2))
         return cls(grid_b, grid_m, np.full((2, 2), value))
 
     def __call__(self, batch: int, tokens: int) -> float:
         """Interpolated latency of one call with ``batch`` sequences of ``tokens`` new tokens."""
-        b = _check_int(batch, "batch")
-        m = _check_int(tokens, "tokens")
+        b = check_count(batch, "batch")
+        m = check_count(tokens, "tokens")
         if not self.batch_sizes[0] <= b <= self.batch_sizes[-1]:
             raise ValueError(f"batch: {b} lies outside the profiled batch sizes {self.batch_sizes}")
         if not self.token_counts[0] <= m <= self.token_counts[-1]:
@@ -378,8 +372,8 @@ def iteration_seconds(k: int, length: int, draft_latency: LatencyModel, target_l
     ----------
     Yan, Agarwal and Venkataraman, "Decoding Speculative Decoding", 2024, Section 3.
     """
-    k = _check_int(k, "k")
-    length = _check_int(length, "length")
+    k = check_count(k, "k", meaning="the number of drafts")
+    length = check_count(length, "length")
     seconds = length * draft_latency(k, 1) + target_latency(k, length + 1)
     if seconds <= 0:
         raise ValueError(f"latency: an iteration with K={k}, L={length} takes no time; latencies must not all be zero")
@@ -470,7 +464,7 @@ def _grid(values: Sequence[int] | None, default: Sequence[int], name: str) -> tu
     grid = tuple(default if values is None else values)
     if not grid:
         raise ValueError(f"{name}: expected at least one value")
-    return tuple(sorted({_check_int(v, name) for v in grid}))
+    return tuple(sorted({check_count(v, name) for v in grid}))
 
 
 def best_configuration(
@@ -572,7 +566,7 @@ def best_length(
     """
     a = _check_acceptance_by_live(acceptance)
     cost = _check_nonnegative(cost_ratio, "cost_ratio")
-    max_length = _check_int(max_length, "max_length")
+    max_length = check_count(max_length, "max_length")
     top = max(2, a.size, max_length + 1)
     return best_configuration(
         a,

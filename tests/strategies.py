@@ -7,10 +7,13 @@ distribution has an exact twin (Fractions) for exact-mode comparisons.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 from hypothesis import strategies as st
+
+from multidraft.theory import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement
 
 
 @st.composite
@@ -36,3 +39,22 @@ def instances(draw, max_n: int = 6, max_k: int = 3, min_n: int = 2):
     target = draw(exact_distributions(n))
     draft = draw(exact_distributions(n, min_support=k))
     return n, k, target, draft
+
+
+#: For each draft law's ``name``: ``(n, k) ->`` a strategy of that law on n tokens with K = k
+#: drafts and exact probabilities (needs k <= n). The drafts without replacement and greedy
+#: drafts are drawn with at least k positive draft tokens, so every law built here is valid.
+LAW_STRATEGIES: dict[str, Callable[[int, int], st.SearchStrategy[DraftLaw]]] = {
+    "iid": lambda n, k: st.builds(IID, exact_distributions(n), st.just(k)),
+    "independent": lambda n, k: st.builds(Independent, st.lists(exact_distributions(n), min_size=k, max_size=k)),
+    "wor": lambda n, k: st.builds(WithoutReplacement, exact_distributions(n, min_support=k), st.just(k)),
+    "greedy": lambda n, k: st.builds(Greedy, exact_distributions(n, min_support=k), st.just(k)),
+    "deterministic": lambda n, k: st.builds(
+        Deterministic, st.lists(st.integers(0, n - 1), min_size=k, max_size=k), st.just(n)
+    ),
+}
+
+
+def draft_laws(name: str, n: int, k: int) -> st.SearchStrategy[DraftLaw]:
+    """Draft laws named ``name`` (a ``law.name``) on n tokens with K = k exact drafts."""
+    return LAW_STRATEGIES[name](n, k)

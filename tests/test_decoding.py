@@ -301,7 +301,7 @@ class ResidualFromTarget:
     supported_laws = ("iid", "independent")
 
     def select(self, target, law, drafts, rng):
-        q = law.draft if law.name == "iid" else law.drafts[0]
+        q = law.marginal(0)
         token = int(drafts[0])
         if rng.random() < min(1.0, target[token] / q[token]):
             return Selection(token, True, 0)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from strategies import as_float, exact_distributions
 
 from multidraft.lp import ProblemTooLargeError, SolverError, TransportSolution, transport_lp
-from multidraft.lp.transport import estimate_tuples, law_tuples
+from multidraft.lp.transport import law_tuples
 from multidraft.theory.laws import membership
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, optimal_acceptance
 
@@ -82,8 +82,8 @@ def test_merging_multisets_keeps_the_optimum_and_shrinks_the_lp(instance):
         assert merged.merged is True
         assert np.all(np.diff(merged.tuples, axis=1) >= 0)  # sorted multiset representatives
         assert merged.variables <= full.variables
-    assert len(merged.tuples) == estimate_tuples(law, merge=True)
-    assert len(full.tuples) == estimate_tuples(law, merge=False)
+    assert len(merged.tuples) == law.tuple_count(merged=True)
+    assert len(full.tuples) == law.tuple_count(merged=False)
 
 
 @pytest.mark.parametrize(
@@ -97,10 +97,10 @@ def test_merging_multisets_keeps_the_optimum_and_shrinks_the_lp(instance):
     ],
     ids=repr,
 )
-def test_tuple_estimate_is_exact(law):
+def test_tuple_count_matches_the_enumerated_tuples(law):
     for merge in (False, True):
         tuples, probs, _ = law_tuples(law, merge)
-        assert estimate_tuples(law, merge and law.symmetric) == len(tuples)
+        assert law.tuple_count(merged=merge) == len(tuples)
         np.testing.assert_allclose(probs.sum(), 1.0)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from strategies import draft_laws, exact_distributions
 
 from multidraft.schemes import SCHEMES, Scheme, Selection, get_scheme, schemes_for
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, optimal_acceptance
@@ -39,14 +40,6 @@ LP_SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[Hea
 
 
 @st.composite
-def distributions(draw, n: int) -> list[Fraction]:
-    """Exact distributions on n tokens from small integer weights: zeros and ties are common."""
-    weights = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n).filter(lambda w: sum(w) > 0))
-    total = sum(weights)
-    return [Fraction(w, total) for w in weights]
-
-
-@st.composite
 def instances(draw, scheme_name: str):
     """``(target, law)`` with a law the scheme supports, n <= 6, K <= 3, exact probabilities."""
     cls = SCHEMES[scheme_name]
@@ -54,23 +47,8 @@ def instances(draw, scheme_name: str):
     k_low, k_high = K_RANGE.get(scheme_name, (1, 3))
     k = draw(st.integers(k_low, k_high))
     n = draw(st.integers(max(2, k), 6 if scheme_name not in LP_SCHEMES or k < 3 else 4))
-    target = draw(distributions(n))
-    if law_name == "iid":
-        law = IID(draw(distributions(n)), k)
-    elif law_name == "independent":
-        law = Independent([draw(distributions(n)) for _ in range(k)])
-    elif law_name == "wor":
-        q = draw(distributions(n))
-        assume(sum(x > 0 for x in q) >= k)
-        law = WithoutReplacement(q, k)
-    elif law_name == "greedy":
-        q = draw(distributions(n))
-        try:
-            law = Greedy(q, k)
-        except ValueError:
-            assume(False)
-    else:
-        law = Deterministic(draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k)), n)
+    target = list(draw(exact_distributions(n)))
+    law = draw(draft_laws(law_name, n, k))
     assume(cls().supports(law))
     return target, law
 
@@ -136,7 +114,7 @@ def test_strategies_reach_zeros_ties_and_unit_optimum():
     """The instance strategy produces zero target entries, ties, and P* = 1 cases."""
     from hypothesis import find
 
-    find(instances("specinfer"), lambda c: any(x == 0 for x in c[0]) and c[1].name == "iid")
+    find(instances("specinfer"), lambda c: any(x == 0 for x in c[0]) and isinstance(c[1], IID))
     find(instances("specinfer"), lambda c: len(set(c[0])) < len(c[0]))
     find(
         instances("specinfer"),

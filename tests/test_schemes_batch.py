@@ -13,7 +13,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from multidraft.schemes import SCHEMES, get_scheme  # noqa: E402
-from multidraft.schemes.base import draft_distribution  # noqa: E402
 from multidraft.schemes.specinfer import _rrs_batch  # noqa: E402
 from multidraft.schemes.spectr import _batch_rho, spectr_rho  # noqa: E402
 
@@ -46,8 +45,7 @@ def batch_inputs(case: str, rows: int, seed: int, dtype=torch.float64):
     target, law = INSTANCES[case]
     rng = np.random.default_rng(seed)
     tokens = law.sample(rng, rows)
-    positions = [draft_distribution(law, i if law.name != "wor" else 0) for i in range(law.k)]
-    drafts = torch.tensor(np.stack(positions), dtype=dtype).repeat(rows, 1, 1)
+    drafts = torch.tensor(law.marginals(), dtype=dtype).repeat(rows, 1, 1)
     return torch.tensor(target, dtype=dtype).repeat(rows, 1), drafts, torch.tensor(tokens, dtype=torch.long)
 
 

@@ -23,7 +23,7 @@ from scipy import stats
 from multidraft.schemes import SCHEMES, get_scheme
 from multidraft.schemes.rrs_wor import RRSWithoutReplacement
 from multidraft.schemes.specinfer import SpecInfer, rrs_residuals
-from multidraft.schemes.base import draft_distribution, safe_divide
+from multidraft.schemes.base import safe_divide
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement
 
 N = 30_000
@@ -128,7 +128,7 @@ class SpecInferWrongResidual(SpecInfer):
 
     def _prepare(self, p, law, exact):
         plan = super()._prepare(p, law, exact)
-        drafts = np.stack([draft_distribution(law, i, exact) for i in range(law.k)])
+        drafts = law.marginals(exact)
         residuals = rrs_residuals(p, np.roll(drafts, -1, axis=0))
         step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
         return type(plan)(step, residuals[-1], drafts, residuals)

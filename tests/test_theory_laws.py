@@ -8,10 +8,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
-from strategies import as_float, instances
+from strategies import LAW_STRATEGIES, as_float, draft_laws, instances
 
-from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, dirichlet
+from multidraft.theory import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement, dirichlet
 from multidraft.theory.laws import subset_sums, zeta_transform
 
 
@@ -105,6 +106,56 @@ def test_wor_k2_closed_form_is_accurate_for_a_dominant_token():
         assert value == pytest.approx(float(exact.containment_exact(order[:j].tolist())), rel=1e-9, abs=1e-15)
 
 
+@st.composite
+def any_law(draw, max_n: int = 5, max_k: int = 3) -> DraftLaw:
+    """A law of any registered kind on n <= max_n tokens, K <= max_k, exact probabilities."""
+    n = draw(st.integers(2, max_n))
+    k = draw(st.integers(1, min(max_k, n)))
+    return draw(draft_laws(draw(st.sampled_from(sorted(LAW_STRATEGIES))), n, k))
+
+
+def test_law_strategies_cover_every_law():
+    """A new law gets the property tests below once it has an entry in ``LAW_STRATEGIES``."""
+
+    def concrete(cls):
+        for sub in cls.__subclasses__():
+            yield from ([] if getattr(sub, "__abstractmethods__", None) else [sub.name])
+            yield from concrete(sub)
+
+    assert set(concrete(DraftLaw)) == set(LAW_STRATEGIES)
+
+
+@given(any_law())
+def test_marginals_closed_forms_match_enumeration(law):
+    """Each law's O(n) marginal against the generic route (enumerated tuple probabilities summed
+    by position), exactly in Fractions, and the float marginal against the exact one."""
+    for position in range(law.k):
+        exact = law.marginal(position, exact=True)
+        assert list(exact) == list(DraftLaw.marginal(law, position, exact=True))
+        np.testing.assert_allclose(law.marginal(position), np.array(exact, dtype=float), rtol=0, atol=1e-15)
+    assert law.marginals().shape == (law.k, law.n)
+
+
+@given(any_law())
+def test_independent_drafts_means_containment_is_the_product_of_marginals(law):
+    """``independent_drafts`` against the containment: Π_i P(X_i ∈ T) for every T exactly when
+    the flag is set (drafts without replacement, dependent, must differ for some T)."""
+    masks = np.array(list(itertools.product([False, True], repeat=law.n)))
+    product = np.prod(masks.astype(float) @ law.marginals().T, axis=-1)
+    matches = np.allclose(law.containment(masks), product, rtol=0, atol=1e-12)
+    assert matches == law.independent_drafts or (law.k == 1 and matches)
+
+
+@given(any_law())
+def test_tuple_count_matches_enumeration(law):
+    """The count from the supports against the enumerated tuples (and, merged, against the
+    distinct multisets of an exchangeable law)."""
+    tuples, _ = law.enumerate()
+    assert law.tuple_count() == len(tuples)
+    multisets = len(np.unique(np.sort(tuples, axis=-1), axis=0)) if law.symmetric else len(tuples)
+    assert law.tuple_count(merged=True) == multisets
+
+
 def test_subset_sums_and_zeta_transform():
     np.testing.assert_array_equal(subset_sums([1, 2, 4]), np.arange(8))
     masses = np.zeros(8)
@@ -140,6 +191,11 @@ BAD_LAWS = [
     pytest.param(lambda: IID([0.5, -0.5, 1.0], 2), "draft: contains negative", id="negative-draft"),
     pytest.param(lambda: IID(np.full(30, 1 / 30), 2).containment_all_subsets(), "limit", id="subsets-limit"),
     pytest.param(lambda: IID(np.full(3000, 1 / 3000), 3).enumerate(), "enumeration limit", id="enumeration-limit"),
+    pytest.param(lambda: IID([0.5, 0.5], 2).marginal(2), r"position: the iid law with k=2 has draft positions 0\.\.1, got 2", id="position-above-k"),
+    pytest.param(lambda: IID([0.5, 0.5], 2).marginal(-1), "position: must be an integer >= 0, got -1", id="position-negative"),
+    pytest.param(lambda: Independent([[0.5, 0.5]]).marginal(True), "position: must be an integer >= 0, got True", id="position-bool"),
+    pytest.param(lambda: IID([0.5, 0.5], 2).marginal(0, exact=True), "exact mode needs draft probabilities", id="marginal-not-exact"),
+    pytest.param(lambda: WithoutReplacement(np.full(3000, 1 / 3000), 3).marginal(1), "enumeration limit", id="wor-marginal-too-large"),
 ]
 
 

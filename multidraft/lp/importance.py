@@ -45,7 +45,7 @@ from multidraft.lp._solve import (
     solve,
     solve_small_lp,
 )
-from multidraft.lp.transport import TransportSolution, estimate_tuples, law_tuples
+from multidraft.lp.transport import TransportSolution, law_tuples
 from multidraft.theory.distributions import check_count
 
 __all__ = [
@@ -363,7 +363,7 @@ def importance_lp(
     n = law.n
     p = as_target(target, n)
     what = f"importance LP ({law.name} law, n={n}, k={law.k})"
-    m_estimate = estimate_tuples(law, merge_symmetric and law.symmetric)
+    m_estimate = law.tuple_count(merged=merge_symmetric)
     check_size(what, m_estimate * law.k + n, m_estimate + 2 * n, max_variables)
 
     tuples, probs, merged = law_tuples(law, merge_symmetric)

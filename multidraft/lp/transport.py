@@ -15,7 +15,6 @@ through cvxpy; the returned plan is re-checked against both marginals before it 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from multidraft.lp._solve import (
 )
 from multidraft.theory.laws import membership
 
-__all__ = ["TransportSolution", "transport_lp", "law_tuples", "estimate_tuples"]
+__all__ = ["TransportSolution", "transport_lp", "law_tuples"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,25 +68,6 @@ class TransportSolution:
     constraints: int
     seconds: float
     merged: bool = False
-
-
-def estimate_tuples(law, merge: bool) -> int:
-    """Number of draft tuples (multisets when ``merge``) of positive probability, without
-    enumerating them: products / binomials of the draft supports."""
-    k = law.k
-    if law.name == "iid":
-        support = int(np.count_nonzero(law.draft))
-        return math.comb(support + k - 1, k) if merge else support**k
-    if law.name == "wor":
-        support = int(np.count_nonzero(law.draft))
-        return math.comb(support, k) if merge else math.perm(support, k)
-    if law.name == "independent":
-        return math.prod(int(np.count_nonzero(q)) for q in law.drafts)
-    if law.name == "greedy":
-        return int(np.count_nonzero(law.residual))
-    if law.name == "deterministic":
-        return 1
-    return law.n**k
 
 
 def law_tuples(law, merge: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -163,7 +143,7 @@ def transport_lp(
     n = law.n
     p = as_target(target, n)
     what = f"transport LP ({law.name} law, n={n}, k={law.k})"
-    m_estimate = estimate_tuples(law, merge_symmetric and law.symmetric)
+    m_estimate = law.tuple_count(merged=merge_symmetric)
     check_size(what, m_estimate * n, m_estimate + n, max_variables)
 
     tuples, probs, merged = law_tuples(law, merge_symmetric)

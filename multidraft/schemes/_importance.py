@@ -14,14 +14,13 @@ used only beyond that size. The selected draft is accepted with probability
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from multidraft.schemes.base import Scheme, draft_distribution, sample_rows, single_draft_step
+from multidraft.schemes.base import Scheme, sample_rows, single_draft_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
 
 __all__ = ["ImportanceScheme", "RECOMPUTE_LIMIT"]
@@ -40,17 +39,6 @@ class _Plan:
     intermediate: np.ndarray  # [n]: r
 
 
-def _tuple_count(law: DraftLaw) -> int:
-    if law.name == "deterministic":
-        return 1
-    if law.name == "greedy":
-        return int(np.count_nonzero(law.residual))
-    if law.name == "independent":
-        return math.prod(int(np.count_nonzero(q)) for q in law.drafts)
-    support = int(np.count_nonzero(law.draft))
-    return math.perm(support, law.k) if law.name == "wor" else support**law.k
-
-
 class ImportanceScheme(Scheme):
     """Importance-weighted selection plus the single-draft step; subclasses choose the weights."""
 
@@ -61,7 +49,7 @@ class ImportanceScheme(Scheme):
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
         chosen = self.selection(p, law)
         r = np.asarray(chosen.intermediate, dtype=np.float64)
-        if _tuple_count(law) <= RECOMPUTE_LIMIT:
+        if law.tuple_count() <= RECOMPUTE_LIMIT:
             r = induced_law(chosen, law)
         return _Plan(chosen, *single_draft_step(p, r), r)
 
@@ -88,7 +76,7 @@ class ImportanceScheme(Scheme):
         return tokens
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> None:
-        count = _tuple_count(law)
+        count = law.tuple_count()
         if count > ENUMERATION_LIMIT:
             raise ValueError(
                 f"scheme {self.name!r}: P(Y ∈ set(X)) needs enumerating {count} draft tuples "
@@ -129,8 +117,3 @@ def induced_law(selection, law: DraftLaw) -> np.ndarray:
     r = np.zeros(law.n)
     np.add.at(r, tuples.reshape(-1), (weights * probs[:, None]).reshape(-1))
     return r / r.sum()
-
-
-def product_drafts(law: DraftLaw) -> list[np.ndarray]:
-    """The K draft distributions of an iid or independent law."""
-    return [draft_distribution(law, i) for i in range(law.k)]

@@ -39,7 +39,6 @@ __all__ = [
     "Selection",
     "Scheme",
     "LAW_NAMES",
-    "draft_distribution",
     "positive_part",
     "safe_divide",
     "normalise",
@@ -109,38 +108,6 @@ def single_draft_step(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndar
     output is distributed exactly as p, with acceptance ``Σ_y min(p(y), q(y))``.
     """
     return np.minimum(safe_divide(p, q), 1), normalise(positive_part(p - q), p)
-
-
-def draft_distribution(law: DraftLaw, position: int, exact: bool = False) -> np.ndarray:
-    """The marginal law of draft ``X_position`` under ``law`` (shape [n]).
-
-    Float mode reads the law's parameters (O(n), any vocabulary): IID and WithoutReplacement
-    position 0 -> q; Independent -> q_i; Greedy -> one-hot fixed tokens, then q̃ (q renormalised
-    off the fixed set) for the last position; Deterministic -> one-hot. Exact mode sums the
-    Fraction probabilities of :meth:`DraftLaw.enumerate` by ``X_position`` (small n), which is
-    exact for every law.
-    """
-    n = law.n
-    if exact:
-        tuples, probs = law.enumerate(exact=True)
-        out = np.array([Fraction(0)] * n, dtype=object)
-        for token, prob in zip(tuples[:, position].tolist(), probs.tolist()):
-            out[token] += prob
-        return out
-    if law.name in ("iid", "wor"):
-        if law.name == "wor" and position != 0:
-            raise ValueError("position: the wor law's marginal is q only for the first draft")
-        return law.draft.copy()
-    if law.name == "independent":
-        return law.drafts[position].copy()
-    if law.name == "greedy" and position == law.k - 1:
-        return law.residual.copy()
-    if law.name in ("greedy", "deterministic"):
-        token = law.fixed[position] if law.name == "greedy" else law.tokens[position]
-        out = np.zeros(n)
-        out[token] = 1.0
-        return out
-    raise ValueError(f"law: unknown draft law {law.name!r}")
 
 
 def sample_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:

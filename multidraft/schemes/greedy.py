@@ -20,7 +20,6 @@ import numpy as np
 
 from multidraft.schemes.base import (
     Scheme,
-    draft_distribution,
     sequential_conditional,
     sequential_sample,
     single_draft_step,
@@ -50,7 +49,7 @@ class GreedyVerifier(Scheme):
     exact_output = True
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        tilde = draft_distribution(law, law.k - 1, exact)
+        tilde = law.marginal(law.k - 1, exact)
         return _Plan(*single_draft_step(p, tilde))
 
     def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
@@ -60,6 +59,6 @@ class GreedyVerifier(Scheme):
         return sequential_sample(plan.step, plan.residual, tuples[:, -1:], rng)
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        tilde = draft_distribution(law, law.k - 1, exact)
+        tilde = law.marginal(law.k - 1, exact)
         fixed = sum((p[t] for t in law.fixed.tolist()), Fraction(0) if exact else 0.0)
         return fixed + np.minimum(p, tilde).sum()

@@ -7,7 +7,7 @@ Theorem 1 its optimum is P*.
 
 from __future__ import annotations
 
-from multidraft.schemes._importance import ImportanceScheme, product_drafts
+from multidraft.schemes._importance import ImportanceScheme
 from multidraft.theory.laws import DraftLaw
 
 __all__ = ["ImportanceLP"]
@@ -28,7 +28,7 @@ class ImportanceLP(ImportanceScheme):
     def selection(self, target, law: DraftLaw):
         from multidraft.lp.importance import importance_lp, pair_importance_lp
 
-        if law.k == 2 and law.name in ("iid", "independent"):
-            first, second = product_drafts(law)
+        if law.k == 2 and law.independent_drafts:
+            first, second = law.marginals()
             return pair_importance_lp(target, first, second, solver=self.solver)
         return importance_lp(target, law, solver=self.solver)

@@ -6,7 +6,7 @@ that with draft 3, and so on; single-draft speculative sampling against the last
 
 from __future__ import annotations
 
-from multidraft.schemes._importance import ImportanceScheme, product_drafts
+from multidraft.schemes._importance import ImportanceScheme
 from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import DraftLaw
 
@@ -32,4 +32,4 @@ class Multistage(ImportanceScheme):
     def selection(self, target, law: DraftLaw):
         from multidraft.lp.importance import multistage
 
-        return multistage(target, product_drafts(law), s=self.s)
+        return multistage(target, law.marginals(), s=self.s)

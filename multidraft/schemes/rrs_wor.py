@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.schemes.base import Scheme, draft_distribution, normalise, positive_part, safe_divide, sample_rows
+from multidraft.schemes.base import Scheme, normalise, positive_part, safe_divide, sample_rows
 from multidraft.theory.laws import DraftLaw
 
 __all__ = ["RRSWithoutReplacement"]
@@ -52,7 +52,7 @@ class RRSWithoutReplacement(Scheme):
     batch_capable = True
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        return _Plan(p, draft_distribution(law, 0, exact))
+        return _Plan(p, law.marginal(0, exact))
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | None:
         if exact or law.k > 2:

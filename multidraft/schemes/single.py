@@ -14,7 +14,6 @@ import numpy as np
 
 from multidraft.schemes.base import (
     Scheme,
-    draft_distribution,
     sequential_conditional,
     sequential_sample,
     single_draft_step,
@@ -53,7 +52,7 @@ class Single(Scheme):
         return k == 1
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        q = draft_distribution(law, 0, exact)
+        q = law.marginal(0, exact)
         return _Plan(*single_draft_step(p, q))
 
     def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
@@ -63,7 +62,7 @@ class Single(Scheme):
         return sequential_sample(plan.step, plan.residual, tuples, rng)
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        q = draft_distribution(law, 0, exact)
+        q = law.marginal(0, exact)
         return single_draft_acceptance(list(p), list(q), exact=exact)
 
     def select_batch(self, target, drafts, tokens, generator):

@@ -20,7 +20,6 @@ import numpy as np
 
 from multidraft.schemes.base import (
     Scheme,
-    draft_distribution,
     normalise,
     positive_part,
     safe_divide,
@@ -66,7 +65,7 @@ class SpecInfer(Scheme):
     batch_capable = True
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        drafts = np.stack([draft_distribution(law, i, exact) for i in range(law.k)])
+        drafts = law.marginals(exact)
         residuals = rrs_residuals(p, drafts)
         step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
         return _Plan(step, residuals[-1], drafts, residuals)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multidraft.schemes._importance import ImportanceScheme, product_drafts
+from multidraft.schemes._importance import ImportanceScheme
 from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import DraftLaw
 
@@ -42,9 +42,13 @@ class TruncatedLP(ImportanceScheme):
         return k == 2
 
     def selection(self, target, law: DraftLaw):
+        first, second = law.marginals()
+        return self._pair_selection(target, first, second)
+
+    def _pair_selection(self, target: np.ndarray, first: np.ndarray, second: np.ndarray):
+        """The truncated LP's selection for two independent drafts ``first``, ``second``."""
         from multidraft.lp.importance import truncated_lp
 
-        first, second = product_drafts(law)
         return truncated_lp(target, first, second, s=self.s, rank_key=self.rank_key)
 
     def select_batch(self, target, drafts, tokens, generator):
@@ -64,7 +68,7 @@ class TruncatedLP(ImportanceScheme):
         output = np.empty(len(p_all), dtype=np.int64)
         for b, (p, q, x) in enumerate(zip(p_all, q_all, x_all)):
             p, first, second = p / p.sum(), q[0] / q[0].sum(), q[1] / q[1].sum()
-            chosen = self.selection(p, _PairLaw(first, second))
+            chosen = self._pair_selection(p, first, second)
             weights = chosen.selection_probabilities(x[None, :])[0]
             token = x[int(rng.random() >= weights[0])]
             r = chosen.intermediate
@@ -76,13 +80,3 @@ class TruncatedLP(ImportanceScheme):
         result = torch.as_tensor(output, device=target.device)
         return result, (tokens == result[:, None]).any(dim=1)
 
-
-class _PairLaw:
-    """The two draft distributions of one batch row, as the selection hook expects them."""
-
-    name = "independent"
-    k = 2
-
-    def __init__(self, first: np.ndarray, second: np.ndarray) -> None:
-        self.drafts = np.stack([first, second])
-        self.n = len(first)

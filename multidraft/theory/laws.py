@@ -8,8 +8,14 @@ probabilities ``P_D(set(X) ⊆ T)`` matter. Every law here can
 * give ``containment(sets)`` for a boolean mask ``[..., n]`` of token sets (vectorised),
 * ``enumerate()`` its tuples with probabilities (small n; exact Fractions on request),
 * ``containment_all_subsets()`` for every T ⊆ Ω (n <= 22) as an array indexed by bitmask,
+* give the law of each draft, ``marginal(position)`` (all K: ``marginals()``), and count its
+  tuples without listing them, ``tuple_count(merged)``,
 * and, since every law here except :class:`Independent` has an optimal cut that is a prefix of
   one token order, give ``scan_order(target)`` and ``prefix_containment(order)``.
+
+The array kernels behind these answers (subset sums, the zeta transform, ratio orders, the
+prefix containment of iid drafts and of drafts without replacement) live in
+:mod:`multidraft.theory._kernels` and are re-exported here.
 
 Laws (theory.md, "Notation"): :class:`IID` (SpecTr, SpecInfer, Khisti et al.),
 :class:`Independent` (non-identical drafts), :class:`WithoutReplacement` (Gumbel-top-K;
@@ -26,6 +32,15 @@ from fractions import Fraction
 
 import numpy as np
 
+from multidraft.theory._kernels import (
+    exact_ratio_order,
+    iid_prefix_containment,
+    membership,
+    ratio_order,
+    subset_sums,
+    wor_prefix_containment,
+    zeta_transform,
+)
 from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
 
 __all__ = [
@@ -72,255 +87,6 @@ def _validated(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, t
     return as_distribution(draft, name, normalize=normalize), None
 
 
-def membership(tuples: np.ndarray, n: int) -> np.ndarray:
-    """Boolean ``[m, n]`` mask of ``y ∈ set(x)`` for each draft tuple row x of ``tuples [m, K]``.
-
-    >>> membership(np.array([[0, 2], [1, 1]]), 3).astype(int).tolist()
-    [[1, 0, 1], [0, 1, 0]]
-    """
-    mask = np.zeros((len(tuples), n), dtype=bool)
-    mask[np.arange(len(tuples))[:, None], tuples] = True
-    return mask
-
-
-def subset_sums(values: Sequence | np.ndarray) -> np.ndarray:
-    """``out[mask] = Σ_{i in mask} values[i]`` for all 2^n bitmasks (bit i = token i).
-
-    Built by doubling, O(2^n) additions; works on float arrays and on object arrays of
-    Fractions alike.
-
-    >>> subset_sums([1, 10, 100]).tolist()
-    [0, 1, 10, 11, 100, 101, 110, 111]
-    """
-    values = np.asarray(values)
-    out = np.zeros(1, dtype=values.dtype if values.dtype != object else object)
-    if values.dtype == object:
-        out[0] = Fraction(0)
-    for value in values:
-        out = np.concatenate([out, out + value])
-    return out
-
-
-def zeta_transform(masses: np.ndarray, n: int) -> np.ndarray:
-    """Subset-sum (zeta) transform: ``out[T] = Σ_{S ⊆ T} masses[S]`` over bitmasks of n bits.
-
-    Turns the law of ``set(X)`` into all containment probabilities ``P(set(X) ⊆ T)`` in
-    O(n 2^n) vectorised additions.
-
-    >>> zeta_transform(np.array([0.0, 0.25, 0.5, 0.25]), 2).tolist()
-    [0.0, 0.25, 0.5, 1.0]
-    """
-    out = np.array(masses, copy=True)
-    for bit in range(n):
-        view = out.reshape(-1, 2, 1 << bit)
-        view[:, 1, :] += view[:, 0, :]
-    return out
-
-
-def ratio_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
-    """Token order by decreasing ``q(y)/p(y)`` (tokens with ``p(y) = 0 < q(y)`` first).
-
-    Ties may come in any order: for the iid law the min-cut objective is concave in the mass
-    included from a tie class, and for the wor law step (5) of the proof in
-    :class:`WithoutReplacement` applies; either way taking all or none of the class is optimal,
-    and both are prefixes of every tie order. Hence the unstable (introsort) ``argsort``, about
-    4x faster than a stable one. Works along the last axis; one key-value sort of the ratio array.
-    """
-    positive = target > 0
-    ratio = np.where(draft > 0, np.inf, 0.0)  # the value for p = 0
-    np.divide(draft, target, out=ratio, where=positive)
-    return np.flip(np.argsort(ratio, axis=-1), axis=-1)
-
-
-def exact_ratio_order(target: Sequence[Fraction], draft: Sequence[Fraction]) -> np.ndarray:
-    """:func:`ratio_order` in exact arithmetic: p = 0 < q first, then decreasing Fraction q/p,
-    then the tokens with p = q = 0 (for exact mode, where a float ratio could misorder near-ties).
-
-    >>> exact_ratio_order([Fraction(1, 2), Fraction(1, 2), Fraction(0)], [Fraction(1, 4), Fraction(1, 2), Fraction(1, 4)]).tolist()
-    [2, 1, 0]
-    """
-
-    def key(token: int) -> tuple[int, Fraction]:
-        p, q = target[token], draft[token]
-        if p > 0:
-            return (1, -q / p)
-        return (0, Fraction(0)) if q > 0 else (2, Fraction(0))
-
-    return np.array(sorted(range(len(target)), key=key), dtype=np.int64)
-
-
-def iid_prefix_containment(sorted_draft: np.ndarray, k: int) -> np.ndarray:
-    """``P(set(X) ⊆ T_j) = q(T_j)^K`` for every prefix ``T_j`` (j = 0..n) of an order.
-
-    ``sorted_draft`` holds q in the scan order along the last axis; returns ``[..., n + 1]``.
-    """
-    out = np.zeros(sorted_draft.shape[:-1] + (sorted_draft.shape[-1] + 1,))
-    np.cumsum(sorted_draft, axis=-1, out=out[..., 1:])
-    np.minimum(out, 1.0, out=out)
-    return _integer_power(out, k)
-
-
-def _integer_power(values: np.ndarray, k: int) -> np.ndarray:
-    """``values ** k`` for a positive integer k by repeated squaring (a few multiplications,
-    several times faster than the general ``np.power`` on large arrays)."""
-    result, base = None, values
-    while True:
-        if k & 1:
-            result = base.copy() if result is None else result * base
-        k >>= 1
-        if not k:
-            return result
-        base = base * base
-
-
-def _wor_k2(sorted_draft: np.ndarray) -> np.ndarray:
-    """Closed form for two draws without replacement, as prefix sums:
-
-        P(X_1, X_2 ∈ T) = Σ_{a∈T} q_a (q(T) - q_a) / (1 - q_a).
-
-    Rounding: every token but the largest has q_a <= 1/2, so its odds q_a/(1 - q_a) <= 1 and
-    the two prefix sums differ without harmful cancellation. The largest token a* may have
-    1 - q_a* tiny; its term is formed as odds_a* · q(T \\ {a*}) with the complement
-    1 - q_a* summed from the other entries, so the result is accurate to rounding.
-    """
-    q = sorted_draft
-    largest = np.argmax(q, axis=-1)[..., None]
-    others = q.copy()
-    np.put_along_axis(others, largest, 0.0, axis=-1)
-    big = np.take_along_axis(q, largest, axis=-1)
-    big_complement = others.sum(axis=-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        odds = np.where(others > 0, others / (1.0 - others), 0.0)
-        big_odds = np.where(big_complement > 0, big / big_complement, 0.0)
-    c = np.cumsum(q, axis=-1)
-    small_terms = c * np.cumsum(odds, axis=-1) - np.cumsum(others * odds, axis=-1)
-    big_inside = np.arange(q.shape[-1]) >= largest
-    big_term = np.where(big_inside, big_odds * np.cumsum(others, axis=-1), 0.0)
-    zero = np.zeros(q.shape[:-1] + (1,))
-    return np.clip(np.concatenate([zero, small_terms + big_term], axis=-1), 0.0, 1.0)
-
-
-#: Step of the trapezoidal rule in y = log t for the exponential-race integral.
-RACE_STEP = 0.25
-#: Absolute accuracy targeted by the exponential-race evaluation.
-RACE_TOLERANCE = 1e-13
-
-
-def _race_nodes(k: int, smallest_rate: float, step: float) -> np.ndarray:
-    """Trapezoid nodes t_l = exp(y_l) covering the exponential-race integrand."""
-    # Below t_lo the integrand lambda t e^{-lambda t} P(N >= k) <= t^{k+1}/k! < 1e-18.
-    t_lo = (1e-18 * math.factorial(k)) ** (1.0 / (k + 1))
-    t_hi = 45.0 / smallest_rate  # lambda t e^{-lambda t} < 1e-18 beyond this
-    y = np.arange(math.log(t_lo), math.log(t_hi) + step, step)
-    return np.exp(y)
-
-
-def _multiply_truncated(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Product of polynomials in x (coefficients along the first axis) modulo x^k."""
-    k = left.shape[0]
-    out = np.zeros(np.broadcast_shapes(left.shape, right.shape))
-    for i in range(k):
-        out[i:] += left[i] * right[: k - i]
-    return out
-
-
-def _bernoulli_step(state: np.ndarray, success: np.ndarray, scratch: np.ndarray) -> None:
-    """Multiply, in place, the truncated count law (coefficients along the first axis) by one
-    Bernoulli factor ``(1 - π) + π x``: ``c_m <- c_m + π (c_{m-1} - c_m)``, ``c_0 <- (1 - π) c_0``.
-    Works on contiguous coefficient planes with one scratch plane, so it stays in cache."""
-    for m in range(state.shape[0] - 1, 0, -1):
-        np.subtract(state[m - 1], state[m], out=scratch)
-        scratch *= success
-        state[m] += scratch
-    np.subtract(1.0, success, out=scratch)
-    state[0] *= scratch
-
-
-def _wor_race(sorted_draft: np.ndarray, k: int, step: float | None = None) -> np.ndarray:
-    """Exponential-race evaluation of ``P(first k draws without replacement all lie in T_j)``.
-
-    Successive sampling without replacement from q is the arrival order of independent
-    exponential clocks E_a / q_a. The first k arrivals all lie in T iff the k-th arrival in T
-    precedes the first arrival outside T, which comes at rate λ = 1 - q(T):
-
-        P = ∫_0^∞ λ e^{-λ t} P(N_T(t) >= k) dt,   N_T(t) ~ PoissonBinomial(1 - e^{-q_a t}, a ∈ T).
-
-    The integral is taken by the trapezoidal rule in y = log t (spectrally accurate: the
-    integrand is analytic in a strip and decays doubly exponentially), with nodes shared by
-    all prefixes. The law of N_T(t) truncated at k - 1 is the product of the factors
-    ``(1 - π_a) + π_a x`` modulo x^k; its prefix products come from a blocked scan (√n blocks
-    scanned in lock-step, then block offsets, then a second lock-step pass that adds each
-    prefix's weighted tail into its integral), so Python loops run √n times, never over the
-    vocabulary, and memory stays O(√n · nodes · k). The recurrence forms convex combinations
-    only, so it is numerically stable. Prefixes with ``k λ / (1 - M_{k-1}) < RACE_TOLERANCE``
-    (M_{k-1}: mass of the k - 1 largest draft tokens) get the value 1, which that bound on
-    ``P(some of the first k draws falls outside T)`` shows to be within tolerance.
-    Cost O(n · G · k) for G ≈ 120 nodes. Accuracy at the default step 0.25: absolute error
-    below 1e-12, measured against exact enumeration on small instances and against step 0.1
-    at n = 131072, K in {4, 8} (step 0.3 errs by up to 1.4e-9 there; step 0.2 by 3e-15).
-    """
-    step = RACE_STEP if step is None else step
-    q = sorted_draft
-    *lead, n = q.shape
-    # Mass outside each prefix, summed from the tail for accuracy: lam[..., j] = q(Ω \ T_j).
-    lam = np.concatenate([np.cumsum(q[..., ::-1], axis=-1)[..., ::-1], np.zeros((*lead, 1))], axis=-1)
-    top = -np.sort(-q, axis=-1)[..., : k - 1].sum(axis=-1, keepdims=True)
-    negligible = k * lam / np.maximum(1.0 - top, 1e-300) < RACE_TOLERANCE
-    rates = np.where(negligible, np.inf, lam)
-    smallest = float(np.min(rates)) if np.isfinite(rates).any() else 1.0
-    t = _race_nodes(k, smallest, step)  # [G]
-
-    block = max(1, math.isqrt(n))
-    blocks = -(-n // block)
-    padded_q = np.zeros((*lead, blocks * block))
-    padded_q[..., :n] = q
-    padded_q = padded_q.reshape(*lead, blocks, block)
-    padded_rate = np.zeros((*lead, blocks * block))
-    padded_rate[..., :n] = np.where(np.isfinite(rates[..., 1:]), rates[..., 1:], 0.0)
-    padded_rate = padded_rate.reshape(*lead, blocks, block)
-
-    def success(b: int) -> np.ndarray:  # π_a(t) = 1 - e^{-q_a t} for position b of every block
-        return -np.expm1(-padded_q[..., b, None] * t)
-
-    # Pass 1: the truncated product over each whole block (coefficients first: [k, ..., blocks, G]).
-    state = np.zeros((k, *lead, blocks, len(t)))
-    state[0] = 1.0
-    scratch = np.empty(state.shape[1:])
-    for b in range(block):
-        _bernoulli_step(state, success(b), scratch)
-    # Offsets: the product over all earlier blocks (a loop over √n blocks).
-    offsets = np.empty_like(state)
-    running = np.zeros((k, *lead, len(t)))
-    running[0] = 1.0
-    for c in range(blocks):
-        offsets[..., c, :] = running
-        running = _multiply_truncated(running, state[..., c, :])
-    # Pass 2: rescan from the offsets, integrating each prefix's P(N >= k) as it goes.
-    state = offsets
-    integral = np.zeros((*lead, blocks, block))
-    for b in range(block):
-        _bernoulli_step(state, success(b), scratch)
-        rate = padded_rate[..., b, None]
-        weights = step * rate * t * np.exp(-rate * t)
-        integral[..., b] = np.sum(weights * (1.0 - state.sum(axis=0)), axis=-1)
-    result = np.concatenate([np.zeros((*lead, 1)), integral.reshape(*lead, -1)[..., :n]], axis=-1)
-    return np.clip(np.where(negligible, 1.0, result), 0.0, 1.0)
-
-
-def wor_prefix_containment(sorted_draft: np.ndarray, k: int) -> np.ndarray:
-    """``P(set(X) ⊆ T_j)`` for every prefix of an order, X drawn without replacement from q.
-
-    K = 1: q(T). K = 2: the closed form ``Σ_{a∈T} q_a (q(T) - q_a)/(1 - q_a)`` (prefix sums,
-    exact up to rounding). K > 2: the exponential-race integral (see :func:`_wor_race`),
-    absolute error below 1e-12. Accepts ``[..., n]``; returns ``[..., n + 1]``.
-    """
-    if k == 1:
-        return iid_prefix_containment(sorted_draft, 1)
-    if k == 2:
-        return _wor_k2(sorted_draft)
-    return _wor_race(sorted_draft, k)
-
-
 class DraftLaw(ABC):
     """A law of K draft tokens on Ω = {0, ..., n-1}.
 
@@ -335,6 +101,9 @@ class DraftLaw(ABC):
     has_prefix_structure: bool = True
     #: Exchangeable laws (merge tuples into multisets in LPs).
     symmetric: bool = True
+    #: The drafts X_1, ..., X_K are independent: the law is the product of its :meth:`marginals`
+    #: (so ``P(set(X) ⊆ T) = Π_i P(X_i ∈ T)``).
+    independent_drafts: bool = False
 
     @property
     @abstractmethod
@@ -379,6 +148,62 @@ class DraftLaw(ABC):
     @abstractmethod
     def support(self) -> np.ndarray:
         """Boolean mask ``[n]`` of the tokens that appear in some draft tuple of positive probability."""
+
+    @abstractmethod
+    def tuple_count(self, merged: bool = False) -> int:
+        """Number of draft tuples of positive probability, counted from the supports without
+        enumerating them (how large an LP over the tuples is before it is built).
+
+        With ``merged``, an exchangeable law (``symmetric``) counts multisets: the rows left once
+        tuples that differ only by order are merged. Other laws ignore ``merged``.
+        """
+
+    def marginal(self, position: int, exact: bool = False) -> np.ndarray:
+        """The law of one draft: ``P(X_position = y)`` for every token y (shape [n]).
+
+        ``position`` runs over 0..k-1. Generic route: the probabilities of :meth:`enumerate`
+        summed by ``X_position`` (small n; Fractions with ``exact=True``), which is exact for
+        every law; the laws with a closed form override it (O(n), any vocabulary).
+
+        >>> WithoutReplacement([0.5, 0.25, 0.25], k=2).marginal(1).tolist()
+        [0.3333333333333333, 0.3333333333333333, 0.3333333333333333]
+        """
+        position = self._check_position(position)
+        tuples, probs = self.enumerate(exact=exact)
+        if exact:
+            out = np.array([Fraction(0)] * self.n, dtype=object)
+            for token, prob in zip(tuples[:, position].tolist(), probs.tolist()):
+                out[token] += prob
+            return out
+        out = np.zeros(self.n)
+        np.add.at(out, tuples[:, position], probs)
+        return out
+
+    def marginals(self, exact: bool = False) -> np.ndarray:
+        """The K marginals ``[k, n]``, row i the law of ``X_i`` (:meth:`marginal`).
+
+        For the product laws (:class:`IID`, :class:`Independent`) the rows are the draft
+        distributions themselves and determine the law.
+        """
+        return np.stack([self.marginal(i, exact) for i in range(self.k)])
+
+    def _check_position(self, position: int) -> int:
+        position = check_count(position, "position", minimum=0)
+        if position >= self.k:
+            raise ValueError(
+                f"position: the {self.name} law with k={self.k} has draft positions 0..{self.k - 1}, got {position}"
+            )
+        return position
+
+    def _one_hot(self, token: int, exact: bool) -> np.ndarray:
+        """The law of a draft fixed to ``token`` (floats, or Fractions with ``exact``)."""
+        if exact:
+            out = np.array([Fraction(0)] * self.n, dtype=object)
+            out[token] = Fraction(1)
+            return out
+        out = np.zeros(self.n)
+        out[token] = 1.0
+        return out
 
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
@@ -503,17 +328,15 @@ def _product_subset_containment(drafts: Sequence, active: np.ndarray, forced: np
     return out
 
 
-class IID(DraftLaw):
-    """K drafts drawn independently from one draft distribution q: ``D(x) = Π_i q(x_i)``.
+class _RatioPrefixLaw(DraftLaw):
+    """A law of K drafts from one draft distribution q whose optimal min-cut set is a prefix of
+    the decreasing-q/p order (:func:`ratio_order`): :class:`IID` and :class:`WithoutReplacement`.
 
-    ``P(set(X) ⊆ T) = q(T)^K``.
-
-    >>> law = IID([0.5, 0.5], k=2)
-    >>> float(law.containment(np.array([True, False])))
-    0.25
+    Holds what the two share: the draft q (floats, plus Fractions when given exactly), the
+    support, the first draft's law q, the scan order and the prefix containment, which reads
+    ``_prefix_kernel(q[order], k)`` (a kernel of :mod:`multidraft.theory._kernels`) in float
+    mode and ``_exact_prefix_containment(order)`` in exact mode.
     """
-
-    name = "iid"
 
     def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
         self.k = check_k(k)
@@ -525,7 +348,56 @@ class IID(DraftLaw):
         return self._exact_draft is not None
 
     def __repr__(self) -> str:
-        return f"IID(n={self.n}, k={self.k})"
+        return f"{type(self).__name__}(n={self.n}, k={self.k})"
+
+    @property
+    def support(self) -> np.ndarray:
+        return self.draft > 0
+
+    def marginal(self, position: int, exact: bool = False) -> np.ndarray:
+        """q for the first draft (``X_1 ~ q`` under both laws); later positions: subclass."""
+        if self._check_position(position) > 0:
+            return super().marginal(position, exact)
+        if exact:
+            self._require_exact()
+            return np.array(self._exact_draft, dtype=object)
+        return self.draft.copy()
+
+    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
+        if exact:
+            self._require_exact()
+            return exact_ratio_order(target, self._exact_draft)
+        return ratio_order(target, self.draft)
+
+    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
+        if exact:
+            self._require_exact()
+            return self._exact_prefix_containment(order)
+        return self._prefix_kernel(self.draft[order], self.k)
+
+    @staticmethod
+    @abstractmethod
+    def _prefix_kernel(sorted_draft: np.ndarray, k: int) -> np.ndarray:
+        """Float ``P(set(X) ⊆ T_j)`` for the prefixes of the order q is sorted in."""
+
+    @abstractmethod
+    def _exact_prefix_containment(self, order: np.ndarray) -> np.ndarray:
+        """Exact (Fraction) ``P(set(X) ⊆ T_j)`` for the prefixes of ``order``."""
+
+
+class IID(_RatioPrefixLaw):
+    """K drafts drawn independently from one draft distribution q: ``D(x) = Π_i q(x_i)``.
+
+    ``P(set(X) ⊆ T) = q(T)^K``.
+
+    >>> law = IID([0.5, 0.5], k=2)
+    >>> float(law.containment(np.array([True, False])))
+    0.25
+    """
+
+    name = "iid"
+    independent_drafts = True
+    _prefix_kernel = staticmethod(iid_prefix_containment)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
         shape = (self.k,) if size is None else (size, self.k)
@@ -546,9 +418,14 @@ class IID(DraftLaw):
         self._require_exact()
         return sum((self._exact_draft[t] for t in set(tokens)), Fraction(0)) ** self.k
 
-    @property
-    def support(self) -> np.ndarray:
-        return self.draft > 0
+    def tuple_count(self, merged: bool = False) -> int:
+        support = int(np.count_nonzero(self.draft))
+        return math.comb(support + self.k - 1, self.k) if merged else support**self.k
+
+    def marginal(self, position: int, exact: bool = False) -> np.ndarray:
+        """q at every position (the drafts are identically distributed)."""
+        self._check_position(position)
+        return super().marginal(0, exact)
 
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
@@ -556,18 +433,9 @@ class IID(DraftLaw):
         active, forced = self._subset_frame(active, forced)
         return _product_subset_containment([self._exact_draft] * self.k if exact else [self.draft] * self.k, active, forced, exact)
 
-    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
-        if exact:
-            self._require_exact()
-            return exact_ratio_order(target, self._exact_draft)
-        return ratio_order(target, self.draft)
-
-    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
-        if exact:
-            self._require_exact()
-            sums = itertools.accumulate((self._exact_draft[t] for t in order), initial=Fraction(0))
-            return np.array([s**self.k for s in sums], dtype=object)
-        return iid_prefix_containment(self.draft[order], self.k)
+    def _exact_prefix_containment(self, order: np.ndarray) -> np.ndarray:
+        sums = itertools.accumulate((self._exact_draft[t] for t in order), initial=Fraction(0))
+        return np.array([s**self.k for s in sums], dtype=object)
 
     def _tuple_possible(self, drafts: np.ndarray) -> bool:
         return bool((self.draft[drafts] > 0).all())
@@ -582,6 +450,7 @@ class Independent(DraftLaw):
     """
 
     name = "independent"
+    independent_drafts = True
     has_prefix_structure = False
     symmetric = False
 
@@ -631,6 +500,17 @@ class Independent(DraftLaw):
     def support(self) -> np.ndarray:
         return (self.drafts > 0).any(axis=0)
 
+    def tuple_count(self, merged: bool = False) -> int:
+        return math.prod(int(np.count_nonzero(q)) for q in self.drafts)
+
+    def marginal(self, position: int, exact: bool = False) -> np.ndarray:
+        """q_i for draft i."""
+        position = self._check_position(position)
+        if exact:
+            self._require_exact()
+            return np.array(self._exact_drafts[position], dtype=object)
+        return self.drafts[position].copy()
+
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
     ) -> np.ndarray:
@@ -641,7 +521,7 @@ class Independent(DraftLaw):
         return bool(all(self.drafts[i, t] > 0 for i, t in enumerate(drafts)))
 
 
-class WithoutReplacement(DraftLaw):
+class WithoutReplacement(_RatioPrefixLaw):
     """K drafts drawn from q without replacement (successive sampling; Gumbel-top-K).
 
     ``X_1 ~ q``; each next draw from q renormalised over the tokens not drawn yet, so
@@ -671,11 +551,10 @@ class WithoutReplacement(DraftLaw):
     """
 
     name = "wor"
+    _prefix_kernel = staticmethod(wor_prefix_containment)
 
     def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
-        self.k = check_k(k)
-        self.draft, self._exact_draft = _validated(draft, "draft", normalize)
-        self.n = len(self.draft)
+        super().__init__(draft, k, normalize=normalize)
         if self.k > self.n:
             raise ValueError(f"k: without replacement needs k <= n, got k={self.k} > n={self.n}")
         support = int(np.count_nonzero(self.draft))
@@ -685,16 +564,9 @@ class WithoutReplacement(DraftLaw):
                 f"probability, got k={self.k} > {support}"
             )
 
-    @property
-    def exact(self) -> bool:
-        return self._exact_draft is not None
-
-    def __repr__(self) -> str:
-        return f"WithoutReplacement(n={self.n}, k={self.k})"
-
-    @property
-    def support(self) -> np.ndarray:
-        return self.draft > 0
+    def tuple_count(self, merged: bool = False) -> int:
+        support = int(np.count_nonzero(self.draft))
+        return math.comb(support, self.k) if merged else math.perm(support, self.k)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
         count = 1 if size is None else size
@@ -742,17 +614,8 @@ class WithoutReplacement(DraftLaw):
             probs[start : start + rows] = prob
         return probs
 
-    def scan_order(self, target: object, exact: bool = False) -> np.ndarray:
-        if exact:
-            self._require_exact()
-            return exact_ratio_order(target, self._exact_draft)
-        return ratio_order(target, self.draft)
-
-    def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
-        if exact:
-            self._require_exact()
-            return self._enumerated_prefix_containment(order, exact=True)
-        return wor_prefix_containment(self.draft[order], self.k)
+    def _exact_prefix_containment(self, order: np.ndarray) -> np.ndarray:
+        return self._enumerated_prefix_containment(order, exact=True)
 
     def _tuple_possible(self, drafts: np.ndarray) -> bool:
         return bool((self.draft[drafts] > 0).all() and len(set(drafts.tolist())) == self.k)
@@ -769,6 +632,7 @@ class Greedy(DraftLaw):
     """
 
     name = "greedy"
+    independent_drafts = True
     symmetric = False
 
     def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
@@ -805,6 +669,19 @@ class Greedy(DraftLaw):
         mask = self.residual > 0
         mask[self.fixed] = True
         return mask
+
+    def tuple_count(self, merged: bool = False) -> int:
+        return int(np.count_nonzero(self.residual))
+
+    def marginal(self, position: int, exact: bool = False) -> np.ndarray:
+        """One-hot on the fixed token for the first k - 1 drafts; q̃ (q renormalised off the
+        fixed tokens) for the last."""
+        position = self._check_position(position)
+        if exact:
+            self._require_exact()
+        if position < self.k - 1:
+            return self._one_hot(self.fixed[position], exact)
+        return np.array(self._exact_residual(), dtype=object) if exact else self.residual.copy()
 
     def _exact_residual(self) -> list[Fraction]:
         mass = sum((self._exact_draft[t] for t in np.flatnonzero(self.rest_mask)), Fraction(0))
@@ -861,6 +738,7 @@ class Deterministic(DraftLaw):
     """
 
     name = "deterministic"
+    independent_drafts = True
     symmetric = False
 
     def __init__(self, tokens: Sequence[int], n: int) -> None:
@@ -886,6 +764,13 @@ class Deterministic(DraftLaw):
     @property
     def support(self) -> np.ndarray:
         return self.draft_set.copy()
+
+    def tuple_count(self, merged: bool = False) -> int:
+        return 1
+
+    def marginal(self, position: int, exact: bool = False) -> np.ndarray:
+        """One-hot on ``tokens[position]``."""
+        return self._one_hot(self.tokens[self._check_position(position)], exact)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
         return self.tokens.copy() if size is None else np.tile(self.tokens, (size, 1))

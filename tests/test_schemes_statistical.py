@@ -60,7 +60,7 @@ def _instances() -> dict[str, tuple[np.ndarray, object]]:
 INSTANCES = _instances()
 CASES = [(name, case) for name, cls in SCHEMES.items() for case, (_, law) in INSTANCES.items() if cls().supports(law)]
 #: Batched (torch) cases checked in tests/test_schemes_batch.py.
-BATCH_CASES = [(name, case) for name, case in CASES if SCHEMES[name].batch_capable]
+BATCH_CASES = [(name, case) for name, case in CASES if SCHEMES[name]().supports_batch(INSTANCES[case][1])]
 #: Two checks (frequencies, acceptance) per sampler case and per batched case.
 TESTS = 2 * (len(CASES) + len(BATCH_CASES))
 ALPHA = FAMILY_ALPHA / TESTS

@@ -65,9 +65,12 @@ class ImportanceScheme(Scheme):
             rejected += weights[:, i] * (1.0 - accept)
         return out + rejected[:, None] * plan.residual[None, :]
 
+    def _choose(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The selected draft position of every tuple (step 1), drawn from the weights."""
+        return sample_rows(checked_weights(plan.selection, tuples), rng)
+
     def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        weights = checked_weights(plan.selection, tuples)
-        position = sample_rows(weights, rng)
+        position = self._choose(plan, tuples, rng)
         chosen = tuples[np.arange(len(tuples)), position]
         accept = rng.random(len(tuples)) < plan.step[chosen]
         tokens = chosen.copy()

@@ -180,6 +180,8 @@ class Scheme(ABC):
         schemes whose selection weights come from a floating-point LP).
     batch_capable : bool
         :meth:`select_batch` is implemented (torch).
+    batch_laws : tuple of str or None
+        ``law.name`` values :meth:`select_batch` accepts (None: all of ``supported_laws``).
     """
 
     name: ClassVar[str]
@@ -187,6 +189,7 @@ class Scheme(ABC):
     exact_capable: ClassVar[bool] = False
     exact_output: ClassVar[bool] = False
     batch_capable: ClassVar[bool] = False
+    batch_laws: ClassVar[tuple[str, ...] | None] = None
     #: Human-readable restriction on K, appended to the unsupported-law message.
     k_rule: ClassVar[str] = ""
 
@@ -219,6 +222,11 @@ class Scheme(ABC):
     def supports(self, law: DraftLaw) -> bool:
         """Whether the scheme applies to ``law`` (its name and its number of drafts)."""
         return isinstance(law, DraftLaw) and law.name in self.supported_laws and self._supports_k(law.k)
+
+    def supports_batch(self, law: DraftLaw) -> bool:
+        """Whether :meth:`select_batch` applies to drafts from ``law``."""
+        laws = self.supported_laws if self.batch_laws is None else self.batch_laws
+        return self.batch_capable and self.supports(law) and law.name in laws
 
     def check(self, target: object, law: DraftLaw, exact: bool = False) -> np.ndarray:
         """Validate ``law`` against the scheme and ``target`` against the law; return p.

@@ -1,13 +1,21 @@
-"""The optimal scheme: sample the optimal coupling of the SpecTr transport LP.
+"""The optimal scheme: a lossless verifier whose acceptance is the optimal acceptance P*.
 
-Solve the transport LP over draft tuples (any law), read importance weights off the optimal
-plan (``importance_from_coupling``: Theorem 1 of Khisti et al., ICLR 2025, direction "⇒"),
-and run the single-draft step against the induced law r. Its acceptance is
+Every route is the canonical decomposition (Khisti et al., ICLR 2025, Theorem 1): a selection
+rule picks one drafted token Z with law r, then single-draft speculative sampling of Z against
+p with draft law r (accept with probability ``min(1, p(Z)/r(Z))``, else sample
+``norm((p - r)_+)``); its acceptance is
 
     P* = min_{T ⊆ Ω} [ p(T) + 1 - P_D(set(X) ⊆ T) ]
 
-(max-flow/min-cut; :func:`multidraft.theory.optimal_acceptance`), exactly in Fractions when
-asked; the sampler reaches it up to the LP's tolerance.
+(max-flow/min-cut; :func:`multidraft.theory.optimal_acceptance`, exactly in Fractions when
+asked).
+
+* **iid drafts, any vocabulary size**: the exact optimal verifier of
+  :func:`multidraft.theory.verifier.optimal_selection_rule` (the optimal law r* realised by
+  random positions; its computed law r is used in the single-draft step, so the output is
+  exactly p and ``Σ min(p, r) = P*`` up to about 1e-11).
+* **other laws** (small n): solve the transport LP over draft tuples and read importance
+  weights off its optimal plan (``importance_from_coupling``, Theorem 1 direction "⇒").
 """
 
 from __future__ import annotations
@@ -16,15 +24,27 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.schemes._importance import ImportanceScheme
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes._importance import ImportanceScheme, _Plan
+from multidraft.theory.laws import IID, DraftLaw
 from multidraft.theory.optimal import optimal_acceptance
+from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, optimal_selection_rule
 
 __all__ = ["Optimal"]
 
 
+class _RuleSelection:
+    """A verifier rule seen as an importance selection (its exact choice probabilities)."""
+
+    def __init__(self, rule: CurtainRule) -> None:
+        self.rule = rule
+
+    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
+        return self.rule.choice_probabilities(np.asarray(drafts, dtype=np.int64))
+
+
 class Optimal(ImportanceScheme):
-    """Optimal transport coupling -> importance weights -> single-draft step.
+    """The optimal verifier (iid: exact at any vocabulary size) or the optimal transport
+    coupling (other laws, small n), then the single-draft step against the selection's law.
 
     >>> from multidraft.theory.laws import IID
     >>> Optimal().acceptance(["1/3", "1/6", "1/2"], IID(["1/3", "1/3", "1/3"], 2), exact=True)
@@ -34,6 +54,8 @@ class Optimal(ImportanceScheme):
     name = "optimal"
     supported_laws = ("iid", "independent", "wor", "greedy", "deterministic")
     exact_capable = True
+    batch_capable = True
+    batch_laws = VERIFIER_LAWS
 
     def __init__(self, *, solver: str = "HIGHS") -> None:
         self.solver = solver
@@ -47,5 +69,54 @@ class Optimal(ImportanceScheme):
 
         return importance_from_coupling(transport_lp(target, law, solver=self.solver), target, law)
 
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
+        if law.name not in VERIFIER_LAWS:
+            return super()._prepare(p, law, exact)
+        rule = optimal_selection_rule(np.asarray(p, dtype=np.float64), law)
+        return _Plan(_RuleSelection(rule), rule.accept, rule.residual, rule.selection_law)
+
+    def _choose(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if isinstance(plan.selection, _RuleSelection):
+            return plan.selection.rule.choose(tuples, rng)
+        return super()._choose(plan, tuples, rng)
+
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
         return optimal_acceptance(list(p), law, exact=exact).value
+
+    def select_batch(self, target, drafts, tokens, generator):
+        """Batched optimal verifier for iid drafts: ``target [B, n]``, ``drafts [B, K, n]`` (only
+        ``drafts[:, 0]`` = q is used), ``tokens [B, K]`` -> ``(output [B], accepted [B])``.
+
+        Each row's rule is fitted in float64 on the CPU (one sort and the compiled stack pass,
+        :func:`~multidraft.theory.verifier.optimal_selection_rule`); the uniforms come from
+        ``generator`` and the outputs are returned on the input device. Rows are
+        renormalised in float64 first, so float32 inputs are verified against exactly the
+        distributions they hold.
+        """
+        import torch
+
+        from multidraft.schemes import _torch
+
+        k = _torch.check_batch(target, drafts[:, :1].expand_as(drafts), tokens)
+        batch = target.shape[0]
+        uniforms = _torch.uniforms((batch, k + 1), target, generator).double().cpu().numpy()
+        p_rows = target.double().cpu().numpy()
+        q_rows = drafts[:, 0].double().cpu().numpy()
+        x_rows = tokens.cpu().numpy()
+        output = np.empty(batch, dtype=np.int64)
+        rejected = []
+        for b in range(batch):
+            p = p_rows[b] / p_rows[b].sum()
+            rule = optimal_selection_rule(p, IID(q_rows[b], k, normalize=True))
+            position = rule.positions(x_rows[b : b + 1], uniforms[b : b + 1, :k])
+            chosen = int(x_rows[b, int(np.argmin(position))])
+            output[b] = chosen
+            if uniforms[b, k] >= rule.accept[chosen]:
+                rejected.append((b, rule.residual))
+        result = torch.as_tensor(output, device=target.device)
+        if rejected:
+            rows = torch.as_tensor([b for b, _ in rejected], device=target.device)
+            residuals = torch.as_tensor(np.stack([r for _, r in rejected]), dtype=target.dtype, device=target.device)
+            result[rows] = _torch.sample_rows(residuals, generator)
+        return result, (tokens == result[:, None]).any(dim=1)
+

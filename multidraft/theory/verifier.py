@@ -1,0 +1,287 @@
+"""The optimal verifier: a selection rule whose acceptance is the optimal acceptance P*.
+
+**Canonical decomposition** (Khisti et al., ICLR 2025, Theorem 1; theory.md, "The optimal
+verifier"). A *selection rule* picks one drafted token Z ∈ set(X); let r be its law. Accepting Z
+with probability ``min(1, p(Z)/r(Z))`` and otherwise sampling ``norm((p - r)_+)`` outputs exactly
+p, whatever r is, and accepts with probability ``Σ_y min(p(y), r(y))``. The laws r that some
+selection rule has are the base polytope B(h) of ``h(A) = P(set(X) ∩ A ≠ ∅)``; the best of them
+reaches ``P* = min_T [p(T) + 1 - P(set(X) ⊆ T)]`` (max-flow/min-cut).
+
+**The optimal law (iid drafts).** Let T* be the min-cut certificate (a prefix of the
+decreasing-q/p order, :func:`multidraft.theory.optimal_acceptance`) and U = Ω ∖ T*. Then
+
+    r*(y) = min(p(y), λ q(y))  on U,    λ such that r*(U) = h(U) = 1 - q(T*)^K,
+    r*(y) = max(p(y), μ q(y))  on T*,   μ such that r*(T*) = q(T*)^K,
+
+lies in B(h) and ``Σ min(p, r*) = r*(U) + p(T*) = P*`` (r* <= p on U, r* >= p on T*).
+
+**Its realisation** ("curtain"; :mod:`multidraft.theory._curtain`): every draft draws a
+position uniformly from its token's set of [0, 1) and the draft with the smallest position is
+selected. U's sets tile [0, q(U)) and T*'s tile [q(U), 1), so a draft in U always beats a draft
+in T* (U is tight: some U token is selected whenever one is drafted). Inside each part, the
+tokens with r* = p ("free" tokens) get sets of their own and the others (the "pool", r* ∝ q)
+share one set, built by the nested stack pass. The law the rule *actually* has is computed
+from its sets (``q(y)/|S_y| · ∫_{S_y} K(1 - t)^{K-1} dt``, to rounding) and that law is the r
+used in the accept/residual step, so the output is exactly the target and only the acceptance
+carries rounding (about 1e-14).
+
+Derivations, proofs (why r* is optimal, why the pass never gets stuck) and the treatment of
+ties, zeros, p = q, disjoint supports and empty U or T*: docs/optimal_verifier.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multidraft.theory._curtain import interval_weight, nested_layout
+from multidraft.theory.distributions import as_distribution
+from multidraft.theory.laws import DraftLaw
+
+__all__ = ["CurtainRule", "optimal_selection_rule", "VERIFIER_LAWS"]
+
+#: Draft laws with an exact optimal verifier at any vocabulary size.
+VERIFIER_LAWS = ("iid",)
+
+
+@dataclass(frozen=True)
+class CurtainRule:
+    """An exact selection rule by random positions, with its law and the single-draft step.
+
+    Attributes
+    ----------
+    k, n : int
+        Number of drafts and vocabulary size.
+    target, draft : ndarray [n]
+        p and q.
+    selection_law : ndarray [n]
+        r, the law of the selected draft token, computed from the positions' sets.
+    optimum : float
+        P* (min-cut value of :attr:`certificate`), for comparison with :attr:`acceptance`.
+    certificate : ndarray [int64]
+        The min-cut set T* (sorted token ids).
+    accept : ndarray [n]
+        ``min(1, p/r)`` (0 where r = 0: such tokens are never selected).
+    residual : ndarray [n]
+        ``norm((p - r)_+)`` (p itself when that mass is zero).
+    token_group : ndarray [n] int64
+        Group of each token's position set; -1 for tokens no draft can hold.
+    piece_start, piece_end : ndarray [m]
+        The pieces [start, end) of all sets, each group's pieces contiguous.
+    group_first, group_last : ndarray [groups] int64
+        First and one-past-last piece index of every group.
+    """
+
+    k: int
+    n: int
+    target: np.ndarray
+    draft: np.ndarray
+    selection_law: np.ndarray
+    optimum: float
+    certificate: np.ndarray
+    accept: np.ndarray
+    residual: np.ndarray
+    token_group: np.ndarray
+    piece_start: np.ndarray
+    piece_end: np.ndarray
+    group_first: np.ndarray
+    group_last: np.ndarray
+
+    @property
+    def acceptance(self) -> float:
+        """``Σ_y min(p(y), r(y))``: the probability that the selected draft is accepted."""
+        return float(np.minimum(self.target, self.selection_law).sum())
+
+    def positions(self, tuples: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """The position of every draft of ``tuples [N, K]`` given ``uniforms`` of the same shape
+        in [0, 1): the uniform's quantile of the draft token's set (one binary search)."""
+        group = self.token_group[tuples]
+        if (group < 0).any():
+            raise ValueError("drafts: a draft token has draft probability zero")
+        lengths = self.piece_end - self.piece_start
+        cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
+        first, last = self.group_first[group], self.group_last[group]
+        level = cumulative[first] + uniforms * (cumulative[last] - cumulative[first])
+        piece = np.clip(np.searchsorted(cumulative, level, side="right") - 1, first, last - 1)
+        return np.minimum(self.piece_start[piece] + (level - cumulative[piece]), self.piece_end[piece])
+
+    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The selected draft position (column) for every row of ``tuples [N, K]``: the draft
+        holding the smallest of independent uniform positions on the tokens' sets."""
+        return np.argmin(self.positions(tuples, rng.random(np.shape(tuples))), axis=-1)
+
+    def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
+        """``P(draft i is selected | X = x)`` for every row of ``tuples [m, K]``, exactly.
+
+        With g_y = 1/|S_y| on S_y and G_y its distribution function,
+        ``P(i | x) = ∫ g_{x_i}(t) Π_{j≠i} (1 - G_{x_j}(t)) dt``: a polynomial of degree K - 1
+        between consecutive piece ends, integrated by Gauss-Legendre with ⌈K/2⌉ + 1 nodes
+        (exact). Cost O(m · K · pieces): for enumeration at small n.
+        """
+        edges = np.unique(np.concatenate([[0.0, 1.0], self.piece_start, self.piece_end]))
+        nodes, weights = np.polynomial.legendre.leggauss(self.k // 2 + 2)
+        left, width = edges[:-1, None], np.diff(edges)[:, None]
+        t = (left + 0.5 * width * (nodes + 1.0)).ravel()
+        dt = (0.5 * width * weights).ravel()
+        lengths = self.piece_end - self.piece_start
+        groups = len(self.group_first)
+        owner = np.repeat(np.arange(groups), self.group_last - self.group_first)
+        size = np.bincount(owner, lengths, minlength=groups)
+        inside = (self.piece_start[:, None] <= t) & (t < self.piece_end[:, None])  # [pieces, nodes]
+        covered = np.clip(t - self.piece_start[:, None], 0.0, lengths[:, None])
+        density = np.zeros((groups, len(t)))
+        below = np.zeros((groups, len(t)))
+        np.add.at(density, owner, inside / np.maximum(size[owner], 1e-300)[:, None])
+        np.add.at(below, owner, covered / np.maximum(size[owner], 1e-300)[:, None])
+        group = self.token_group[tuples]  # [m, K]
+        g, survive = density[group], 1.0 - below[group]  # [m, K, nodes]
+        out = np.empty(tuples.shape)
+        for i in range(self.k):
+            others = np.prod(np.delete(survive, i, axis=1), axis=1)
+            out[:, i] = (g[:, i] * others) @ dt
+        return out
+
+
+def _water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str) -> float:
+    """The level λ with ``Σ min(v_i, λ m_i) = total`` (``clip="min"``) or ``Σ max(v_i, λ m_i)
+    = total`` (``clip="max"``), for ``v/m`` sorted increasingly and m > 0. Piecewise linear and
+    increasing in λ: evaluate at the breakpoints λ_j = v_j/m_j and solve on the bracketing
+    segment. Returns inf (min) or 0 (max) when no finite/positive level is needed."""
+    density = values / masses
+    below_v = np.concatenate([[0.0], np.cumsum(values)])  # Σ_{i<j} v_i
+    above_m = np.concatenate([np.cumsum(masses[::-1])[::-1], [0.0]])  # Σ_{i>=j} m_i
+    if clip == "min":  # tokens below the level keep v, the rest get λ m
+        at_breaks = below_v[:-1] + density * above_m[:-1]
+        j = int(np.searchsorted(at_breaks, total, side="right"))
+        if j == len(values):
+            return np.inf
+        return (total - below_v[j]) / above_m[j]
+    below_m = np.concatenate([[0.0], np.cumsum(masses)])  # Σ_{i<j} m_i
+    above_v = np.concatenate([np.cumsum(values[::-1])[::-1], [0.0]])  # Σ_{i>=j} v_i
+    at_breaks = density * below_m[1:] + above_v[1:]  # level at breakpoint j: tokens <= j get λ m
+    if above_v[0] >= total:
+        return 0.0
+    j = int(np.searchsorted(at_breaks, total, side="left"))
+    j = min(j, len(values) - 1)
+    return (total - above_v[j + 1]) / below_m[j + 1]
+
+
+def _part_groups(p: np.ndarray, q: np.ndarray, tokens: np.ndarray, weight_total: float, clip: str):
+    """Groups of one part (U or T*), tokens given by increasing p/q with q > 0: free tokens (r = p)
+    alone, the pool (r ∝ q) as one group; ordered by decreasing density r/q.
+
+    Returns ``(group_tokens, mass, weight, pool_tokens)``: ``group_tokens`` lists the free tokens
+    in group order (the pool, if any, is the extra group at the front for ``min`` and the back
+    for ``max``).
+    """
+    values, masses = p[tokens], q[tokens]
+    level = _water_level(values, masses, weight_total, clip)
+    if clip == "min":  # U: r = min(p, λ q); free where p < λ q (low densities, the first tokens)
+        free = values < level * masses
+        free_tokens, pool = tokens[free][::-1], tokens[~free]  # decreasing density
+        mass, weight = q[free_tokens], p[free_tokens]
+        if pool.size:
+            mass = np.concatenate([[q[pool].sum()], mass])
+            weight = np.concatenate([[max(weight_total - weight.sum(), 0.0)], weight])
+    else:  # T*: r = max(p, μ q); free where p > μ q (high densities, the last tokens)
+        free = values > level * masses
+        free_tokens, pool = tokens[free][::-1], tokens[~free]
+        mass, weight = q[free_tokens], p[free_tokens]
+        if pool.size:
+            mass = np.concatenate([mass, [q[pool].sum()]])
+            weight = np.concatenate([weight, [max(weight_total - weight.sum(), 0.0)]])
+    return free_tokens, mass, weight, pool
+
+
+def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule:
+    """The optimal verifier's selection rule for ``(p, law)`` (iid drafts, any vocabulary size).
+
+    Builds r* (module docstring) from one sort, lays its positions out with the nested stack
+    pass, and returns the rule with the law r it realises (``|r - r*| ~ 1e-15``) and the
+    single-draft step for that r, so that the output is exactly p and the acceptance
+    ``Σ min(p, r) = P*`` up to rounding.
+
+    Parameters
+    ----------
+    target : array_like [n]
+        The target p.
+    law : DraftLaw
+        An :class:`~multidraft.theory.laws.IID` law.
+
+    Returns
+    -------
+    CurtainRule
+
+    Raises
+    ------
+    ValueError
+        A law without an exact verifier here, or a target that is not a distribution of the
+        law's size.
+
+    Examples
+    --------
+    >>> from multidraft.theory.laws import IID
+    >>> rule = optimal_selection_rule([1/3, 1/6, 1/2], IID([1/3, 1/3, 1/3], k=2))
+    >>> round(rule.acceptance, 12), round(rule.optimum, 12)
+    (1.0, 1.0)
+
+    Complexity: one argsort of the q/p ratios and O(n) vectorised work, plus the compiled stack
+    pass over the free tokens.
+    """
+    if not isinstance(law, DraftLaw):
+        raise TypeError(f"law: expected a DraftLaw (IID, ...), got {type(law).__name__}")
+    if law.name not in VERIFIER_LAWS:
+        raise ValueError(
+            f"law: the exact optimal verifier supports the {', '.join(VERIFIER_LAWS)} laws; got the {law.name} law"
+        )
+    p = as_distribution(target, "target")
+    if len(p) != law.n:
+        raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
+    q, k, n = law.draft, law.k, law.n
+    order = law.scan_order(p)
+    contained = law.prefix_containment(order)
+    prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
+    best = int(np.argmin(prefix_p + 1.0 - contained))
+    optimum = float(min(prefix_p[best] + 1.0 - contained[best], 1.0))
+    cut, rest = order[:best], order[best:]
+    parts = [part[q[part] > 0] for part in (rest, cut)]  # undraftable tokens: r = 0, no positions
+    boundary = float(q[parts[0]].sum())  # q(U): U's sets tile [0, q(U)), T*'s tile [q(U), 1)
+
+    token_group = np.full(n, -1, dtype=np.int64)
+    layouts = []
+    groups = 0
+    for tokens, clip, lo, hi in ((parts[0], "min", 0.0, boundary), (parts[1], "max", boundary, 1.0)):
+        if tokens.size == 0:
+            continue
+        total = float(interval_weight(lo, hi, k))  # h(U) = W(0, q(U)); q(T*)^K = W(q(U), 1)
+        free, mass, weight, pool = _part_groups(p, q, tokens, total, clip)
+        first_free = 1 if clip == "min" and pool.size else 0
+        token_group[free] = groups + first_free + np.arange(len(free))
+        if pool.size:
+            token_group[pool] = groups + (0 if clip == "min" else len(free))
+        if k == 1:  # w = 1: any tiling realises r = q; lay the groups side by side
+            end = lo + np.cumsum(mass)
+            layouts.append((np.arange(len(mass)) + groups, end - mass, end, end - (end - mass), mass))
+        else:
+            g, a, b, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
+            layouts.append((g + groups, a, b, realised_weight, realised_length))
+        groups += len(mass)
+    group, start, end, group_weight, group_length = (np.concatenate(column) for column in zip(*layouts))
+    counts = np.bincount(group, minlength=groups)
+    group_last = np.cumsum(counts)
+    group_first = group_last - counts
+
+    r = np.zeros(n)
+    held = token_group >= 0
+    owner = token_group[held]
+    r[held] = q[held] * group_weight[owner] / group_length[owner]
+    accept = np.where(r > 0, np.minimum(1.0, p / np.where(r > 0, r, 1.0)), 0.0)
+    excess = np.maximum(p - r, 0.0)
+    mass = excess.sum()
+    residual = excess / mass if mass > 0 else p.copy()
+    certificate = np.sort(cut)
+    certificate.flags.writeable = False
+    return CurtainRule(
+        k, n, p, q, r, optimum, certificate, accept, residual, token_group, start, end, group_first, group_last
+    )

@@ -1,0 +1,233 @@
+"""The exact optimal verifier (multidraft.theory.verifier): its law, its acceptance, its layout.
+
+Independent routes compared here:
+
+* the rule's law r from its position sets (closed form) against r recomputed by enumerating
+  every draft tuple with the exact choice probabilities (piecewise-polynomial integrals), and at
+  large n against the law recomputed through the *actual* distribution function of a draft's
+  position (pieces sorted, so rounding of the layout is accounted for);
+* ``Σ min(p, r)`` against P* from subsets (min-cut over all 2^n sets), the transport LP, and the
+  sorted scan at 131072 tokens;
+* r ∈ B(h): every subset A has r(A) <= h(A) = 1 - (1 - q(A))^K, and U is tight;
+* a deliberately broken layout (positions uniform over each hull, ignoring the holes) whose
+  computed law no longer matches enumeration.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, softmax, zipf
+from multidraft.theory._curtain import interval_weight
+from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
+
+from strategies import as_float, instances
+
+
+def enumerated_law(rule: CurtainRule, law) -> np.ndarray:
+    """r(y) = Σ_x D(x) Σ_i 1[x_i = y] P(i selected | x), by enumeration."""
+    tuples, probs = law.enumerate()
+    choice = rule.choice_probabilities(tuples)
+    np.testing.assert_allclose(choice.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    r = np.zeros(law.n)
+    np.add.at(r, tuples.ravel(), (choice * probs[:, None]).ravel())
+    return r
+
+
+def coverage(law, mask: np.ndarray) -> float:
+    """h(A) = P(set(X) ∩ A ≠ ∅) = 1 - P(set(X) ⊆ Ω ∖ A)."""
+    return 1.0 - float(law.containment(~mask))
+
+
+def law_through_actual_positions(rule: CurtainRule) -> np.ndarray:
+    """The law of the rule as laid out, without assuming the pieces tile [0, 1) exactly.
+
+    A draft's position has density f = q(y)/|S_y| on each piece of token y, so its
+    distribution function F is piecewise linear over the sorted pieces, and the piece [a, b)
+    of a group contributes W(F(a), F(b)) to the group (the probability that the smallest of K
+    positions falls in it), shared among the group's tokens in proportion to q.
+    """
+    q = np.zeros(len(rule.group_first))
+    held = rule.token_group >= 0
+    np.add.at(q, rule.token_group[held], rule.draft[held])
+    groups = np.repeat(np.arange(len(rule.group_first)), rule.group_last - rule.group_first)
+    lengths = rule.piece_end - rule.piece_start
+    size = np.bincount(groups, lengths, minlength=len(q))
+    order = np.argsort(rule.piece_start, kind="stable")
+    mass = (q[groups] / size[groups] * lengths)[order]
+    cdf = np.concatenate([[0.0], np.cumsum(mass)])
+    share = np.zeros(len(q))
+    np.add.at(share, groups[order], interval_weight(cdf[:-1], cdf[1:], rule.k))
+    r = np.zeros(rule.n)
+    r[held] = rule.draft[held] / q[rule.token_group[held]] * share[rule.token_group[held]]
+    return r
+
+
+@given(instances(max_n=6, max_k=4))
+def test_law_acceptance_and_polytope_on_small_instances(instance):
+    n, k, target, draft = instance
+    p, q = as_float(target), as_float(draft)
+    law = IID(q, k)
+    rule = optimal_selection_rule(p, law)
+    r = rule.selection_law
+    np.testing.assert_allclose(enumerated_law(rule, law), r, rtol=0, atol=1e-12)
+    optimum = float(optimal_acceptance(target, IID(draft, k), method="subsets", exact=True).value)
+    assert rule.optimum == pytest.approx(optimum, abs=1e-12)
+    assert rule.acceptance == pytest.approx(optimum, abs=1e-12)
+    assert r.sum() == pytest.approx(1.0, abs=1e-12)
+    for bits in itertools.product([False, True], repeat=n):
+        mask = np.array(bits)
+        assert r[mask].sum() <= coverage(law, mask) + 1e-12
+    cut = np.zeros(n, dtype=bool)
+    cut[rule.certificate] = True
+    assert r[~cut].sum() == pytest.approx(coverage(law, ~cut), abs=1e-12)  # U is tight
+
+
+@given(instances(max_n=5, max_k=3))
+def test_output_law_is_the_target(instance):
+    """Selection, then accept with min(1, p/r), else the residual: exactly p (enumeration)."""
+    n, k, target, draft = instance
+    p, law = as_float(target), IID(as_float(draft), k)
+    rule = optimal_selection_rule(p, law)
+    tuples, probs = law.enumerate()
+    choice = rule.choice_probabilities(tuples)
+    output = np.zeros(n)
+    rejected = 0.0
+    for i in range(k):
+        chosen = tuples[:, i]
+        np.add.at(output, chosen, probs * choice[:, i] * rule.accept[chosen])
+        rejected += float((probs * choice[:, i] * (1.0 - rule.accept[chosen])).sum())
+    np.testing.assert_allclose(output + rejected * rule.residual, p, rtol=0, atol=1e-12)
+
+
+def test_acceptance_equals_the_transport_lp():
+    pytest.importorskip("cvxpy")
+    from multidraft.lp import transport_lp
+
+    rng = np.random.default_rng(3)
+    for n, k in [(4, 2), (5, 2), (4, 3), (6, 2)]:
+        p, q = rng.dirichlet(np.ones(n) * 0.7), rng.dirichlet(np.ones(n) * 0.7)
+        rule = optimal_selection_rule(p, IID(q, k))
+        assert rule.acceptance == pytest.approx(transport_lp(p, IID(q, k)).acceptance, abs=1e-7)
+
+
+EDGE_CASES = {
+    "acceptance-one": ([1 / 3, 1 / 6, 1 / 2], [1 / 3, 1 / 3, 1 / 3], 2),  # T* empty: r = p
+    "p-equals-q": ([0.5, 0.3, 0.2], [0.5, 0.3, 0.2], 3),
+    "disjoint-supports": ([0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.4, 0.6], 2),  # U undraftable
+    "target-one-hot": ([0.0, 1.0, 0.0], [0.6, 0.2, 0.2], 2),
+    "draft-one-hot": ([0.2, 0.5, 0.3], [0.0, 1.0, 0.0], 3),
+    "ties": ([0.25, 0.25, 0.25, 0.25], [0.4, 0.2, 0.2, 0.2], 2),
+    "single-draft": ([0.7, 0.2, 0.1], [0.2, 0.2, 0.6], 1),
+    "one-token": ([1.0], [1.0], 2),
+    "zeros-both": ([0.0, 0.5, 0.5, 0.0], [0.0, 0.2, 0.3, 0.5], 3),
+}
+
+
+@pytest.mark.parametrize("case", EDGE_CASES)
+def test_edge_cases(case):
+    target, draft, k = EDGE_CASES[case]
+    p, law = np.array(target), IID(draft, k)
+    rule = optimal_selection_rule(p, law)
+    np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-12)
+    assert rule.acceptance == pytest.approx(optimal_acceptance(p, law, method="subsets").value, abs=1e-12)
+    if k == 1:
+        np.testing.assert_allclose(rule.selection_law, law.draft, rtol=0, atol=1e-15)
+    assert np.all(rule.selection_law[law.draft == 0] == 0)  # never selects an undraftable token
+
+
+@pytest.mark.parametrize("n", [49152, 131072])
+@pytest.mark.parametrize("k", [2, 4, 8])
+@pytest.mark.parametrize("temperature", [0.8, 1.2, 1.6])
+def test_full_vocabulary(n, k, temperature):
+    """Zipf targets, temperature-shifted drafts (T = 1.2 gives P* = 1 at K >= 4: every token
+    free). The law through the actual positions agrees with the rule's law token by token."""
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(0))
+    law = IID(softmax(np.log(p), temperature=temperature), k)
+    rule = optimal_selection_rule(p, law)
+    assert rule.acceptance == pytest.approx(optimal_acceptance(p, law).value, abs=1e-9)
+    assert rule.acceptance <= rule.optimum + 1e-12
+    np.testing.assert_allclose(law_through_actual_positions(rule), rule.selection_law, rtol=0, atol=1e-12)
+    assert np.abs(rule.selection_law - law_through_actual_positions(rule)).sum() < 1e-9
+
+
+def test_broken_layout_is_caught():
+    """WRONG: positions uniform over each group's hull, ignoring the holes its children leave.
+    The law the rule reports no longer matches enumeration, so the test above would fail."""
+    p, q, k = np.array([0.35, 0.3, 0.2, 0.1, 0.05]), np.array([0.1, 0.15, 0.2, 0.25, 0.3]), 3
+    law = IID(q, k)
+    rule = optimal_selection_rule(p, law)
+    assert (np.diff(rule.group_first) >= 0).all()
+    hulls_start = np.minimum.reduceat(rule.piece_start, rule.group_first)
+    hulls_end = np.maximum.reduceat(rule.piece_end, rule.group_first)
+    broken = CurtainRule(
+        **{
+            **rule.__dict__,
+            "piece_start": hulls_start,
+            "piece_end": hulls_end,
+            "group_first": np.arange(len(hulls_start)),
+            "group_last": np.arange(1, len(hulls_start) + 1),
+        }
+    )
+    assert len(rule.piece_start) > len(broken.piece_start)  # the instance has nested hulls
+    assert np.abs(enumerated_law(broken, law) - rule.selection_law).max() > 1e-3
+
+
+def test_sampler_follows_the_law():
+    """The numpy sampler's selected tokens against r (chi-square), N = 60,000."""
+    from scipy import stats
+
+    p, q, k = np.array([0.35, 0.3, 0.2, 0.1, 0.05]), np.array([0.1, 0.15, 0.2, 0.25, 0.3]), 3
+    law = IID(q, k)
+    rule = optimal_selection_rule(p, law)
+    rng = np.random.default_rng(11)
+    tuples = law.sample(rng, 60_000)
+    chosen = tuples[np.arange(len(tuples)), rule.choose(tuples, rng)]
+    counts = np.bincount(chosen, minlength=len(p))
+    assert stats.chisquare(counts, rule.selection_law * len(chosen)).pvalue > 1e-4
+
+
+@pytest.mark.parametrize(
+    "law, error, message",
+    [
+        (Independent([[0.5, 0.5], [0.2, 0.8]]), ValueError, "supports the iid laws"),
+        (WithoutReplacement([0.5, 0.5], 2), ValueError, "supports the iid laws"),
+        ([0.5, 0.5], TypeError, "expected a DraftLaw"),
+    ],
+    ids=["independent", "wor", "not-a-law"],
+)
+def test_bad_laws(law, error, message):
+    with pytest.raises(error, match=message):
+        optimal_selection_rule([0.5, 0.5], law)
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [([0.5, 0.5, 0.0], "does not match"), ([0.5, float("nan")], "NaN"), ([0.7, 0.7], "sum")],
+    ids=["length", "nan", "sum"],
+)
+def test_bad_targets(target, message):
+    with pytest.raises(ValueError, match=message):
+        optimal_selection_rule(target, IID([0.5, 0.5], 2))
+
+
+@st.composite
+def _uniform_rows(draw):
+    return draw(st.lists(st.floats(0, 1, exclude_max=True), min_size=3, max_size=3))
+
+
+@given(_uniform_rows())
+def test_positions_lie_in_the_token_sets(uniforms):
+    p, q = np.array([0.35, 0.3, 0.2, 0.1, 0.05]), np.array([0.1, 0.15, 0.2, 0.25, 0.3])
+    rule = optimal_selection_rule(p, IID(q, 3))
+    tuples = np.array([[0, 2, 4]])
+    t = rule.positions(tuples, np.array([uniforms]))[0]
+    for token, position in zip(tuples[0], t):
+        group = rule.token_group[token]
+        pieces = slice(rule.group_first[group], rule.group_last[group])
+        assert np.any((rule.piece_start[pieces] <= position) & (position <= rule.piece_end[pieces]))

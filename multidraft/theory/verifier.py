@@ -145,26 +145,29 @@ class CurtainRule:
 
 def _water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str) -> float:
     """The level λ with ``Σ min(v_i, λ m_i) = total`` (``clip="min"``) or ``Σ max(v_i, λ m_i)
-    = total`` (``clip="max"``), for ``v/m`` sorted increasingly and m > 0. Piecewise linear and
-    increasing in λ: evaluate at the breakpoints λ_j = v_j/m_j and solve on the bracketing
-    segment. Returns inf (min) or 0 (max) when no finite/positive level is needed."""
+    = total`` (``clip="max"``), for ``v/m`` sorted increasingly and m > 0.
+
+    Both sums are piecewise linear and increasing in λ: locate the bracketing breakpoints
+    λ_j = v_j/m_j on prefix sums, then solve on that segment with the segment's sums taken
+    directly (no cancelling differences of prefix sums). Returns inf (``min``: every token
+    keeps v) or 0 (``max``: likewise) when the plain sum already reaches the total.
+    """
     density = values / masses
-    below_v = np.concatenate([[0.0], np.cumsum(values)])  # Σ_{i<j} v_i
-    above_m = np.concatenate([np.cumsum(masses[::-1])[::-1], [0.0]])  # Σ_{i>=j} m_i
-    if clip == "min":  # tokens below the level keep v, the rest get λ m
-        at_breaks = below_v[:-1] + density * above_m[:-1]
+    value_before = np.cumsum(values) - values  # Σ_{i<j} v_i
+    mass_before = np.cumsum(masses) - masses  # Σ_{i<j} m_i
+    mass_total, value_total = mass_before[-1] + masses[-1], value_before[-1] + values[-1]
+    if clip == "min":  # at λ = λ_j: tokens i < j keep v_i, the others give λ_j m_i
+        at_breaks = value_before + density * (mass_total - mass_before)
         j = int(np.searchsorted(at_breaks, total, side="right"))
         if j == len(values):
             return np.inf
-        return (total - below_v[j]) / above_m[j]
-    below_m = np.concatenate([[0.0], np.cumsum(masses)])  # Σ_{i<j} m_i
-    above_v = np.concatenate([np.cumsum(values[::-1])[::-1], [0.0]])  # Σ_{i>=j} v_i
-    at_breaks = density * below_m[1:] + above_v[1:]  # level at breakpoint j: tokens <= j get λ m
-    if above_v[0] >= total:
+        return (total - values[:j].sum()) / masses[j:].sum()
+    if value_total >= total:
         return 0.0
-    j = int(np.searchsorted(at_breaks, total, side="left"))
-    j = min(j, len(values) - 1)
-    return (total - above_v[j + 1]) / below_m[j + 1]
+    # at λ = λ_j: tokens i <= j give λ_j m_i, the others keep v_i
+    at_breaks = density * (mass_before + masses) + (value_total - value_before - values)
+    j = min(int(np.searchsorted(at_breaks, total, side="left")), len(values) - 1)
+    return (total - values[j:].sum()) / masses[:j].sum() if j > 0 else 0.0
 
 
 def _part_groups(p: np.ndarray, q: np.ndarray, tokens: np.ndarray, weight_total: float, clip: str):
@@ -272,15 +275,17 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule:
     group_last = np.cumsum(counts)
     group_first = group_last - counts
 
-    r = np.zeros(n)
-    held = token_group >= 0
-    owner = token_group[held]
-    r[held] = q[held] * group_weight[owner] / group_length[owner]
-    accept = np.where(r > 0, np.minimum(1.0, p / np.where(r > 0, r, 1.0)), 0.0)
+    density = np.append(group_weight / group_length, 0.0)  # index -1: undraftable tokens
+    r = q * density[token_group]
+    accept = np.zeros(n)
+    np.divide(p, r, out=accept, where=r > 0)
+    np.minimum(accept, 1.0, out=accept)
     excess = np.maximum(p - r, 0.0)
     mass = excess.sum()
     residual = excess / mass if mass > 0 else p.copy()
-    certificate = np.sort(cut)
+    in_cut = np.zeros(n, dtype=bool)
+    in_cut[cut] = True
+    certificate = np.flatnonzero(in_cut)
     certificate.flags.writeable = False
     return CurtainRule(
         k, n, p, q, r, optimum, certificate, accept, residual, token_group, start, end, group_first, group_last

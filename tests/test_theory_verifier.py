@@ -231,3 +231,58 @@ def test_positions_lie_in_the_token_sets(uniforms):
         group = rule.token_group[token]
         pieces = slice(rule.group_first[group], rule.group_last[group])
         assert np.any((rule.piece_start[pieces] <= position) & (position <= rule.piece_end[pieces]))
+
+
+def _hull_uniform(rule: CurtainRule) -> CurtainRule:
+    """WRONG twin: each group's positions uniform over its whole hull (the holes ignored)."""
+    start = np.minimum.reduceat(rule.piece_start, rule.group_first)
+    end = np.maximum.reduceat(rule.piece_end, rule.group_first)
+    size = np.arange(len(start))
+    return CurtainRule(**{**rule.__dict__, "piece_start": start, "piece_end": end, "group_first": size, "group_last": size + 1})
+
+
+@pytest.mark.statistical
+def test_sampled_output_is_the_target_and_a_broken_twin_is_caught():
+    """N = 30,000 runs of select -> accept/residual: the output frequencies match p (chi-square),
+    while the same step behind a hull-uniform layout (off by 0.2 in one token) is rejected."""
+    from scipy import stats
+
+    p = np.array([0.0773, 0.0161, 0.7235, 0.1529, 0.0303])
+    q = np.array([0.0, 0.2932, 0.3394, 0.1742, 0.1932])
+    p, q, k = p / p.sum(), q / q.sum(), 4
+    law = IID(q, k)
+    rule = optimal_selection_rule(p, law)
+
+    def output(chooser: CurtainRule, seed: int) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        tuples = law.sample(rng, 30_000)
+        chosen = tuples[np.arange(len(tuples)), chooser.choose(tuples, rng)]
+        keep = rng.random(len(chosen)) < rule.accept[chosen]
+        tokens = np.where(keep, chosen, rng.choice(len(p), size=len(chosen), p=rule.residual))
+        return np.bincount(tokens, minlength=len(p))
+
+    support = p > 0
+    good, bad = output(rule, 1), output(_hull_uniform(rule), 1)
+    assert good[~support].sum() == 0
+    assert stats.chisquare(good[support], p[support] * good.sum()).pvalue > 1e-3
+    assert stats.chisquare(bad[support], p[support] * bad.sum()).pvalue < 1e-6
+
+
+def test_failed_fit_falls_back_to_an_exact_law(monkeypatch):
+    """A layout gone wrong (here: NaN weights) must not give a wrong output law: the rule falls
+    back to one shared position set (a uniformly chosen draft, law q) and says so."""
+    from multidraft.theory import verifier
+
+    def broken_layout(mass, weight, k, lo, hi):
+        group, start, end, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
+        return group, start, end, np.full_like(realised_weight, np.nan), realised_length
+
+    from multidraft.theory._curtain import nested_layout
+
+    monkeypatch.setattr(verifier, "nested_layout", broken_layout)
+    p, law = np.array([0.5, 0.3, 0.2]), IID([0.2, 0.3, 0.5], 2)
+    rule = optimal_selection_rule(p, law)
+    assert rule.note is not None and "fell back" in rule.note
+    np.testing.assert_allclose(rule.selection_law, law.draft, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(enumerated_law(rule, law), law.draft, rtol=0, atol=1e-12)
+    assert rule.acceptance == pytest.approx(np.minimum(p, law.draft).sum(), abs=1e-15)

@@ -43,6 +43,8 @@ __all__ = ["CurtainRule", "optimal_selection_rule", "VERIFIER_LAWS"]
 
 #: Draft laws with an exact optimal verifier at any vocabulary size.
 VERIFIER_LAWS = ("iid",)
+#: Largest accepted shortfall of the realised acceptance below P* before falling back.
+FIT_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class CurtainRule:
         The pieces [start, end) of all sets, each group's pieces contiguous.
     group_first, group_last : ndarray [groups] int64
         First and one-past-last piece index of every group.
+    note : str or None
+        Set when the fit failed and the rule fell back to a uniformly chosen draft (lossless,
+        acceptance Σ min(p, q)); None normally.
     """
 
     k: int
@@ -87,6 +92,7 @@ class CurtainRule:
     piece_end: np.ndarray
     group_first: np.ndarray
     group_last: np.ndarray
+    note: str | None = None
 
     @property
     def acceptance(self) -> float:
@@ -265,28 +271,42 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule:
             token_group[pool] = groups + (0 if clip == "min" else len(free))
         if k == 1:  # w = 1: any tiling realises r = q; lay the groups side by side
             end = lo + np.cumsum(mass)
-            layouts.append((np.arange(len(mass)) + groups, end - mass, end, end - (end - mass), mass))
+            layouts.append((np.arange(len(mass)) + groups, end - mass, end, mass, mass))
         else:
             g, a, b, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
             layouts.append((g + groups, a, b, realised_weight, realised_length))
         groups += len(mass)
     group, start, end, group_weight, group_length = (np.concatenate(column) for column in zip(*layouts))
-    counts = np.bincount(group, minlength=groups)
+    in_cut = np.zeros(n, dtype=bool)
+    in_cut[cut] = True
+    certificate = np.flatnonzero(in_cut)
+    certificate.flags.writeable = False
+    rule = _rule(p, q, k, optimum, certificate, token_group, group, start, end, group_weight / group_length, None)
+    if np.isfinite(rule.selection_law).all() and rule.acceptance >= optimum - FIT_TOLERANCE:
+        return rule
+    # A failed fit (never seen; guards against rounding gone wrong): one shared position set,
+    # i.e. a uniformly chosen draft, whose law q is exact -- still lossless, acceptance Σ min(p, q).
+    shared = np.where(q > 0, 0, -1)
+    note = (
+        f"optimal verifier fit failed (acceptance {rule.acceptance:.6g} vs P* {optimum:.6g}); "
+        "fell back to a uniformly chosen draft (law q, single-draft acceptance)"
+    )
+    return _rule(p, q, k, optimum, certificate, shared, np.zeros(1, np.int64), np.zeros(1), np.ones(1), np.ones(1), note)
+
+
+def _rule(p, q, k, optimum, certificate, token_group, group, start, end, group_density, note) -> CurtainRule:
+    """The rule of a layout: its law ``r(y) = q(y) · (group weight / group length)`` and the
+    single-draft step for that r."""
+    counts = np.bincount(group, minlength=len(group_density))
     group_last = np.cumsum(counts)
     group_first = group_last - counts
-
-    density = np.append(group_weight / group_length, 0.0)  # index -1: undraftable tokens
-    r = q * density[token_group]
-    accept = np.zeros(n)
+    r = q * np.append(group_density, 0.0)[token_group]  # index -1: undraftable tokens
+    accept = np.zeros(len(p))
     np.divide(p, r, out=accept, where=r > 0)
     np.minimum(accept, 1.0, out=accept)
     excess = np.maximum(p - r, 0.0)
     mass = excess.sum()
     residual = excess / mass if mass > 0 else p.copy()
-    in_cut = np.zeros(n, dtype=bool)
-    in_cut[cut] = True
-    certificate = np.flatnonzero(in_cut)
-    certificate.flags.writeable = False
     return CurtainRule(
-        k, n, p, q, r, optimum, certificate, accept, residual, token_group, start, end, group_first, group_last
+        k, len(p), p, q, r, optimum, certificate, accept, residual, token_group, start, end, group_first, group_last, note
     )

@@ -20,6 +20,7 @@ asked).
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -93,6 +94,8 @@ class Optimal(ImportanceScheme):
         renormalised in float64 first, so float32 inputs are verified against exactly the
         distributions they hold.
         """
+        from concurrent.futures import ThreadPoolExecutor
+
         import torch
 
         from multidraft.schemes import _torch
@@ -103,16 +106,30 @@ class Optimal(ImportanceScheme):
         p_rows = target.double().cpu().numpy()
         q_rows = drafts[:, 0].double().cpu().numpy()
         x_rows = tokens.cpu().numpy()
+
+        # Rows with the same (p, q) share one fit (decoding repeats a node's distributions
+        # across the rows of a tree; tests verify many copies of one position).
+        keys = [p_rows[b].tobytes() + q_rows[b].tobytes() for b in range(batch)]
+        distinct = list(dict.fromkeys(keys))
+        members = {key: [] for key in distinct}
+        for b, key in enumerate(keys):
+            members[key].append(b)
+
+        def verify(key: bytes) -> None:
+            rows = np.array(members[key])
+            first = rows[0]
+            rule = optimal_selection_rule(p_rows[first] / p_rows[first].sum(), IID(q_rows[first], k, normalize=True))
+            chosen = x_rows[rows, np.argmin(rule.positions(x_rows[rows], uniforms[rows, :k]), axis=1)]
+            output[rows] = chosen
+            for b in rows[uniforms[rows, k] >= rule.accept[chosen]]:
+                rejected[int(b)] = rule.residual
+
         output = np.empty(batch, dtype=np.int64)
-        rejected = []
-        for b in range(batch):
-            p = p_rows[b] / p_rows[b].sum()
-            rule = optimal_selection_rule(p, IID(q_rows[b], k, normalize=True))
-            position = rule.positions(x_rows[b : b + 1], uniforms[b : b + 1, :k])
-            chosen = int(x_rows[b, int(np.argmin(position))])
-            output[b] = chosen
-            if uniforms[b, k] >= rule.accept[chosen]:
-                rejected.append((b, rule.residual))
+        rejected: dict[int, np.ndarray] = {}
+        # The fits release the GIL (numpy sorts, the compiled pass): distinct rows run in threads.
+        with ThreadPoolExecutor(max_workers=min(len(distinct), os.cpu_count() or 1)) as pool:
+            list(pool.map(verify, distinct))
+        rejected = sorted(rejected.items())
         result = torch.as_tensor(output, device=target.device)
         if rejected:
             rows = torch.as_tensor([b for b, _ in rejected], device=target.device)

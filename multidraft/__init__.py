@@ -7,4 +7,13 @@ Subpackages, in import order (each imports only those before it):
 """
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["__version__", "ProblemTooLargeError"]
+
+
+def __getattr__(name: str) -> object:
+    """``multidraft.ProblemTooLargeError``, imported on first use so ``import multidraft`` stays light."""
+    if name == "ProblemTooLargeError":
+        from multidraft.theory.limits import ProblemTooLargeError
+
+        return ProblemTooLargeError
+    raise AttributeError(f"module 'multidraft' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""Shared test configuration: hypothesis profiles and strategies for distributions.
+"""Shared test configuration: hypothesis profiles, and the ``cli`` fixture that runs the
+installed console script.
 
 Profiles: ``ci`` (the default under CI=true: derandomised, so a run is reproducible) and
 ``dev`` (more examples locally). Select with ``HYPOTHESIS_PROFILE=dev``.
@@ -6,8 +7,16 @@ Profiles: ``ci`` (the default under CI=true: derandomised, so a run is reproduci
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sysconfig
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -15,3 +24,41 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line as users run it: the installed console script in a subprocess.
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """Exit status and everything the process wrote to its file descriptors 1 and 2."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> object:
+        """The whole of stdout parsed as one JSON document (fails on any stray byte)."""
+        return json.loads(self.stdout)
+
+
+def console_script() -> str:
+    """The installed ``multidraft`` script of this Python environment (not a shim on PATH)."""
+    script = Path(sysconfig.get_path("scripts")) / "multidraft"
+    found = str(script) if script.is_file() else shutil.which("multidraft")
+    assert found, "the multidraft console script is not installed (pip install -e .)"
+    return found
+
+
+def run_cli(*argv: str, timeout: float = 600) -> CliResult:
+    """Run ``multidraft ARGV...`` as a user would, in a fresh process (the code under test is
+    the one on ``PYTHONPATH`` when set, which the subprocess inherits)."""
+    done = subprocess.run([console_script(), *argv], capture_output=True, text=True, timeout=timeout)
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """``cli("acceptance", "--json")``: run the installed console script, see :func:`run_cli`."""
+    return run_cli

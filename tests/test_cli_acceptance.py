@@ -1,32 +1,42 @@
-"""The ``multidraft acceptance`` command: the JSON contract, exactness and one-line errors."""
+"""The ``multidraft acceptance`` command, run as the installed console script: the JSON
+contract, the optimum always present, exactness and one-line errors."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
 
-from multidraft.cli import main
 from multidraft.schemes import SCHEMES
 from multidraft.theory import IID, optimal_acceptance
 
 
-def run_json(capsys, *argv):
-    assert main(["acceptance", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+def run_json(cli, *argv):
+    result = cli("acceptance", *argv, "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    return result.json()
 
 
-def test_builtin_example_is_khisti_uniform_case(capsys):
-    out = run_json(capsys, "--exact")
+def test_builtin_example_is_khisti_uniform_case(cli):
+    out = run_json(cli, "--exact")
     assert out["law"] == "iid" and out["k"] == 2 and out["n"] == 3
     assert out["acceptance"] == {"optimal": "1/1", "single": "5/6"}
 
 
-def test_exact_values_are_exact_fractions(capsys):
-    out = run_json(capsys, "--target", "12/25,6/25,4/25,3/25", "--draft", "1/4,1/4,1/4,1/4", "--k", "2", "--exact", "--scheme", "all")
+def test_optimum_is_reported_beside_any_requested_schemes(cli):
+    """Issue 15: ``--scheme specinfer --scheme spectr`` used to drop the optimum."""
+    out = run_json(cli, "--target", "12/25,6/25,4/25,3/25", "--draft", "1/4,1/4,1/4,1/4", "--k", "2",
+                   "--scheme", "specinfer", "--scheme", "spectr")  # fmt: skip
+    assert list(out["acceptance"]) == ["optimal", "specinfer", "spectr"]
+    expected = optimal_acceptance(["12/25", "6/25", "4/25", "3/25"], IID(["1/4"] * 4, 2)).value
+    assert out["acceptance"]["optimal"] == pytest.approx(expected, abs=1e-12)
+    text = cli("acceptance", "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2", "--scheme", "spectr")
+    assert [line.split()[0] for line in text.stdout.splitlines()[2:]] == ["optimal", "spectr"]
+
+
+def test_exact_values_are_exact_fractions(cli):
+    out = run_json(cli, "--target", "12/25,6/25,4/25,3/25", "--draft", "1/4,1/4,1/4,1/4", "--k", "2", "--exact", "--scheme", "all")
     law = IID(["1/4"] * 4, 2)
     assert Fraction(out["acceptance"]["optimal"]) == optimal_acceptance(["12/25", "6/25", "4/25", "3/25"], law, exact=True).value
     assert Fraction(out["acceptance"]["single"]) == Fraction(77, 100)  # Σ min(p, q) = 3/25 + 4/25 + 1/4 + 1/4
@@ -34,26 +44,28 @@ def test_exact_values_are_exact_fractions(capsys):
     assert all(not SCHEMES[name].exact_capable for name in out["skipped"])
 
 
-def test_scheme_all_lists_every_applicable_scheme(capsys):
-    out = run_json(capsys, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--k", "2", "--scheme", "all")
+def test_scheme_all_lists_every_applicable_scheme(cli):
+    out = run_json(cli, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--k", "2", "--scheme", "all")
     assert {"optimal", "single", "specinfer", "spectr"} <= set(out["acceptance"])
     values = out["acceptance"]
     assert all(values[name] <= values["optimal"] + 1e-9 for name in values)
 
 
-def test_repeated_draft_means_independent(capsys):
-    out = run_json(capsys, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--draft", "0.6,0.2,0.2")
+def test_repeated_draft_means_independent(cli):
+    out = run_json(cli, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--draft", "0.6,0.2,0.2")
     assert out["law"] == "independent" and out["k"] == 2
 
 
-def test_wor_with_k_above_n_is_refused(capsys):
-    assert main(["acceptance", "--target", "0.5,0.5", "--draft", "0.9,0.1", "--k", "3", "--law", "wor"]) == 2
-    assert "without replacement needs k <= n" in capsys.readouterr().err
+def test_wor_with_k_above_n_is_refused(cli):
+    result = cli("acceptance", "--target", "0.5,0.5", "--draft", "0.9,0.1", "--k", "3", "--law", "wor")
+    assert result.returncode == 2
+    assert "without replacement needs k <= n" in result.stderr
 
 
-def test_readable_table_shows_values_and_fractions_of_the_optimum(capsys):
-    assert main(["acceptance", "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2"]) == 0
-    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[2:]}
+def test_readable_table_shows_values_and_fractions_of_the_optimum(cli):
+    result = cli("acceptance", "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2")
+    assert result.returncode == 0 and result.stderr == ""
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[2:]}
     assert float(rows["optimal"][0]) == pytest.approx(0.85) and rows["optimal"][1] == "1.0000"
     assert float(rows["single"][0]) == pytest.approx(0.6) and float(rows["single"][1]) == pytest.approx(0.6 / 0.85, abs=1e-4)
 
@@ -70,10 +82,10 @@ BAD_ARGS = [
 
 
 @pytest.mark.parametrize("argv, message", BAD_ARGS)
-def test_bad_input_is_one_line_and_nonzero(argv, message):
+def test_bad_input_is_one_line_and_nonzero(cli, argv, message):
     """A clear one-line message on stderr, exit status 2, no traceback (run as a real process)."""
-    result = subprocess.run([sys.executable, "-m", "multidraft", "acceptance", *argv], capture_output=True, text=True)
-    assert result.returncode == 2
+    result = cli("acceptance", *argv)
+    assert result.returncode == 2 and result.stdout == ""
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

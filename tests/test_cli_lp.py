@@ -1,30 +1,33 @@
-"""The ``multidraft lp`` sub-command: text and JSON output, laws, plan, and errors."""
+"""The ``multidraft lp`` sub-command, run as the installed console script: text and JSON
+output, laws, plan, errors, and a solver that stays silent unless ``--verbose``."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 
-from multidraft.cli import main
+
+def run_json(cli, *argv: str) -> dict:
+    result = cli("lp", *argv, "--json")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return result.json()
 
 
-def run_json(capsys, *argv: str) -> dict:
-    assert main(["lp", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+def run_text(cli, *argv: str) -> str:
+    result = cli("lp", *argv)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return result.stdout
 
 
-def test_reference_case_text(capsys):
-    assert main(["lp", "--target", "1/3,1/6,1/2", "--draft", "1/3,1/3,1/3", "--k", "2"]) == 0
-    out = capsys.readouterr().out
+def test_reference_case_text(cli):
+    out = run_text(cli, "--target", "1/3,1/6,1/2", "--draft", "1/3,1/3,1/3", "--k", "2")
     assert "optimal acceptance  1" in out and "(min-cut 1," in out
     assert "status              optimal (HIGHS)" in out
     assert "18 variables, 8 equality constraints" in out
 
 
-def test_json_keys_and_values(capsys):
-    result = run_json(capsys, "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2")
+def test_json_keys_and_values(cli):
+    result = run_json(cli, "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2")
     assert {"optimal", "status", "seconds"} <= set(result)
     assert "plan" not in result
     np.testing.assert_allclose(result["optimal"], 0.85, atol=1e-9)  # min-cut at T = {1}: 0.1 + 1 - 0.25
@@ -34,14 +37,14 @@ def test_json_keys_and_values(capsys):
 
 
 @pytest.mark.parametrize("law", ["iid", "wor", "greedy", "independent"])
-def test_every_law_matches_the_min_cut(capsys, law):
-    result = run_json(capsys, "--target", "0.1,0.2,0.3,0.4", "--draft", "0.4,0.3,0.2,0.1", "--k", "2", "--law", law)
+def test_every_law_matches_the_min_cut(cli, law):
+    result = run_json(cli, "--target", "0.1,0.2,0.3,0.4", "--draft", "0.4,0.3,0.2,0.1", "--k", "2", "--law", law)
     assert result["law"] == law
     np.testing.assert_allclose(result["optimal"], result["min_cut"], atol=1e-7)
 
 
-def test_repeated_drafts_mean_independent_and_plan(capsys):
-    result = run_json(capsys, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--draft", "0.6,0.2,0.2", "--plan")
+def test_repeated_drafts_mean_independent_and_plan(cli):
+    result = run_json(cli, "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--draft", "0.6,0.2,0.2", "--plan")
     assert (result["law"], result["k"]) == ("independent", 2)
     plan = result["plan"]
     coupling = np.array(plan["coupling"])
@@ -54,9 +57,8 @@ def test_repeated_drafts_mean_independent_and_plan(capsys):
     np.testing.assert_allclose(plan["importance_acceptance"], result["optimal"], atol=1e-7)
 
 
-def test_plan_text(capsys):
-    assert main(["lp", "--target", "1/3,1/6,1/2", "--draft", "1/3,1/3,1/3", "--k", "2", "--plan"]) == 0
-    out = capsys.readouterr().out
+def test_plan_text(cli):
+    out = run_text(cli, "--target", "1/3,1/6,1/2", "--draft", "1/3,1/3,1/3", "--k", "2", "--plan")
     assert "coupling pi(x, y) and importance weights beta (per multiset position)" in out
     assert "(1, 2)" in out and "intermediate r:" in out
 
@@ -75,9 +77,18 @@ def test_plan_text(capsys):
     ],
     ids=["missing-k", "k-mismatch", "law-with-repeated-drafts", "solver", "bad-sum", "unparsable", "k-zero", "too-large"],
 )
-def test_errors_exit_2_with_one_line(capsys, argv, message):
-    assert main(["lp", *argv]) == 2
-    err = capsys.readouterr().err
+def test_errors_exit_2_with_one_line(cli, argv, message):
+    result = cli("lp", *argv)
+    assert result.returncode == 2 and result.stdout == ""
+    err = result.stderr
     assert err.startswith("multidraft lp: error: ")
     assert message in err
     assert err.count("\n") == 1
+
+
+def test_verbose_sends_the_solver_log_to_stderr_only(cli):
+    """``--verbose`` lets the solver's log through, on stderr, so ``--json`` still parses."""
+    result = cli("lp", "--target", "0.9,0.1", "--draft", "0.5,0.5", "--k", "2", "--json", "--verbose")
+    assert result.returncode == 0
+    assert result.json()["status"] == "optimal"
+    assert "HiGHS" in result.stderr

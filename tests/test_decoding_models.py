@@ -108,12 +108,12 @@ def test_default_model_path_is_the_bundled_gguf():
 # CLI
 
 
-def test_cli_measure_json(tiny_dir, capsys):
+def test_cli_measure_json(tiny_dir, capfd):
     status = main(
         ["measure", "--target", str(tiny_dir), "--k", "2", "--length", "2", "--max-new-tokens", "6",
          "--prompt", "a b", "--prompt", "c", "--draft-temperature", "1.0", "2.0", "--json", "--threads", "1"]
     )  # fmt: skip
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     assert status == 0
     summary = json.loads(captured.out)
     for key in ("empirical_acceptance", "expected_acceptance", "optimal_acceptance", "ci95", "positions",
@@ -124,9 +124,9 @@ def test_cli_measure_json(tiny_dir, capsys):
     assert "measure" in captured.err  # the progress bar
 
 
-def test_cli_measure_table(tiny_dir, capsys):
+def test_cli_measure_table(tiny_dir, capfd):
     status = main(["measure", "--model", str(tiny_dir), "--early-exit", "1", "--max-new-tokens", "4", "--prompt", "a"])
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert status == 0
     assert "[:1 layers]" in out.splitlines()[0]
     assert "empirical acceptance" in out and "optimal acceptance" in out
@@ -142,18 +142,18 @@ BAD_CLI = [
 
 
 @pytest.mark.parametrize("extra, message", [c[1:] for c in BAD_CLI], ids=[c[0] for c in BAD_CLI])
-def test_cli_measure_bad_input(tiny_dir, capsys, extra, message):
+def test_cli_measure_bad_input(tiny_dir, capfd, extra, message):
     status = main(["measure", "--target", str(tiny_dir), "--prompt", "a", *extra])
     assert status == 2
-    last = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
+    last = capfd.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
     assert last.startswith("multidraft measure: error: ") and message in last
 
 
-def test_cli_measure_unknown_model(capsys, monkeypatch):
+def test_cli_measure_unknown_model(capfd, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     status = main(["measure", "--target", "no-such-org/no-such-model-xyz"])
     assert status == 2
-    assert "could not be downloaded" in capsys.readouterr().err
+    assert "could not be downloaded" in capfd.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------

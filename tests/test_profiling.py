@@ -152,7 +152,7 @@ def test_model_without_cache_needs_context_zero():
     assert profile_latency(NoCache(), context=0, repeats=1, warmup=0).seconds.shape == (3, 4)
 
 
-def test_profile_command_prints_the_table(tiny_llama, monkeypatch, capsys):
+def test_profile_command_prints_the_table(tiny_llama, monkeypatch, capfd):
     import json
 
     from multidraft.cli import main
@@ -162,10 +162,10 @@ def test_profile_command_prints_the_table(tiny_llama, monkeypatch, capsys):
     monkeypatch.setattr(models, "load_model", lambda spec, device="auto": loaded)
     argv = ["profile", "--batch-sizes", "1,2", "--token-counts", "1,3", "--context", "4", "--repeats", "1", "--warmup", "0"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert out.startswith("tiny on cpu: median ms per forward call") and len(out.strip().splitlines()) == 4
     assert main([*argv, "--json", "--layers", "1"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    result = json.loads(capfd.readouterr().out)
     assert result["name"] == "tiny[:1 layers]" and np.array(result["seconds"]).shape == (2, 2)
     assert main(["profile", "--batch-sizes", "1,1", *argv[3:]]) == 2
-    assert "batch_sizes: expected at least two strictly increasing" in capsys.readouterr().err
+    assert "batch_sizes: expected at least two strictly increasing" in capfd.readouterr().err

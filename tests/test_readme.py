@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from multidraft.cli import main
-
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -66,9 +64,10 @@ FAST = [c for c in _tour_commands() if c[0] in ("acceptance", "lp", "cones", "sp
 
 
 @pytest.mark.parametrize("argv", FAST, ids=[" ".join(c)[:40] for c in FAST])
-def test_cli_tour_command_runs(argv, capsys):
-    assert main(argv) == 0
-    assert capsys.readouterr().out.strip()
+def test_cli_tour_command_runs(argv, cli):
+    result = cli(*argv)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.strip()
 
 
 def test_every_tour_command_is_a_known_subcommand():

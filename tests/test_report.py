@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multidraft.cli import main
 from multidraft.report import (
     FIGURE2_FAMILY,
     Document,
@@ -371,49 +370,38 @@ def test_wilson_interval_against_the_closed_form_and_coverage_twin():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_cli_refuses_non_empty_out_without_force(tmp_path, capsys):
+def one_line_error(result) -> str:
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    return result.stderr
+
+
+def test_cli_refuses_non_empty_out_without_force(tmp_path, cli):
     (tmp_path / "x").write_text("")
-    assert main(["report", "--out", str(tmp_path)]) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "pass --force" in error and "Traceback" not in error
+    assert "pass --force" in one_line_error(cli("report", "--out", str(tmp_path)))
 
 
-def test_cli_unwritable_out_is_one_line(tmp_path, capsys):
+def test_cli_unwritable_out_is_one_line(tmp_path, cli):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert main(["report", "--out", str(blocker / "sub")]) == 2
-    assert "multidraft report: error: --out: cannot write to" in capsys.readouterr().err
+    error = one_line_error(cli("report", "--out", str(blocker / "sub")))
+    assert "multidraft report: error: --out: cannot write to" in error
 
 
-def test_cli_draft_needs_target(tmp_path, capsys):
-    assert main(["report", "--out", str(tmp_path / "r"), "--draft", "x"]) == 2
-    assert "--draft: a draft model needs --target" in capsys.readouterr().err
-    assert main(["report", "--out", str(tmp_path / "r"), "--target", "x"]) == 2
-    assert "--target: also give --draft" in capsys.readouterr().err
+def test_cli_draft_needs_target(tmp_path, cli):
+    assert "--draft: a draft model needs --target" in one_line_error(cli("report", "--out", str(tmp_path / "r"), "--draft", "x"))
+    assert "--target: also give --draft" in one_line_error(cli("report", "--out", str(tmp_path / "r"), "--target", "x"))
 
 
-def test_cli_model_and_target_are_exclusive(tmp_path):
-    with pytest.raises(SystemExit):
-        main(["report", "--model", "default", "--target", "x", "--draft", "y"])
+def test_cli_model_and_target_are_exclusive(cli):
+    error = one_line_error(cli("report", "--model", "default", "--target", "x", "--draft", "y"))
+    assert "not allowed with argument --model" in error
 
 
-def test_cli_unknown_model_gives_the_loader_error(tmp_path, capsys):
+def test_cli_unknown_model_gives_the_loader_error(tmp_path, cli):
     pytest.importorskip("torch")
-    assert main(["report", "--out", str(tmp_path / "r"), "--model", str(tmp_path / "no-such-model")]) == 2
-    error = capsys.readouterr().err
-    assert "no such file or directory" in error and "Traceback" not in error
-
-
-@pytest.mark.slow
-def test_cli_default_report(tmp_path, capsys):
-    out = tmp_path / "report"
-    assert main(["report", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out.split()
-    assert printed == [str(out / "report.md"), str(out / "report.html"), str(out / "results.json")]
-    results = json.loads((out / "results.json").read_text())
-    assert results["config"]["n"] == 49152
-    assert [r["k"] for r in results["sections"]["gap_table"]["rows"][:15:5]] == [2, 4, 8]
-    assert f"Built in **{results['timings']['wall_seconds']:.1f} s**" in (out / "report.md").read_text()
+    error = one_line_error(cli("report", "--out", str(tmp_path / "r"), "--model", str(tmp_path / "no-such-model")))
+    assert "no such file or directory" in error
 
 
 @pytest.mark.slow

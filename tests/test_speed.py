@@ -361,16 +361,16 @@ def test_bad_input_raises(call, match):
 # ---------------------------------------------------------------- the speedup command
 
 
-def run_cli(capsys, *argv):
+def run_cli(capfd, *argv):
     from multidraft.cli import main
 
     status = main(["speedup", *argv])
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     return status, captured.out, captured.err
 
 
-def test_cli_single_chain_json(capsys):
-    status, out, _ = run_cli(capsys, "--acceptance", "0.8", "--length", "4", "--cost-ratio", "0.05", "--json")
+def test_cli_single_chain_json(capfd):
+    status, out, _ = run_cli(capfd, "--acceptance", "0.8", "--length", "4", "--cost-ratio", "0.05", "--json")
     assert status == 0
     result = json.loads(out)
     assert set(result) == {"block_efficiency", "walltime_improvement", "best_length"}
@@ -380,16 +380,16 @@ def test_cli_single_chain_json(capsys):
     assert result["best_length"] == int(np.argmax(scan)) + 1
 
 
-def test_cli_tree_json_and_text(capsys):
+def test_cli_tree_json_and_text(capfd):
     argv = ["--acceptance", "0.6,0.75,0.8", "--k", "3", "--length", "4", "--cost-ratio", "0.1", "--survival", "0.2"]
-    status, out, _ = run_cli(capsys, *argv, "--json")
+    status, out, _ = run_cli(capfd, *argv, "--json")
     assert status == 0
     result = json.loads(out)
     efficiency = tree_block_efficiency([0.6, 0.75, 0.8], 4, 0.2)
     np.testing.assert_allclose(result["block_efficiency"], efficiency, rtol=1e-12)
     np.testing.assert_allclose(result["walltime_improvement"], efficiency / (4 * 0.1 + 1), rtol=1e-12)
     assert result["best_length"] == best_length([0.6, 0.75, 0.8], 0.1, survival=0.2).best_length
-    status, out, _ = run_cli(capsys, *argv)
+    status, out, _ = run_cli(capfd, *argv)
     assert status == 0 and "i.i.d. tree, K=3" in out and "block efficiency" in out
 
 
@@ -404,8 +404,8 @@ def test_cli_tree_json_and_text(capsys):
     ],
     ids=["alpha-above-one", "length-zero", "cost-negative", "k-mismatch", "k-zero"],
 )
-def test_cli_bad_input_is_one_line_error(capsys, argv, message):
-    status, out, err = run_cli(capsys, *argv)
+def test_cli_bad_input_is_one_line_error(capfd, argv, message):
+    status, out, err = run_cli(capfd, *argv)
     assert status == 2 and out == ""
     assert err.startswith("multidraft speedup: error: ") and len(err.strip().splitlines()) == 1
     assert re.search(message, err)

@@ -190,12 +190,12 @@ BAD_LAWS = [
     pytest.param(lambda: Deterministic([0], 0), "vocabulary size", id="deterministic-n"),
     pytest.param(lambda: IID([0.5, -0.5, 1.0], 2), "draft: contains negative", id="negative-draft"),
     pytest.param(lambda: IID(np.full(30, 1 / 30), 2).containment_all_subsets(), "limit", id="subsets-limit"),
-    pytest.param(lambda: IID(np.full(3000, 1 / 3000), 3).enumerate(), "enumeration limit", id="enumeration-limit"),
+    pytest.param(lambda: IID(np.full(3000, 1 / 3000), 3).enumerate(), "limit ENUMERATION_LIMIT=2,000,000", id="enumeration-limit"),
     pytest.param(lambda: IID([0.5, 0.5], 2).marginal(2), r"position: the iid law with k=2 has draft positions 0\.\.1, got 2", id="position-above-k"),
     pytest.param(lambda: IID([0.5, 0.5], 2).marginal(-1), "position: must be an integer >= 0, got -1", id="position-negative"),
     pytest.param(lambda: Independent([[0.5, 0.5]]).marginal(True), "position: must be an integer >= 0, got True", id="position-bool"),
     pytest.param(lambda: IID([0.5, 0.5], 2).marginal(0, exact=True), "exact mode needs draft probabilities", id="marginal-not-exact"),
-    pytest.param(lambda: WithoutReplacement(np.full(3000, 1 / 3000), 3).marginal(1), "enumeration limit", id="wor-marginal-too-large"),
+    pytest.param(lambda: WithoutReplacement(np.full(3000, 1 / 3000), 3).marginal(1), "limit ENUMERATION_LIMIT=2,000,000", id="wor-marginal-too-large"),
 ]
 
 

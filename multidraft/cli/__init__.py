@@ -5,17 +5,27 @@ Each sub-command lives in its own module of this package and exposes
 ``run(args) -> int``. Library imports happen inside ``run`` so that ``multidraft --help``
 stays fast and light.
 
-Errors that come from bad input (``ValueError``), failed solvers (``RuntimeError``),
-missing optional dependencies (``ImportError``) or files (``OSError``) are printed as one
-line on stderr with exit status 2 -- never as a traceback.
+The contract a script can rely on:
+
+* ``--json`` prints exactly one JSON document on stdout and nothing else; solvers print
+  nothing unless ``--verbose`` (their log then goes to the terminal as they write it);
+  progress bars and notes go to stderr.
+* Bad input -- a bad value (``ValueError``), a failed solver (``RuntimeError``), a missing
+  optional dependency (``ImportError``), a file problem (``OSError``) or an unparsable option --
+  is one line on stderr, ``multidraft COMMAND: error: ...``, with exit status 2, never a
+  traceback. An interrupt (Ctrl-C) exits with status 130 and one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from multidraft import __version__
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMAND_MODULES = (
@@ -28,18 +38,56 @@ COMMAND_MODULES = (
     "report",
 )
 
+#: Advice in library messages that has different words on the command line.
+_CLI_WORDING = (("; pass normalize=True to rescale", "; give entries that sum to 1 (e.g. fractions such as 1/3)"),)
+
+
+class LazyHelp:
+    """A help text computed only when help is shown (e.g. the scheme names, which need the
+    scheme registry and therefore numpy; every other use of the parser skips that import)."""
+
+    def __init__(self, text: Callable[[], str]) -> None:
+        self.text = text
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` with a one-line error and help texts resolved on demand."""
+
+    def error(self, message: str):  # type: ignore[override]
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` on stderr and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def format_help(self) -> str:
+        for action in self._actions:
+            if isinstance(action.help, LazyHelp):
+                action.help = action.help.text()
+        return super().format_help()
+
+
+def add_verbose(parser: argparse.ArgumentParser) -> None:
+    """The ``--verbose`` flag of the sub-commands that run a solver."""
+    parser.add_argument("--verbose", action="store_true", help="let the LP solver print its log (silent by default)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every available sub-command."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="multidraft",
         description="Exact theory, LPs, schemes and real-model measurements for "
         "multi-draft speculative sampling.",
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"multidraft {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"multidraft.cli.{name}").register(subparsers)
     return parser
+
+
+def _one_line(error: BaseException) -> str:
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    for api, cli in _CLI_WORDING:
+        message = message.replace(api, cli)
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,11 +95,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        solvers = contextlib.nullcontext()
+        if getattr(args, "verbose", False):
+            from multidraft.lp import solver_output
+
+            solvers = solver_output(True)
+        with solvers:
+            return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader of a pipe stopped early (| head): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (ValueError, RuntimeError, ImportError, OSError) as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        print(f"multidraft {args.command}: error: {message}", file=sys.stderr)
+        print(f"multidraft {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"multidraft {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,9 +10,10 @@ Without ``--target`` the built-in example of Khisti et al. (ICLR 2025) is used:
 p = (1/3, 1/6, 1/2), q uniform on three tokens, K = 2 — optimal acceptance exactly one
 although TV(p, q) = 1/6.
 
-The schemes default to ``optimal`` and ``single``; ``single`` is the single-draft baseline
-(speculative sampling with one draft from the first draft distribution, Σ min(p, q)), whatever
-K is. ``--scheme all`` lists every registered scheme that applies to the law. ``--exact`` gives
+The optimum is always reported, first, beside the schemes asked for (default: ``single``, the
+single-draft baseline -- speculative sampling with one draft from the first draft
+distribution, Σ min(p, q) -- whatever K is). ``--scheme all`` lists every registered scheme
+that applies to the law. ``--exact`` gives
 exact fractions ("num/den" strings in ``--json``) for the schemes that allow it; with
 ``--scheme all`` the others are listed under ``"skipped"``.
 """
@@ -22,13 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from multidraft.cli import LazyHelp, add_verbose
 from multidraft.cli._laws import LAWS, build_law
 
 #: The built-in example: Khisti et al., Section 3 (uniform draft, acceptance one).
 EXAMPLE_TARGET = "1/3,1/6,1/2"
 EXAMPLE_DRAFT = "1/3,1/3,1/3"
 EXAMPLE_K = 2
-DEFAULT_SCHEMES = ("optimal", "single")
+DEFAULT_SCHEMES = ("single",)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,16 +50,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--k", type=int, default=None, help="number of drafts K (needed with a single --draft)")
     parser.add_argument("--law", choices=LAWS, default=None, help="draft law (default iid)")
-    parser.add_argument(
-        "--scheme",
-        action="append",
-        help="scheme name (repeatable), or 'all' for every scheme that applies; default: optimal and single",
-    )
+    parser.add_argument("--scheme", action="append", metavar="NAME", help=LazyHelp(_scheme_help))
     parser.add_argument("--s", type=int, default=None, help="truncation size s for truncated-lp and multistage")
     parser.add_argument("--rank-key", choices=("published", "ratio"), default=None, help="ranking key for truncated-lp")
     parser.add_argument("--exact", action="store_true", help="exact fractions (inputs must be fractions)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_verbose(parser)
     parser.set_defaults(func=run)
+
+
+def _scheme_help() -> str:
+    from multidraft.schemes import SCHEMES
+
+    return (
+        "scheme to put beside the optimum (repeatable): one of " + ", ".join(SCHEMES) + "; or 'all' for every "
+        "scheme that applies to the law; default: single. The optimum is always reported."
+    )
 
 
 def _scheme_options(name: str, args: argparse.Namespace) -> dict:
@@ -107,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     law = build_law(drafts, k, args.law)
     target = parse_distribution(target_text, "target")
 
-    requested = args.scheme or list(DEFAULT_SCHEMES)
+    requested = ["optimal", *(args.scheme or DEFAULT_SCHEMES)]
     skipped: list[str] = []
     if "all" in requested:
         requested = ["optimal", "single"] + [name for name in schemes_for(law) if name != "single"]

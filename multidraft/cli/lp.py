@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from multidraft.cli import add_verbose
 from multidraft.cli._laws import LAWS, build_law
-
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--solver", default="HIGHS", help="cvxpy solver name (default HIGHS)")
     parser.add_argument("--plan", action="store_true", help="also print the coupling and the importance weights")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
+    add_verbose(parser)
     parser.set_defaults(func=run)
 
 

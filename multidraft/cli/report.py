@@ -10,7 +10,10 @@ add the real-model section. The output directory is checked before any work star
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+
+from multidraft.cli import add_verbose
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     models.add_argument("--target", metavar="ID", help="target model for the real-model section (with --draft)")
     parser.add_argument("--draft", metavar="ID", help="draft model for the real-model section (with --target)")
+    parser.add_argument("--json", action="store_true", help="print the written paths and the build time as one JSON object")
+    add_verbose(parser)
     parser.set_defaults(func=run)
 
 
@@ -51,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     out = prepare_output(args.out, force=args.force)
     report = build_report(config, progress=True)
     written = write_report_files(report.document, report.results, out)
+    if args.json:
+        print(json.dumps({kind: str(written[kind]) for kind in ("markdown", "html", "json")} | {"seconds": report.seconds}))
+        return 0
     print(f"report written to {written['html'].parent} in {report.seconds:.1f} s", file=sys.stderr)
     for kind in ("markdown", "html", "json"):
         print(written[kind])

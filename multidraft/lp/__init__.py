@@ -1,10 +1,12 @@
 """Optimisation-backed results: the optimal-transport LP over draft tuples, the
 importance-weighted LP of Theorem 1, its truncation (Section 4) and multi-stage K > 2.
 
-Needs the ``lp`` extra (cvxpy with HiGHS); the truncated LP uses scipy's HiGHS directly.
+Needs the ``lp`` extra (cvxpy with HiGHS); the truncated LP calls HiGHS directly. Solvers are
+silent unless ``verbose=True`` (or inside :func:`solver_output`); every LP checks its size
+before building anything and raises :class:`ProblemTooLargeError` beyond the limits.
 """
 
-from multidraft.lp._solve import ProblemTooLargeError, SolverError
+from multidraft.lp._solve import ProblemTooLargeError, SolverError, solver_output
 from multidraft.lp.importance import (
     ImportanceSelection,
     MultistageSelection,
@@ -22,6 +24,7 @@ from multidraft.lp.transport import TransportSolution, transport_lp
 __all__ = [
     "SolverError",
     "ProblemTooLargeError",
+    "solver_output",
     "TransportSolution",
     "transport_lp",
     "ImportanceSelection",

@@ -1,23 +1,53 @@
-"""Shared solver plumbing for the LPs of :mod:`multidraft.lp`: errors, size guard, cvxpy call.
+"""Shared solver plumbing for the LPs of :mod:`multidraft.lp`: errors, size guard, silence, cvxpy call.
 
-Every LP here is solved through one gate, :func:`solve`, which accepts only an ``optimal``
-status; callers then re-check the returned point (marginals, bounds, objective) before they
-return a number (STYLE.md, "Never trust a solver's word alone").
+Every LP here is solved through one gate, :func:`solve` (or :func:`solve_small_lp`), which
+accepts only an ``optimal`` status; callers then re-check the returned point (marginals,
+bounds, objective) before they return a number (STYLE.md, "Never trust a solver's word alone").
+
+**Size.** Before anything is built, each LP estimates its variables, constraints and memory
+(:func:`lp_size`) and refuses through the one guard of :mod:`multidraft.theory.limits`
+(:class:`ProblemTooLargeError`, naming the limit and the faster route).
+
+**Silence.** Solvers print nothing unless asked: every solve runs with the process's file
+descriptors 1 and 2 pointed at ``os.devnull`` (:func:`silenced`), because C libraries write
+there directly -- HiGHS >= 1.16 prints its banner from C at the first solve, whatever cvxpy's
+``verbose`` says -- and Python-level redirection (``contextlib.redirect_stdout``) does not
+reach them. ``verbose=True`` on an LP function, or :func:`solver_output` around any code
+(the CLI's ``--verbose``), lets the solver's log through instead, on standard error, so that
+standard output (``--json``) stays clean either way.
+
+**Progress.** An LP large enough to take more than a few seconds (:data:`SLOW_VARIABLES`)
+shows a bar on stderr while the solver runs, unless ``progress=False``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import sys
 import time
+import warnings
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 import numpy as np
+
+from multidraft.theory.limits import MAX_MEMORY, MAX_VARIABLES, ProblemTooLargeError, SizeEstimate, check_size
 
 __all__ = [
     "SolverError",
     "ProblemTooLargeError",
     "MAX_VARIABLES",
+    "CVXPY_BYTES_PER_VARIABLE",
+    "SLOW_VARIABLES",
     "FEASIBILITY_TOLERANCE",
-    "check_size",
+    "lp_size",
     "check_solver",
+    "solver_output",
+    "resolve_verbose",
+    "silenced",
+    "solving_bar",
     "solve",
     "certify",
     "SMALL_LP_BACKENDS",
@@ -25,10 +55,14 @@ __all__ = [
     "as_target",
 ]
 
-#: Default limit on the number of LP variables built before :class:`ProblemTooLargeError`.
-MAX_VARIABLES = 2_000_000
 #: Largest accepted violation of a marginal / bound when a solver's point is re-checked.
 FEASIBILITY_TOLERANCE = 1e-6
+#: Peak memory per LP variable through cvxpy and HiGHS, measured on the transport LP
+#: (about 600 MiB at 505,000 variables, 1.1 GiB at 1.1 million).
+CVXPY_BYTES_PER_VARIABLE = 1200
+#: LPs with at least this many variables show a progress bar (the transport LP takes about
+#: 3 s at 30,000 variables and 20 s at 150,000 on one core of the development machine).
+SLOW_VARIABLES = 20_000
 
 
 class SolverError(RuntimeError):
@@ -36,30 +70,19 @@ class SolverError(RuntimeError):
     point that fails the re-check). The message names the status and the problem size."""
 
 
-class ProblemTooLargeError(ValueError):
-    """An exact LP would be too large to build; the message gives the estimated size and
-    suggests the closed-form optimum (sorted scan / min-cut) instead."""
-
-
-def as_target(target: object, n: int) -> np.ndarray:
-    """Validate the target distribution p against a vocabulary of size n."""
-    from multidraft.theory.distributions import as_distribution
-
-    p = as_distribution(target, "target")
-    if len(p) != n:
-        raise ValueError(f"target: length {len(p)} does not match the vocabulary n={n} of the drafts")
-    return p
-
-
-def check_size(what: str, variables: int, constraints: int, max_variables: int) -> None:
-    """Raise :class:`ProblemTooLargeError` when ``variables > max_variables``."""
-    if variables > max_variables:
-        raise ProblemTooLargeError(
-            f"{what}: about {variables:,} variables and {constraints:,} constraints exceed the limit "
-            f"max_variables={max_variables:,}; for the optimal acceptance use "
-            "multidraft.theory.optimal_acceptance(target, law, method='sorted') (O(n log n) prefix scan) "
-            "or method='subsets' (min-cut over all token sets, n <= 22)"
-        )
+def lp_size(
+    what: str,
+    variables: int,
+    constraints: int,
+    alternative: str,
+    *,
+    max_variables: int = MAX_VARIABLES,
+    bytes_per_variable: int = CVXPY_BYTES_PER_VARIABLE,
+) -> SizeEstimate:
+    """Estimate an LP's size and refuse it (:class:`ProblemTooLargeError`) beyond ``max_variables``
+    variables or :data:`~multidraft.theory.limits.MAX_MEMORY` bytes, before anything is built."""
+    estimate = SizeEstimate(what, int(variables), int(variables) * bytes_per_variable, int(constraints))
+    return check_size(estimate, alternative, max_variables=max_variables, max_memory=MAX_MEMORY)
 
 
 def check_solver(solver: str) -> str:
@@ -72,17 +95,139 @@ def check_solver(solver: str) -> str:
     return solver.upper()
 
 
-def solve(problem, solver: str, what: str, variables: int, constraints: int) -> tuple[str, float]:
+# ---------------------------------------------------------------------------------- silence
+
+_VERBOSE: ContextVar[bool] = ContextVar("multidraft_solver_output", default=False)
+
+
+@contextlib.contextmanager
+def solver_output(verbose: bool = True) -> Iterator[None]:
+    """Within this block, LP functions called with ``verbose=None`` (their default) let the
+    solver's log through (``verbose=True``) or keep it silent (``verbose=False``).
+
+    >>> from multidraft.lp import solver_output, transport_lp
+    >>> from multidraft.theory import IID
+    >>> with solver_output(False):
+    ...     round(transport_lp([0.5, 0.5], IID([0.5, 0.5], k=1)).acceptance, 9)
+    1.0
+    """
+    token = _VERBOSE.set(bool(verbose))
+    try:
+        yield
+    finally:
+        _VERBOSE.reset(token)
+
+
+def resolve_verbose(verbose: bool | None) -> bool:
+    """``verbose`` itself, or the setting of the enclosing :func:`solver_output` when None."""
+    return _VERBOSE.get() if verbose is None else bool(verbose)
+
+
+def _flush_c_streams() -> None:
+    """Flush the C library's stdio buffers (a solver's ``printf`` may still sit there)."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to load (e.g. Windows): nothing buffered we can reach
+        pass
+
+
+@contextlib.contextmanager
+def silenced(verbose: bool = False) -> Iterator[None]:
+    """Discard everything written to file descriptors 1 and 2 inside the block; with
+    ``verbose``, send what is written to descriptor 1 to descriptor 2 instead, so a solver's
+    log reaches the terminal while standard output keeps only the program's own output.
+
+    Python's buffers are flushed before, the C library's before the descriptors are restored,
+    so no byte escapes either way. Python warnings raised inside are recorded and shown after
+    the descriptors are restored (an ``error`` filter still raises at once).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()
+    saved = (os.dup(1), os.dup(2))
+    sink = os.dup(2) if verbose else os.open(os.devnull, os.O_WRONLY)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            os.dup2(sink, 1)
+            if not verbose:
+                os.dup2(sink, 2)
+            try:
+                yield
+            finally:
+                _flush_c_streams()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        for descriptor in (*saved, sink):
+            os.close(descriptor)
+    for warning in caught:
+        warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno, warning.file, warning.line)
+
+
+# --------------------------------------------------------------------------------- progress
+
+
+@contextlib.contextmanager
+def solving_bar(what: str, variables: int, enabled: bool) -> Iterator[None]:
+    """A one-step progress bar on stderr while a solver runs, for LPs of at least
+    :data:`SLOW_VARIABLES` variables (no-op otherwise, with ``enabled=False`` or without tqdm).
+
+    It is drawn before the descriptors are silenced, so it stays on screen during the solve,
+    and removed afterwards.
+    """
+    bar = None
+    if enabled and variables >= SLOW_VARIABLES:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # progress is a courtesy; the solve does not need it
+            tqdm = None
+        if tqdm is not None:
+            description = f"{what}: solving {variables:,} variables"
+            bar = tqdm(total=1, desc=description, bar_format="{desc} [{elapsed}]", leave=False, file=sys.stderr)
+            bar.refresh()
+    try:
+        yield
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+# ------------------------------------------------------------------------------------ solve
+
+
+def as_target(target: object, n: int) -> np.ndarray:
+    """Validate the target distribution p against a vocabulary of size n."""
+    from multidraft.theory.distributions import as_distribution
+
+    p = as_distribution(target, "target")
+    if len(p) != n:
+        raise ValueError(f"target: length {len(p)} does not match the vocabulary n={n} of the drafts")
+    return p
+
+
+def solve(
+    problem,
+    solver: str,
+    what: str,
+    variables: int,
+    constraints: int,
+    verbose: bool | None = None,
+    progress: bool = True,
+) -> tuple[str, float]:
     """Solve a cvxpy problem; return ``(status, seconds)`` or raise :class:`SolverError`.
 
     Only the status ``optimal`` is accepted (``optimal_inaccurate``, ``infeasible``, ... and
     solver exceptions all raise), and the message names the status and the problem size.
+    Silent unless ``verbose`` (see :func:`resolve_verbose`); a bar while a large problem is
+    solved unless ``progress=False`` (:func:`solving_bar`).
     """
     import cvxpy as cp
 
+    verbose = resolve_verbose(verbose)
     start = time.perf_counter()
     try:
-        problem.solve(solver=solver)
+        with solving_bar(what, variables, progress), silenced(verbose):
+            problem.solve(solver=solver, verbose=verbose)
     except cp.error.SolverError as error:
         raise SolverError(
             f"{what}: solver {solver} failed ({error}) on a problem with {variables:,} variables and "
@@ -109,6 +254,20 @@ def certify(condition: bool, what: str, defect: str, solver: str, variables: int
 
 #: Backends of :func:`solve_small_lp`.
 SMALL_LP_BACKENDS = ("highspy", "linprog")
+_highs_made = False
+
+
+def _new_highs(verbose: bool):
+    """A ``highspy.Highs`` object; the first one of the process is made silently (its banner)."""
+    global _highs_made
+    import highspy
+
+    if _highs_made:
+        return highspy.Highs()
+    with silenced(verbose):
+        highs = highspy.Highs()
+    _highs_made = True
+    return highs
 
 
 def solve_small_lp(
@@ -119,6 +278,7 @@ def solve_small_lp(
     upper: np.ndarray,
     backend: str,
     what: str,
+    verbose: bool | None = None,
 ) -> tuple[np.ndarray, float]:
     """``min cost·x  s.t.  A x <= row_upper,  lower <= x <= upper`` for a small dense-ish LP,
     with HiGHS called without a modelling layer; returns ``(x, objective)``.
@@ -127,14 +287,18 @@ def solve_small_lp(
     ``backend="highspy"`` passes the model to HiGHS's own Python binding (about 1 ms per call);
     ``"linprog"`` goes through ``scipy.optimize.linprog(method="highs")`` (the same solver, but
     its option validation costs about 2-3 ms per call). Any status other than optimal raises
-    :class:`SolverError` naming the status and the size.
+    :class:`SolverError` naming the status and the size. Silent unless ``verbose``: HiGHS's
+    own output is switched off by its ``output_flag`` option, and only the one place that
+    option cannot reach -- the banner printed when the first ``Highs`` object of the process is
+    made -- runs inside :func:`silenced` (this is the per-position hot path of decoding).
     """
     rows, count = len(row_upper), len(cost)
+    verbose = resolve_verbose(verbose)
     if backend == "highspy":
         import highspy
 
-        highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
+        highs = _new_highs(verbose)
+        highs.setOptionValue("output_flag", verbose)
         model = highspy.HighsLp()
         model.num_col_, model.num_row_ = count, rows
         model.col_cost_, model.col_lower_, model.col_upper_ = cost, lower, upper
@@ -142,7 +306,8 @@ def solve_small_lp(
         model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
         model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = columns
         highs.passModel(model)
-        highs.run()
+        with silenced(True) if verbose else contextlib.nullcontext():  # the log to stderr, not stdout
+            highs.run()
         status = highs.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverError(
@@ -156,7 +321,9 @@ def solve_small_lp(
         from scipy.optimize import linprog
 
         matrix = sp.csc_matrix((columns[2], columns[1], columns[0]), shape=(rows, count))
-        result = linprog(cost, A_ub=matrix, b_ub=row_upper, bounds=np.stack([lower, upper], axis=1), method="highs")
+        bounds = np.stack([lower, upper], axis=1)
+        with silenced(verbose):
+            result = linprog(cost, A_ub=matrix, b_ub=row_upper, bounds=bounds, method="highs", options={"disp": verbose})
         if result.status != 0:
             raise SolverError(
                 f"{what}: linprog(method='highs') returned status {result.status} ({result.message}) on a "

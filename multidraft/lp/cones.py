@@ -61,8 +61,8 @@ import sympy
 from sympy.polys.rings import PolyRing
 
 from multidraft.lp._polyhedra import enumerate_generators
-from multidraft.lp._solve import ProblemTooLargeError
 from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
+from multidraft.theory.limits import SizeEstimate, check_size
 from multidraft.theory.laws import check_k
 
 __all__ = [
@@ -162,15 +162,16 @@ def cone_size(n: int, k: int, law: str = "iid", *, merge: bool | None = None, un
 def _refuse_if_large(
     n: int, k: int, law: str, unit: bool, variables: int, constraints: int, max_variables: int, max_constraints: int
 ) -> None:
-    """Refuse a cone too large to enumerate in reasonable time, giving its size."""
-    if variables > max_variables or constraints > max_constraints:
-        what = "acceptance-one cone" if unit else "dual polyhedron"
-        raise ProblemTooLargeError(
-            f"n={n}, k={k}, law={law}: the {what} has {variables} variables and {constraints} "
-            f"constraints, above the double-description limits of {max_variables} variables and "
-            f"{max_constraints} constraints (the enumeration would not finish in reasonable time); "
-            "use multidraft.theory.optimal_acceptance (min-cut) for numbers, or raise the limits"
-        )
+    """Refuse a cone too large to enumerate in reasonable time (the one size guard of
+    :mod:`multidraft.theory.limits`), giving its size. Memory is not the binding limit here:
+    the double description of a cone this small fits in a few MiB, time is what explodes."""
+    what = "acceptance-one cone" if unit else "dual polyhedron"
+    estimate = SizeEstimate(f"{what} (n={n}, k={k}, law={law})", variables, 0, constraints)
+    alternative = (
+        "the double-description enumeration would not finish in reasonable time; use "
+        "multidraft.theory.optimal_acceptance (min-cut) for numbers, or raise the limits"
+    )
+    check_size(estimate, alternative, max_variables=max_variables, max_constraints=max_constraints)
 
 
 def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variables: int, max_constraints: int) -> None:
@@ -178,13 +179,11 @@ def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variable
     constraints = _unit_count(n, k, law, merged) if unit else atoms * n
     _refuse_if_large(n, k, law, unit, atoms + n, constraints, max_variables, max_constraints)
     factors = sum(math.comb(n, j) for j in range(1, k)) if law == "wor" else 0
-    if factors > DENOMINATOR_LIMIT:
-        raise ProblemTooLargeError(
-            f"n={n}, k={k}, law=wor: the exact simplification needs a common denominator of {factors} "
-            f"factors 1 - q(S) (|S| < k), above the limit of {DENOMINATOR_LIMIT} (the cone itself has "
-            f"{atoms + n} variables and {constraints} constraints); use "
-            "multidraft.theory.optimal_acceptance (min-cut) for numbers"
-        )
+    estimate = SizeEstimate(
+        f"exact simplification (n={n}, k={k}, law=wor)", factors, 0, unit="factors 1 - q(S) (|S| < k) in the common denominator"
+    )
+    alternative = "sympy would not finish in reasonable time; use multidraft.theory.optimal_acceptance (min-cut) for numbers"
+    check_size(estimate, alternative, max_variables=DENOMINATOR_LIMIT, variables_name="DENOMINATOR_LIMIT")
 
 
 @dataclass(frozen=True)
@@ -395,8 +394,9 @@ def draft_structure(n: int, k: int, law: str = "iid", *, merge: bool | None = No
     """
     n, k, law, merged = _check_arguments(n, k, law, merge)
     count = _atom_count(n, k, law, merged)
-    if count > ATOM_LIMIT:
-        raise ProblemTooLargeError(f"n={n}, k={k}, law={law}: {count} draft atoms exceed the limit of {ATOM_LIMIT}")
+    estimate = SizeEstimate(f"draft structure (n={n}, k={k}, law={law})", count, 0, unit="draft atoms")
+    check_size(estimate, "use multidraft.theory.optimal_acceptance (min-cut) for numbers", max_variables=ATOM_LIMIT,
+               variables_name="ATOM_LIMIT")  # fmt: skip
     target = sympy.symbols(f"p0:{n}")
     if law == "independent":
         drafts = tuple(sympy.symbols(f"q{i + 1}_0:{n}") for i in range(k))

@@ -28,6 +28,7 @@ Every result is an :class:`ImportanceSelection`: ``acceptance``, the intermediat
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -40,13 +41,15 @@ from multidraft.lp._solve import (
     SMALL_LP_BACKENDS,
     as_target,
     certify,
-    check_size,
     check_solver,
+    lp_size,
     solve,
     solve_small_lp,
 )
 from multidraft.lp.transport import TransportSolution, law_tuples
 from multidraft.theory.distributions import check_count
+from multidraft.theory.laws import check_law
+from multidraft.theory.limits import optimum_advice
 
 __all__ = [
     "ImportanceSelection",
@@ -68,6 +71,8 @@ __all__ = [
 RANK_KEYS = ("published", "ratio")
 #: Fixed selection rules of :func:`truncated_lp` for pairs with a token outside the top s.
 OUTSIDE_RULES = ("ranked", "first")
+#: Peak memory per inner-LP variable of :func:`truncated_lp` (about 235 MiB at s = 700).
+TRUNCATED_BYTES_PER_VARIABLE = 500
 
 
 def _check_drafts(drafts: object, k: int, n: int) -> np.ndarray:
@@ -331,6 +336,8 @@ def importance_lp(
     solver: str = "HIGHS",
     merge_symmetric: bool = True,
     max_variables: int = MAX_VARIABLES,
+    verbose: bool | None = None,
+    progress: bool = True,
 ) -> TupleSelection:
     """Solve ``max_β Σ_y min(p(y), r(y))`` with ``r(y) = Σ_x D(x) β_y(x)`` over tuples (any K).
 
@@ -342,9 +349,11 @@ def importance_lp(
     At most ``m·K + n`` variables (m tuples; multisets for exchangeable laws), against ``m·n``
     for the transport LP; the optimum is the same P* (Theorem 1).
 
-    Raises ``ProblemTooLargeError`` beyond ``max_variables`` and ``SolverError`` on a status
-    other than optimal or a point that fails the re-check (selected mass sums to D(x) per
-    tuple, r a distribution, objective = ``Σ min(p, r)``). Memory O(m·K + n).
+    Raises ``ProblemTooLargeError`` beyond ``max_variables`` (or the memory limit), before
+    anything is built, and ``SolverError`` on a status other than optimal or a point that
+    fails the re-check (selected mass sums to D(x) per tuple, r a distribution, objective =
+    ``Σ min(p, r)``). Memory O(m·K + n). ``verbose`` and ``progress`` as for
+    :func:`~multidraft.lp.transport_lp`.
 
     >>> from multidraft.theory import IID
     >>> selection = importance_lp([1/3, 1/6, 1/2], IID([1/3, 1/3, 1/3], k=2))
@@ -360,11 +369,11 @@ def importance_lp(
 
     start = time.perf_counter()
     solver = check_solver(solver)
-    n = law.n
+    n = check_law(law).n
     p = as_target(target, n)
     what = f"importance LP ({law.name} law, n={n}, k={law.k})"
     m_estimate = law.tuple_count(merged=merge_symmetric)
-    check_size(what, m_estimate * law.k + n, m_estimate + 2 * n, max_variables)
+    lp_size(what, m_estimate * law.k + n, m_estimate + 2 * n, optimum_advice(law, lp=False), max_variables=max_variables)
 
     tuples, probs, merged = law_tuples(law, merge_symmetric)
     m = len(tuples)
@@ -376,7 +385,7 @@ def importance_lp(
     mass = cp.Variable(pairs, nonneg=True)
     z = cp.Variable(n)
     problem = cp.Problem(cp.Maximize(cp.sum(z)), [per_tuple @ mass == probs, z <= p, z <= per_token @ mass])
-    status, _ = solve(problem, solver, what, *size)
+    status, _ = solve(problem, solver, what, *size, verbose, progress)
 
     values = np.maximum(np.asarray(mass.value, dtype=np.float64), 0.0)
     selection = _tuple_selection(p, tuples, probs, merged, (rows, tokens, values), status, solver, what, size)
@@ -404,7 +413,7 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
     start = time.perf_counter()
     if not isinstance(solution, TransportSolution):
         raise ValueError(f"solution: expected a TransportSolution, got {type(solution).__name__}")
-    n = law.n
+    n = check_law(law).n
     p = as_target(target, n)
     tuples, probs, plan = solution.tuples, solution.tuple_probs, solution.plan
     if tuples.ndim != 2 or tuples.shape[1] != law.k or plan.shape != (len(tuples), n):
@@ -478,6 +487,8 @@ def pair_importance_lp(
     *,
     solver: str = "HIGHS",
     max_variables: int = MAX_VARIABLES,
+    verbose: bool | None = None,
+    progress: bool = True,
 ) -> PairSelection:
     """K = 2 importance-weighted LP in pair form (Khisti et al., Section 4, eq. (10)).
 
@@ -490,7 +501,9 @@ def pair_importance_lp(
     Only pairs of positive probability get a variable (at most n² - n). The returned r is
     recomputed from the weights and checked to be a distribution, and the solver's ``z_k`` may
     exceed ``min(p(k), r(k))`` by at most the feasibility tolerance (so ``Σ min(p, r)`` is the
-    solver's optimum up to its tolerances).
+    solver's optimum up to its tolerances). Refused before anything is built beyond
+    ``max_variables`` (``ProblemTooLargeError``: use :func:`truncated_lp` instead); ``verbose``
+    and ``progress`` as for :func:`~multidraft.lp.transport_lp`.
 
     >>> selection = pair_importance_lp([1/3, 1/6, 1/2], [1/3, 1/3, 1/3])
     >>> round(selection.acceptance, 9)
@@ -504,7 +517,8 @@ def pair_importance_lp(
     n = len(p)
     what = f"pair importance LP (n={n})"
     support1, support2 = np.count_nonzero(q1), np.count_nonzero(q2)
-    check_size(what, support1 * support2 + n, 2 * n, max_variables)
+    alternative = "use truncated_lp(target, draft, draft2, s=...) (an LP over the top s tokens only)"
+    lp_size(what, support1 * support2 + n, 2 * n, alternative, max_variables=max_variables)
     outer = np.outer(q1, q2)
     first, second = np.nonzero((outer > 0) & ~np.eye(n, dtype=bool))
     mass = outer[first, second]
@@ -514,7 +528,7 @@ def pair_importance_lp(
     z = cp.Variable(n)
     r_expr = q2 + balance @ w if w is not None else q2
     problem = cp.Problem(cp.Maximize(cp.sum(z)), [z <= p, z <= r_expr])
-    status, _ = solve(problem, solver, what, *size)
+    status, _ = solve(problem, solver, what, *size, verbose, progress)
 
     values = np.clip(np.asarray(w.value, dtype=np.float64), 0.0, 1.0) if w is not None else np.zeros(0)
     r = _certified_intermediate(q2 + balance @ values, what, solver, *size)
@@ -555,6 +569,8 @@ def truncated_lp(
     rank_key: str = "published",
     outside: str = "ranked",
     backend: str = "highspy",
+    max_variables: int = MAX_VARIABLES,
+    verbose: bool | None = None,
 ) -> TruncatedSelection:
     """Truncated importance-weighted LP (Khisti et al., ICLR 2025, Section 4), K = 2.
 
@@ -599,6 +615,11 @@ def truncated_lp(
     outside : {"ranked", "first"}
     backend : {"highspy", "linprog"}
         How HiGHS is called for the inner LP.
+    max_variables : int
+        Size guard on the inner LP's ``s²`` variables (about :data:`TRUNCATED_BYTES_PER_VARIABLE`
+        bytes each), checked before anything is built.
+    verbose : bool or None
+        Let HiGHS's log through (None: the setting of :func:`~multidraft.lp.solver_output`).
 
     Returns
     -------
@@ -608,6 +629,8 @@ def truncated_lp(
     ------
     ValueError
         Bad distributions, s, rank_key, outside or backend.
+    ProblemTooLargeError
+        ``s²`` beyond ``max_variables`` or the memory limit (the message gives the largest s).
     SolverError
         Inner LP status other than optimal, or a failed re-check.
 
@@ -631,6 +654,10 @@ def truncated_lp(
     if backend not in SMALL_LP_BACKENDS:
         raise ValueError(f"backend: unknown small-LP backend {backend!r}; choose one of {', '.join(SMALL_LP_BACKENDS)}")
     s = min(s, n)
+    largest = math.isqrt(max_variables)
+    what = f"truncated LP (n={n}, s={s})"
+    lp_size(what, s * s, s, f"use s <= {largest} (or raise max_variables)", max_variables=max_variables,
+            bytes_per_variable=TRUNCATED_BYTES_PER_VARIABLE)  # fmt: skip
     key = rank_key_values(p, q1, q2, rank_key)
     total1, total2 = q1.sum(), q2.sum()
 
@@ -662,7 +689,6 @@ def truncated_lp(
     first, second = np.nonzero(~np.eye(s, dtype=bool))
     mass = outer[first, second]
     pairs = len(mass)
-    what = f"truncated LP (n={n}, s={s})"
     solver = f"HiGHS ({backend})"
     size = (pairs + s, s)
     # The inner masses can be tiny (tokens far down the distribution); HiGHS's tolerances are
@@ -683,6 +709,7 @@ def truncated_lp(
             np.concatenate([np.ones(pairs), inner_p / scale]),
             backend,
             what,
+            verbose,
         )
         w, z = np.clip(x[:pairs], 0.0, 1.0), x[pairs:] * scale
     else:  # s = 1 or no inner mass: nothing to optimise
@@ -716,6 +743,7 @@ def multistage(
     s: int | None = None,
     rank_key: str = "published",
     solver: str = "HIGHS",
+    verbose: bool | None = None,
 ) -> MultistageSelection:
     """Multi-stage selection for K >= 2 independent drafts ``X_i ~ q_i`` (Khisti et al., Section 4).
 
@@ -724,7 +752,8 @@ def multistage(
     each stage maximising ``Σ min(p, r_j)``. The single-draft step at the end uses
     ``r_{K-1}``, so the scheme is lossless and its acceptance ``Σ min(p, r_{K-1})`` is at most
     P* (the stages are greedy). ``s=None``: full :func:`pair_importance_lp` per stage; an
-    integer s: :func:`truncated_lp` with that s and ``rank_key``.
+    integer s: :func:`truncated_lp` with that s and ``rank_key``. Each stage has the size guard
+    of its LP, so a problem too large is refused at the first stage, before any is solved.
 
     >>> q = [0.4, 0.3, 0.2, 0.1]
     >>> selection = multistage([0.1, 0.2, 0.3, 0.4], [q, q, q])
@@ -741,9 +770,9 @@ def multistage(
     current = drafts[0]
     for following in drafts[1:]:
         if s is None:
-            stage = pair_importance_lp(target, current, following, solver=solver)
+            stage = pair_importance_lp(target, current, following, solver=solver, verbose=verbose)
         else:
-            stage = truncated_lp(target, current, following, s=s, rank_key=rank_key)
+            stage = truncated_lp(target, current, following, s=s, rank_key=rank_key, verbose=verbose)
         stages.append(stage)
         current = stage.intermediate
     last = stages[-1]

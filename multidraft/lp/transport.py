@@ -25,11 +25,12 @@ from multidraft.lp._solve import (
     MAX_VARIABLES,
     as_target,
     certify,
-    check_size,
     check_solver,
+    lp_size,
     solve,
 )
-from multidraft.theory.laws import membership
+from multidraft.theory.laws import check_law, membership
+from multidraft.theory.limits import optimum_advice
 
 __all__ = ["TransportSolution", "transport_lp", "law_tuples"]
 
@@ -88,6 +89,8 @@ def transport_lp(
     solver: str = "HIGHS",
     merge_symmetric: bool = True,
     max_variables: int = MAX_VARIABLES,
+    verbose: bool | None = None,
+    progress: bool = True,
 ) -> TransportSolution:
     """Solve the SpecTr optimal-transport LP ``max Σ_x Σ_{y ∈ set(x)} π(x, y)`` over couplings
     π of the draft law D and the target p.
@@ -104,8 +107,14 @@ def transport_lp(
         Merge tuples of exchangeable laws (iid, wor) into multisets: ``set(x)`` depends only
         on the multiset, so the optimum is unchanged and the LP shrinks by about K!.
     max_variables : int
-        Size guard: the number of variables ``m·n`` is estimated from the draft supports
-        before anything is built.
+        Size guard: the number of variables ``m·n`` (and the memory, about
+        :data:`~multidraft.lp._solve.CVXPY_BYTES_PER_VARIABLE` bytes each) is estimated from
+        the draft supports before anything is built.
+    verbose : bool or None
+        Let the solver's log through (None: the setting of :func:`~multidraft.lp.solver_output`,
+        silent by default).
+    progress : bool
+        Show a progress bar on stderr when the LP is large enough to take seconds.
 
     Returns
     -------
@@ -117,7 +126,8 @@ def transport_lp(
     ValueError
         Bad target or unknown solver.
     ProblemTooLargeError
-        When ``m·n > max_variables`` (use the sorted scan or min-cut instead).
+        When ``m·n > max_variables`` or the memory estimate exceeds the limit; the message
+        names the closed-form route that accepts this law.
     SolverError
         Status other than optimal, or a plan whose marginals or objective fail the re-check.
 
@@ -140,11 +150,11 @@ def transport_lp(
 
     start = time.perf_counter()
     solver = check_solver(solver)
-    n = law.n
+    n = check_law(law).n
     p = as_target(target, n)
     what = f"transport LP ({law.name} law, n={n}, k={law.k})"
     m_estimate = law.tuple_count(merged=merge_symmetric)
-    check_size(what, m_estimate * n, m_estimate + n, max_variables)
+    lp_size(what, m_estimate * n, m_estimate + n, optimum_advice(law, lp=False), max_variables=max_variables)
 
     tuples, probs, merged = law_tuples(law, merge_symmetric)
     m = len(tuples)
@@ -161,9 +171,10 @@ def transport_lp(
         cp.Maximize(mask.reshape(-1).astype(np.float64) @ pi),
         [rows_matrix @ pi == probs, cols_matrix @ pi == p[:-1]],
     )
-    status, _ = solve(problem, solver, what, variables, constraints)
+    status, _ = solve(problem, solver, what, variables, constraints, verbose, progress)
 
     plan = np.asarray(pi.value, dtype=np.float64).reshape(m, n)
+
     def verify(condition: bool, defect: str) -> None:
         certify(condition, what, defect, solver, variables, constraints)
 

@@ -16,6 +16,7 @@ from multidraft.theory.distributions import (
     zipf,
 )
 from multidraft.theory.laws import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement
+from multidraft.theory.limits import ProblemTooLargeError
 from multidraft.theory.optimal import (
     OptimalAcceptance,
     UnitAcceptance,
@@ -53,6 +54,7 @@ __all__ = [
     "WithoutReplacement",
     "Greedy",
     "Deterministic",
+    "ProblemTooLargeError",
     "OptimalAcceptance",
     "UnitAcceptance",
     "optimal_acceptance",

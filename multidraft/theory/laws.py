@@ -42,6 +42,7 @@ from multidraft.theory._kernels import (
     zeta_transform,
 )
 from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
+from multidraft.theory.limits import SizeEstimate, check_size, optimum_advice
 
 __all__ = [
     "DraftLaw",
@@ -52,6 +53,7 @@ __all__ = [
     "Deterministic",
     "ENUMERATION_LIMIT",
     "check_k",
+    "check_law",
     "SUBSETS_LIMIT",
     "ratio_order",
     "exact_ratio_order",
@@ -66,6 +68,22 @@ __all__ = [
 ENUMERATION_LIMIT = 2_000_000
 #: Largest vocabulary for which all 2^n token sets are enumerated.
 SUBSETS_LIMIT = 22
+
+
+def check_law(law: object, name: str = "law") -> DraftLaw:
+    """Return ``law`` if it is a :class:`DraftLaw`, else raise ``TypeError`` saying how to build one.
+
+    >>> check_law([0.5, 0.5])
+    Traceback (most recent call last):
+    ...
+    TypeError: law: expected a draft law (IID, Independent, WithoutReplacement, Greedy or Deterministic from multidraft.theory), got list; build one, e.g. IID(draft, k=2)
+    """
+    if not isinstance(law, DraftLaw):
+        raise TypeError(
+            f"{name}: expected a draft law (IID, Independent, WithoutReplacement, Greedy or Deterministic "
+            f"from multidraft.theory), got {type(law).__name__}; build one, e.g. IID(draft, k=2)"
+        )
+    return law
 
 
 def check_k(k: int) -> int:
@@ -122,11 +140,12 @@ class DraftLaw(ABC):
         """
 
     def _enumeration_guard(self, count: int) -> None:
-        if count > ENUMERATION_LIMIT:
-            raise ValueError(
-                f"{self.name} law with n={self.n}, k={self.k}: {count} draft tuples exceed the "
-                f"enumeration limit {ENUMERATION_LIMIT}; use a closed-form or sorted method"
-            )
+        """Refuse (:class:`~multidraft.theory.limits.ProblemTooLargeError`) to list more than
+        ``ENUMERATION_LIMIT`` tuples: ``count`` rows of K int64 tokens and a float64 probability."""
+        estimate = SizeEstimate(
+            f"enumerating the {self.name} law (n={self.n}, k={self.k})", count, count * 8 * (self.k + 1), unit="draft tuples"
+        )
+        check_size(estimate, optimum_advice(self, lp=False), max_variables=ENUMERATION_LIMIT, variables_name="ENUMERATION_LIMIT")
 
     def containment(self, sets: np.ndarray) -> np.ndarray:
         """``P(set(X) ⊆ T)`` for boolean masks ``sets[..., n]`` (default: by enumeration)."""
@@ -237,7 +256,7 @@ class DraftLaw(ABC):
         if len(active) > SUBSETS_LIMIT:
             raise ValueError(
                 f"subsets: {len(active)} active tokens exceed the limit of {SUBSETS_LIMIT} "
-                "(2^n token sets); use method='sorted' or the LP"
+                f"(2^n token sets); {optimum_advice(self)}"
             )
         return active, forced
 

@@ -31,10 +31,12 @@ from fractions import Fraction
 import numpy as np
 
 from multidraft.theory.distributions import as_distribution, as_exact_distribution
+from multidraft.theory.limits import optimum_advice
 from multidraft.theory.laws import (
     DraftLaw,
     SUBSETS_LIMIT,
     check_k,
+    check_law,
     iid_prefix_containment,
     ratio_order,
     subset_sums,
@@ -116,6 +118,7 @@ class UnitAcceptance:
 
 
 def _target(target: object, law: DraftLaw, exact: bool) -> np.ndarray | tuple[Fraction, ...]:
+    check_law(law)
     if exact:
         p = as_exact_distribution(target, "target")
     else:
@@ -202,7 +205,7 @@ def optimal_acceptance(
         if not law.has_prefix_structure:
             raise ValueError(
                 f"method 'sorted' needs a law with prefix structure (iid, wor, greedy, "
-                f"deterministic); the {law.name} law needs method='subsets' or the LP"
+                f"deterministic), not the {law.name} law; {optimum_advice(law)}"
             )
         return _sorted(p, law, exact)
     return _subsets(p, law, exact)
@@ -232,7 +235,7 @@ def _subsets(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     if len(active) > SUBSETS_LIMIT:
         raise ValueError(
             f"method 'subsets': {len(active)} tokens are both draftable and have p > 0, more than "
-            f"the limit of {SUBSETS_LIMIT} (2^n sets); use method='sorted' or the LP"
+            f"the limit of {SUBSETS_LIMIT} (2^n sets); {optimum_advice(law)}"
         )
     values_p = np.array([p[t] for t in active.tolist()], dtype=object) if exact else p[active]
     values = subset_sums(values_p) + 1 - law.containment_all_subsets(exact=exact, active=active, forced=forced)

@@ -51,10 +51,10 @@ def console_script() -> str:
     return found
 
 
-def run_cli(*argv: str, timeout: float = 600) -> CliResult:
+def run_cli(*argv: str, timeout: float = 600, cwd: str | os.PathLike | None = None) -> CliResult:
     """Run ``multidraft ARGV...`` as a user would, in a fresh process (the code under test is
     the one on ``PYTHONPATH`` when set, which the subprocess inherits)."""
-    done = subprocess.run([console_script(), *argv], capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run([console_script(), *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd)
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 

@@ -73,6 +73,16 @@ def test_version_and_help(cli):
     assert all(name in listed for name in SCHEMES), "every scheme name is listed in --scheme's help"
 
 
+def test_the_package_declares_its_type_hints():
+    """PEP 561: ``py.typed`` ships with the package, so type checkers read its annotations."""
+    from importlib.resources import files
+    from pathlib import Path
+
+    assert files("multidraft").joinpath("py.typed").is_file()
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    assert 'multidraft = ["py.typed"]' in pyproject
+
+
 # ------------------------------------------------------------------------------ silent solvers
 
 #: Run in a fresh process so that each solver starts cold (HiGHS prints its banner once per

@@ -274,6 +274,24 @@ def test_render_blocks_reject_bad_shapes(build, message):
         build()
 
 
+@pytest.mark.parametrize("times_ms", [[3.0, 4.1, 5.2, 6.0], [0.2, 3.0, 80.0]], ids=["within-a-decade", "three-decades"])
+def test_truncation_figure_log_axis_reads_as_plain_numbers(times_ms):
+    """Issue 15: the log axis of truncated_lp.png read "4×10⁰, 5×10⁰"."""
+    from multidraft.report import figures
+    from multidraft.report.synthetic import TruncationSweep
+
+    s_values = tuple(range(1, len(times_ms) + 1))
+    sweep = TruncationSweep(100, 0.8, s_values, 0.9, {"published": (0.8,) * len(s_values)},
+                            {"published": tuple(t / 1e3 for t in times_ms)})  # fmt: skip
+    figure = figures.truncation_figure(sweep)
+    figure.canvas.draw()
+    axis = figure.axes[1]
+    labels = [label.get_text() for minor in (False, True) for label in axis.get_yticklabels(minor=minor)]
+    shown = [text for text in labels if text]
+    assert len(shown) >= 2
+    assert all(re.fullmatch(r"\d+(\.\d+)?", text) for text in shown), shown
+
+
 def test_prepare_output_refuses_non_empty_directory_without_force(tmp_path):
     (tmp_path / "keep.txt").write_text("x")
     with pytest.raises(ValueError, match="exists and is not empty; pass --force"):

@@ -110,6 +110,22 @@ def gap_figure(table: GapTable):
     return figure
 
 
+def readable_log_axis(axis) -> None:
+    """Label a logarithmic y axis in plain numbers (``0.5, 1, 2, 5``), never ``4×10⁰``.
+
+    Matplotlib labels the minor ticks in scientific notation when the data span less than a
+    decade (no major tick to label); here the major ticks get plain labels, and the minor
+    ticks too when the axis spans less than a decade (else they stay unlabelled). Call after
+    plotting, when the limits are known.
+    """
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: PLC0415
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    low, high = axis.get_ylim()
+    axis.yaxis.set_major_formatter(plain)
+    axis.yaxis.set_minor_formatter(plain if high < 10 * low else NullFormatter())
+
+
 def truncation_figure(sweep: TruncationSweep):
     """Truncated LP: acceptance (left) and solve time per position (right) against s."""
     plt = _pyplot()
@@ -125,7 +141,8 @@ def truncation_figure(sweep: TruncationSweep):
     right.set_xlabel("s (tokens kept)")
     right.set_ylabel("median time per position [ms]")
     right.set_yscale("log")
-    right.grid(alpha=0.3)
+    readable_log_axis(right)
+    right.grid(alpha=0.3, which="both")
     figure.suptitle(
         f"Truncated LP, K = 2 iid, n = {sweep.n}, draft temperature {sweep.draft_temperature:g}", fontsize=10
     )

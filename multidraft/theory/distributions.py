@@ -89,11 +89,9 @@ def _check_values(values: np.ndarray, name: str) -> None:
     if np.isinf(values).any():
         raise ValueError(f"{name}: contains infinite entries")
     if (values < 0).any():
-        where = np.argwhere(values < 0)[0]
-        raise ValueError(
-            f"{name}: contains negative entries (first at index {tuple(int(i) for i in where)}: "
-            f"{values[tuple(where)]!r})"
-        )
+        where = tuple(int(i) for i in np.argwhere(values < 0)[0])
+        index = where[0] if len(where) == 1 else where
+        raise ValueError(f"{name}: contains negative entries (first at index {index}: {float(values[where])!r})")
 
 
 def as_distribution(

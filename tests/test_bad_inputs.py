@@ -75,7 +75,7 @@ CLI_CASES = [
     CliCase("a NaN entry", ("acceptance", "--target", "nan,0.5", "--draft", "0.5,0.5", "--k", "2"), "target: cannot parse entry 0 'nan'"),
     CliCase("a negative probability", ("acceptance", "--target", "1.5,-0.5", "--draft", "0.5,0.5", "--k", "2"), "target: contains negative entries"),
     CliCase("target and draft of different lengths", ("acceptance", "--target", "0.5,0.5", "--draft", "0.2,0.3,0.5", "--k", "2"), "does not match"),
-    CliCase("no drafts (K = 0)", ("acceptance", *PAIR, "--k", "0"), "k: the number of drafts must be >= 1, got 0"),
+    CliCase("no drafts (K = 0)", ("acceptance", *PAIR, "--k", "0"), "k: the number of drafts must be an integer >= 1, got 0"),
     CliCase("K that is not an integer", ("acceptance", *PAIR, "--k", "two"), "argument --k: invalid int value: 'two'"),
     CliCase("exact mode with decimal inputs", ("acceptance", *PAIR, "--k", "2", "--exact"), "exact mode needs"),
     CliCase("an unknown scheme", ("acceptance", *PAIR, "--k", "2", "--scheme", "nope"), "scheme: unknown name 'nope'"),
@@ -89,7 +89,7 @@ CLI_CASES = [
     CliCase("an LP too large to build", ("lp", "--target", TENTHS, "--draft", TENTHS, "--k", "10"), "exceed the limit max_variables=500,000"),
     CliCase("a solver that is not installed", ("lp", *PAIR, "--k", "2", "--solver", "NOPE"), "solver: 'NOPE' is not an installed cvxpy solver"),
     # cones
-    CliCase("an empty vocabulary", ("cones", "--n", "0", "--k", "2"), "n: the vocabulary size must be >= 1, got 0"),
+    CliCase("an empty vocabulary", ("cones", "--n", "0", "--k", "2"), "n: the vocabulary size must be an integer >= 1, got 0"),
     CliCase("a cone too large to enumerate", ("cones", "--n", "9", "--k", "3"), "exceed the limit max_variables=60"),
     CliCase("two output formats at once", ("cones", "--n", "2", "--k", "2", "--json", "--latex"), "argument --latex: not allowed with argument --json"),
     CliCase("a required option missing", ("cones", "--n", "3"), "the following arguments are required: --k"),

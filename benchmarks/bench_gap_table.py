@@ -2,7 +2,7 @@
 random instances (Dirichlet, Zipf, temperature-shifted pairs; K in {2, 3, 4, 8}), like Table 3
 of Khisti et al., ICLR 2025 (Optimal / IS / SpecTr / SpecInfer).
 
-The computation is the library function :func:`multidraft.schemes.gap.gap_table`; this script
+The computation is the library function :func:`multidraft.report.instance_gap.instance_gap_table`; this script
 prints it and writes ``benchmarks/results/gap_table.json`` (with machine, versions, date and
 git commit, and the wall time).
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _common import provenance, write_json
 
-from multidraft.schemes.gap import DEFAULT_SCHEMES, FAMILIES, gap_table
+from multidraft.report.instance_gap import DEFAULT_SCHEMES, FAMILIES, instance_gap_table
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
     start = time.perf_counter()
-    table = gap_table(DEFAULT_SCHEMES, ks, FAMILIES, n=args.n, instances=args.instances, seed=args.seed,
+    table = instance_gap_table(DEFAULT_SCHEMES, ks, FAMILIES, n=args.n, instances=args.instances, seed=args.seed,
                       options={"truncated-lp": {"s": args.s}})
     seconds = time.perf_counter() - start
     print(f"acceptance / optimum, min / mean over {args.instances} iid instances per cell, n = {args.n}")

@@ -129,10 +129,12 @@ def _api_cases() -> list[ApiCase]:
         Independent,
         WithoutReplacement,
         as_distribution,
+        dirichlet,
         optimal_acceptance,
         softmax,
         top_k,
         top_p,
+        zipf,
     )
     from multidraft.theory.speed import tree_block_efficiency
 
@@ -155,9 +157,15 @@ def _api_cases() -> list[ApiCase]:
         ApiCase("an unknown scheme name", "get_scheme('rrs')", lambda: get_scheme("rrs"), ValueError, "scheme: unknown name 'rrs'"),
         ApiCase("a scheme option it does not take", "get_scheme('specinfer', s=3)", lambda: get_scheme("specinfer", s=3), ValueError, "unknown options"),
         ApiCase("NaN logits", "softmax([0.0, float('nan')])", lambda: softmax([0.0, np.nan]), ValueError, "logits: contain NaN"),
-        ApiCase("a negative temperature", "softmax([0.0, 1.0], temperature=-1)", lambda: softmax([0.0, 1.0], temperature=-1), ValueError, "temperature: must be finite and >= 0"),
-        ApiCase("top-k with k = 0", "top_k([0.5, 0.5], 0)", lambda: top_k([0.5, 0.5], 0), ValueError, "k: top-k needs k >= 1"),
-        ApiCase("a nucleus mass of zero", "top_p([0.5, 0.5], 0)", lambda: top_p([0.5, 0.5], 0), ValueError, "top_p: mass must lie in (0, 1]"),
+        ApiCase("a negative temperature", "softmax([0.0, 1.0], temperature=-1)", lambda: softmax([0.0, 1.0], temperature=-1), ValueError, "temperature: must be a finite number >= 0, got -1"),
+        ApiCase("NaN as a temperature", "softmax([0.0, 1.0], temperature=float('nan'))", lambda: softmax([0.0, 1.0], temperature=np.nan), ValueError, "temperature: must be a finite number >= 0, got nan"),
+        ApiCase("logits that are -inf everywhere", "softmax([float('-inf')] * 2)", lambda: softmax([-np.inf] * 2), ValueError, "logits: a row is -inf everywhere"),
+        ApiCase("top-k with k = 0", "top_k([0.5, 0.5], 0)", lambda: top_k([0.5, 0.5], 0), ValueError, "k: the number of tokens top-k keeps must be an integer >= 1, got 0"),
+        ApiCase("a nucleus mass of zero", "top_p([0.5, 0.5], 0)", lambda: top_p([0.5, 0.5], 0), ValueError, "mass: must be a finite number in (0, 1]"),
+        ApiCase("a NaN Zipf exponent", "zipf(10, float('nan'))", lambda: zipf(10, np.nan), ValueError, "exponent: must be a finite number > 0, got nan"),
+        ApiCase("a vocabulary size that is not an integer", "zipf(10.5)", lambda: zipf(10.5), ValueError, "n: the vocabulary size must be an integer >= 1, got 10.5"),
+        ApiCase("a seed where a generator is expected", "dirichlet(5, 0.5, rng=0)", lambda: dirichlet(5, 0.5, rng=0), TypeError, "rng: expected a numpy.random.Generator"),
+        ApiCase("a Dirichlet concentration of zero", "dirichlet(5, 0.0, np.random.default_rng(0))", lambda: dirichlet(5, 0.0, np.random.default_rng(0)), ValueError, "alpha: must be a finite number > 0, got 0.0"),
         ApiCase("an acceptance above one in the speed model", "tree_block_efficiency([1.2], 4)", lambda: tree_block_efficiency([1.2], 4), ValueError, "acceptance: values must lie in [0, 1]"),
     ]
 

@@ -4,7 +4,9 @@ files, reproducibility, and the ``multidraft report`` command's handling of bad 
 from __future__ import annotations
 
 import base64
+import io
 import json
+import math
 import re
 import subprocess
 import sys
@@ -26,8 +28,8 @@ from multidraft.report import (
     TargetFamily,
     build_report,
     family_curves,
-    gap_table,
     pair_cut_upper_bound,
+    position_gap_table,
     render_html,
     render_markdown,
     unit_interval,
@@ -36,7 +38,6 @@ from multidraft.report import (
     zipf_positions,
 )
 from multidraft.report.render import prepare_output
-from multidraft.report.synthetic import optional_module
 from multidraft.theory import IID, Independent, dirichlet, optimal_acceptance, unit_acceptance
 
 from strategies import as_float, exact_distributions
@@ -108,8 +109,6 @@ def test_family_curves_agree_with_the_subset_method_and_the_interval():
 
 
 def test_family_curves_baselines_lie_below_the_optimum():
-    if optional_module("multidraft.schemes") is None:
-        pytest.skip("multidraft.schemes not in this build")
     curves = family_curves(points=13)
     assert set(curves.schemes) == {"spectr", "specinfer"}
     for name, values in curves.schemes.items():
@@ -202,7 +201,7 @@ def test_positions_reject_bad_arguments(kwargs, message):
 
 def test_gap_table_rows_and_bounds():
     positions = zipf_positions(40, 2, np.random.default_rng(0))
-    table = gap_table(positions, ks=(2, 3), temperatures=(0.8, 1.6), pairs=((0.8, 1.6),), s=3)
+    table = position_gap_table(positions, ks=(2, 3), temperatures=(0.8, 1.6), pairs=((0.8, 1.6),), s=3)
     assert [(r.law, r.k, r.draft_temperatures) for r in table.rows] == [
         ("iid", 2, (0.8,)), ("iid", 2, (1.6,)), ("iid", 3, (0.8,)), ("iid", 3, (1.6,)),
         ("wor", 2, (0.8,)), ("wor", 2, (1.6,)), ("wor", 3, (0.8,)), ("wor", 3, (1.6,)),
@@ -225,9 +224,9 @@ def test_gap_table_rows_and_bounds():
 def test_gap_table_rejects_unknown_law_and_bad_s():
     positions = zipf_positions(20, 1, np.random.default_rng(0))
     with pytest.raises(ValueError, match="laws: unknown law 'greedy'"):
-        gap_table(positions, laws=("greedy",))
+        position_gap_table(positions, laws=("greedy",))
     with pytest.raises(ValueError, match="s: the truncated LP needs s >= 1"):
-        gap_table(positions, s=0)
+        position_gap_table(positions, s=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,13 +276,12 @@ def test_render_blocks_reject_bad_shapes(build, message):
 @pytest.mark.parametrize("times_ms", [[3.0, 4.1, 5.2, 6.0], [0.2, 3.0, 80.0]], ids=["within-a-decade", "three-decades"])
 def test_truncation_figure_log_axis_reads_as_plain_numbers(times_ms):
     """Issue 15: the log axis of truncated_lp.png read "4×10⁰, 5×10⁰"."""
-    from multidraft.report import figures
-    from multidraft.report.synthetic import TruncationSweep
+    from multidraft.report.truncation import TruncationSweep, truncation_figure
 
     s_values = tuple(range(1, len(times_ms) + 1))
     sweep = TruncationSweep(100, 0.8, s_values, 0.9, {"published": (0.8,) * len(s_values)},
                             {"published": tuple(t / 1e3 for t in times_ms)})  # fmt: skip
-    figure = figures.truncation_figure(sweep)
+    figure = truncation_figure(sweep)
     figure.canvas.draw()
     axis = figure.axes[1]
     labels = [label.get_text() for minor in (False, True) for label in axis.get_yticklabels(minor=minor)]
@@ -317,9 +315,41 @@ def test_prepare_output_rejects_a_file_and_an_unwritable_path(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so that progress bars are drawn into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 @pytest.fixture(scope="module")
-def small_report():
-    return build_report(SMALL)
+def built_with_progress():
+    """The small report built with ``progress=True`` and what its bar drew on a terminal."""
+    terminal = Terminal()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stderr", terminal)
+        report = build_report(SMALL, progress=True)
+    return report, terminal.getvalue()
+
+
+@pytest.fixture(scope="module")
+def small_report(built_with_progress):
+    return built_with_progress[0]
+
+
+def test_report_shows_one_overall_bar_with_labelled_stages(built_with_progress):
+    """Issue 15, item 6: one bar counting every step of every section, labelled with the stage."""
+    from multidraft.report import SECTIONS
+
+    _, drawn = built_with_progress
+    total = sum(module.units(SMALL) for module in SECTIONS if getattr(module, "applies", lambda _: True)(SMALL))
+    frames = [frame for frame in re.split(r"[\r\n]+", drawn) if frame.strip()]
+    assert frames and all(frame.startswith("report: ") for frame in frames), set(frames[:3])
+    assert {int(m) for m in re.findall(rf"report: \d+/({total}) ", drawn)} == {total}
+    assert f"report: {total - 1}/{total} " in drawn
+    for stage in ("Figure 2", "gap table: iid K=2 T=0.8", "gap table: wor K=3 T=1.6", "gap table: pair T=0.8 & 1.6",
+                  "truncated LP: rank key ratio, s=3", "predicted speed-up"):  # fmt: skip
+        assert stage in drawn, stage
 
 
 def _strip_timings(results: dict) -> dict:
@@ -439,3 +469,38 @@ def test_real_model_section_on_the_bundled_model():
     table = next(block for block in real.section.blocks if isinstance(block, Table))
     assert len(table.rows) == 1 and table.rows[0][:4] == ("specinfer", "iid", "2", "1.6")
     assert set(real.timings["latency_profiles"]) == {"target", "draft"}
+
+
+# ----------------------------------------------------------------------------------------------
+# The gap over random small instances (behind benchmarks/bench_gap_table.py).
+
+
+def test_instance_gap_ratios_are_bounded_and_optimal_is_one():
+    from multidraft.report import instance_gap_table
+
+    table = instance_gap_table(["optimal", "spectr", "specinfer", "truncated-lp"], ks=[2, 3], n=6, instances=4, seed=1)
+    families = {row.family for row in table.rows}
+    assert families == {"dirichlet", "zipf", "temperature"}
+    for row in table.rows:
+        assert row.instances == 4
+        assert 0 < row.min_ratio <= row.mean_ratio <= 1 + 1e-9
+        if row.scheme == "optimal":
+            assert row.min_ratio == pytest.approx(1.0, abs=1e-12)
+        if row.scheme == "spectr":
+            assert row.min_ratio >= 1 - 1 / math.e
+    # truncated-lp applies to K = 2 only.
+    assert {row.k for row in table.rows if row.scheme == "truncated-lp"} == {2}
+    assert "dirichlet" in table.format() and table.to_dict()["rows"][0]["scheme"] == "optimal"
+
+
+def test_instance_gap_bad_arguments():
+    from multidraft.report.instance_gap import draw_pair, instance_gap_table
+
+    with pytest.raises(ValueError, match="family: unknown family 'gauss'"):
+        instance_gap_table(["optimal"], families=["gauss"])
+    with pytest.raises(ValueError, match="unknown family"):
+        draw_pair("gauss", 4, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="need n >= 2"):
+        instance_gap_table(["optimal"], n=1)
+    with pytest.raises(ValueError, match="unknown name"):
+        instance_gap_table(["best"])

@@ -344,38 +344,3 @@ def test_bad_drafts(name, scheme, law, drafts, message):
 def test_bad_arguments(call, message):
     with pytest.raises(ValueError, match=message):
         call()
-
-
-# ----------------------------------------------------------------------------------------------
-# The gap table (library function behind benchmarks/bench_gap_table.py).
-
-
-def test_gap_table_ratios_are_bounded_and_optimal_is_one():
-    from multidraft.schemes.gap import gap_table
-
-    table = gap_table(["optimal", "spectr", "specinfer", "truncated-lp"], ks=[2, 3], n=6, instances=4, seed=1)
-    families = {row.family for row in table.rows}
-    assert families == {"dirichlet", "zipf", "temperature"}
-    for row in table.rows:
-        assert row.instances == 4
-        assert 0 < row.min_ratio <= row.mean_ratio <= 1 + 1e-9
-        if row.scheme == "optimal":
-            assert row.min_ratio == pytest.approx(1.0, abs=1e-12)
-        if row.scheme == "spectr":
-            assert row.min_ratio >= 1 - 1 / math.e
-    # truncated-lp applies to K = 2 only.
-    assert {row.k for row in table.rows if row.scheme == "truncated-lp"} == {2}
-    assert "dirichlet" in table.format() and table.to_dict()["rows"][0]["scheme"] == "optimal"
-
-
-def test_gap_table_bad_arguments():
-    from multidraft.schemes.gap import draw_pair, gap_table
-
-    with pytest.raises(ValueError, match="family: unknown family 'gauss'"):
-        gap_table(["optimal"], families=["gauss"])
-    with pytest.raises(ValueError, match="unknown family"):
-        draw_pair("gauss", 4, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="need n >= 2"):
-        gap_table(["optimal"], n=1)
-    with pytest.raises(ValueError, match="unknown name"):
-        gap_table(["best"])

@@ -4,6 +4,8 @@ limit and an alternative that accepts the input at hand."""
 
 from __future__ import annotations
 
+import io
+import sys
 import tracemalloc
 
 import numpy as np
@@ -110,15 +112,26 @@ def test_a_list_where_a_law_is_expected_is_a_type_error():
         importance_lp([0.5, 0.5], "iid")
 
 
-def test_a_long_solve_shows_a_bar_on_stderr_unless_progress_is_off(capfd, monkeypatch):
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so that progress bars are drawn into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_solve_shows_a_bar_on_a_terminal_unless_progress_is_off(capfd, monkeypatch):
     import multidraft.lp._solve as solve_module
 
     monkeypatch.setattr(solve_module, "SLOW_VARIABLES", 1)  # make a small LP count as slow
     transport_lp([0.5, 0.5], IID([0.5, 0.5], 2))
-    captured = capfd.readouterr()
-    assert captured.out == "" and "transport LP (iid law, n=2, k=2): solving 6 variables" in captured.err
+    assert capfd.readouterr() == ("", ""), "no bar when stderr is not a terminal (a pipe, a log)"
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    transport_lp([0.5, 0.5], IID([0.5, 0.5], 2))
+    assert "transport LP (iid law, n=2, k=2): solving 6 variables" in terminal.getvalue()
+    shown = len(terminal.getvalue())
     transport_lp([0.5, 0.5], IID([0.5, 0.5], 2), progress=False)
-    assert capfd.readouterr() == ("", "")
     monkeypatch.setattr(solve_module, "SLOW_VARIABLES", 7)
     transport_lp([0.5, 0.5], IID([0.5, 0.5], 2))
-    assert capfd.readouterr() == ("", ""), "an LP below the threshold shows nothing"
+    assert len(terminal.getvalue()) == shown, "progress=False, or an LP below the threshold, shows nothing"
+    assert capfd.readouterr() == ("", "")

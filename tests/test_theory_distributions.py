@@ -101,7 +101,7 @@ def test_top_k_and_top_p():
     np.testing.assert_allclose(top_p(p, 0.4), [0, 1, 0, 0])
     with pytest.raises(ValueError, match="top_p"):
         top_p(p, 0.0)
-    with pytest.raises(ValueError, match="k >= 1"):
+    with pytest.raises(ValueError, match="integer >= 1"):
         top_k(p, 0)
 
 

@@ -170,7 +170,8 @@ def silenced(verbose: bool = False) -> Iterator[None]:
 @contextlib.contextmanager
 def solving_bar(what: str, variables: int, enabled: bool) -> Iterator[None]:
     """A one-step progress bar on stderr while a solver runs, for LPs of at least
-    :data:`SLOW_VARIABLES` variables (no-op otherwise, with ``enabled=False`` or without tqdm).
+    :data:`SLOW_VARIABLES` variables (no-op otherwise, with ``enabled=False``, without tqdm, or
+    when stderr is not a terminal).
 
     It is drawn before the descriptors are silenced, so it stays on screen during the solve,
     and removed afterwards.
@@ -183,7 +184,9 @@ def solving_bar(what: str, variables: int, enabled: bool) -> Iterator[None]:
             tqdm = None
         if tqdm is not None:
             description = f"{what}: solving {variables:,} variables"
-            bar = tqdm(total=1, desc=description, bar_format="{desc} [{elapsed}]", leave=False, file=sys.stderr)
+            bar = tqdm(
+                total=1, desc=description, bar_format="{desc} [{elapsed}]", leave=False, file=sys.stderr, disable=None
+            )  # disable=None: no bar unless stderr is a terminal
             bar.refresh()
     try:
         yield

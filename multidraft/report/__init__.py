@@ -1,41 +1,33 @@
-"""Acceptance-gap reports: synthetic sections, figures, Markdown/HTML/JSON output.
+"""Acceptance-gap reports: one module per section, Markdown/HTML/JSON output.
 
-``build_report(ReportConfig(...))`` computes every section available in this build and
-``write_report(report, out)`` writes ``report.md``, a self-contained ``report.html``,
-``figures/*.png`` and ``results.json``. The command ``multidraft report`` wraps both.
-Needs the ``report`` extra (matplotlib, imported when a figure is drawn); sections that report
-on the LP, scheme and decoding layers import those layers only when they run, so importing
-this package stays light.
+``build_report(ReportConfig(...))`` runs the sections in :data:`~multidraft.report.build.SECTIONS`
+-- :mod:`~multidraft.report.figure2`, :mod:`~multidraft.report.gap_table`,
+:mod:`~multidraft.report.truncation`, :mod:`~multidraft.report.speedup` and, with a model,
+:mod:`~multidraft.report.real` -- each of which computes its numbers, draws its figure and
+writes its text; ``write_report(report, out)`` writes ``report.md``, a self-contained
+``report.html``, ``figures/*.png`` and ``results.json``. The command ``multidraft report``
+wraps both. :mod:`~multidraft.report.instance_gap` is the experiment over random small
+instances behind ``benchmarks/bench_gap_table.py``. Needs the ``report`` extra (matplotlib,
+imported when a figure is drawn); the LP, scheme and decoding layers are imported when a
+section uses them, so importing this package stays light.
 """
 
-from multidraft.report.build import Report, ReportConfig, build_report, write_report
+from multidraft.report.build import SECTIONS, Report, build_report, write_report
+from multidraft.report.config import ReportConfig
+from multidraft.report.figure2 import FIGURE2_FAMILY, FamilyCurves, TargetFamily, family_curves, unit_interval
+from multidraft.report.gap_table import PositionGapRow, PositionGapTable, pair_cut_upper_bound, position_gap_table
+from multidraft.report.instance_gap import InstanceGapRow, InstanceGapTable, instance_gap_table
+from multidraft.report.positions import PositionSet, zipf_positions
 from multidraft.report.real import RealModelGrid, RealModelSection, real_model_section, wilson_interval
 from multidraft.report.render import Document, Figure, Paragraph, Section, Table, render_html, render_markdown
-from multidraft.report.synthetic import (
-    FIGURE2_FAMILY,
-    FamilyCurves,
-    GapRow,
-    GapTable,
-    PositionSet,
-    TargetFamily,
-    TruncationSweep,
-    family_curves,
-    gap_table,
-    pair_cut_upper_bound,
-    truncation_sweep,
-    unit_interval,
-    zipf_positions,
-)
+from multidraft.report.truncation import TruncationSweep, truncation_sweep
 
 __all__ = [
     "ReportConfig",
     "Report",
+    "SECTIONS",
     "build_report",
     "write_report",
-    "RealModelGrid",
-    "RealModelSection",
-    "real_model_section",
-    "wilson_interval",
     "Document",
     "Section",
     "Paragraph",
@@ -50,10 +42,17 @@ __all__ = [
     "unit_interval",
     "PositionSet",
     "zipf_positions",
-    "GapRow",
-    "GapTable",
-    "gap_table",
+    "PositionGapRow",
+    "PositionGapTable",
+    "position_gap_table",
     "pair_cut_upper_bound",
     "TruncationSweep",
     "truncation_sweep",
+    "RealModelGrid",
+    "RealModelSection",
+    "real_model_section",
+    "wilson_interval",
+    "InstanceGapRow",
+    "InstanceGapTable",
+    "instance_gap_table",
 ]

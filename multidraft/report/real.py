@@ -1,4 +1,4 @@
-"""The real-model section of the report: empirical against expected acceptance on a model.
+"""Report section "Real models": empirical against expected acceptance on a model.
 
 For each scheme, number of drafts K and draft temperature in a small grid,
 :func:`multidraft.decoding.measure` runs multi-draft speculative sampling on the model(s) and
@@ -13,14 +13,26 @@ positions, the block efficiency and the speed-up it predicts with latencies meas
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.report import figures as figs
+from multidraft.report.config import ReportConfig
+from multidraft.report.figures import png_bytes, pyplot
 from multidraft.report.render import Figure, Paragraph, Section, Table
+from multidraft.report.section import BuildContext, ReportProgress, SectionResult, progress_bar
 
-__all__ = ["RealModelGrid", "RealModelSection", "wilson_interval", "real_model_section"]
+__all__ = [
+    "RealModelGrid",
+    "RealModelSection",
+    "wilson_interval",
+    "real_model_section",
+    "real_figure",
+    "applies",
+    "units",
+    "build",
+]
 
 
 @dataclass(frozen=True)
@@ -78,30 +90,69 @@ def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[flo
     return centre - half, centre + half
 
 
+def real_figure(
+    labels: Sequence[str],
+    empirical: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    expected: np.ndarray,
+    optimal: np.ndarray,
+):
+    """Real-model acceptance per setting: empirical with 95% intervals, expected, optimal."""
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(max(6.0, 0.7 * len(labels) + 2), 3.8), layout="constrained")
+    x = np.arange(len(labels))
+    errors = [empirical - low, high - empirical]
+    axis.errorbar(x, empirical, yerr=errors, fmt="o", capsize=3, label="empirical (95% CI)")
+    axis.plot(x, expected, "x", markersize=8, label="expected (exact, same positions)")
+    axis.plot(x, optimal, "_", markersize=14, color="black", label="optimal (same positions)")
+    axis.set_xticks(x)
+    axis.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    axis.set_ylabel("token-level acceptance")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    return figure
+
+
 def _settings(grid: RealModelGrid) -> list[tuple[str, bool, int, float]]:
     plain = [(s, False, k, t) for s in grid.schemes for k in grid.ks for t in grid.temperatures]
     wor = [(s, True, k, t) for s in grid.wor_schemes for k in grid.ks for t in grid.temperatures[-1:]]
     return plain + wor
 
 
-def real_model_section(config, progress: bool = False, grid: RealModelGrid = RealModelGrid()) -> RealModelSection:
+def _measurement_label(setting: tuple[str, bool, int, float]) -> str:
+    scheme, wor, k, temperature = setting
+    return f"real models: {scheme}{' (wor)' if wor else ''} K={k} T={temperature:g}"
+
+
+def _steps(grid: RealModelGrid) -> int:
+    """Progress steps: loading the models, each measurement, the two latency profiles."""
+    return 1 + len(_settings(grid)) + 2
+
+
+def real_model_section(
+    config: ReportConfig, progress: bool | ReportProgress = False, grid: RealModelGrid = RealModelGrid()
+) -> RealModelSection:
     """Measure ``config.target`` (and ``config.draft``) over ``grid`` and build the section.
 
     Models are loaded once by :func:`multidraft.decoding.load_model` (its errors, e.g. an
     unknown model, propagate unchanged); ``config.draft=None`` drafts with the target itself
-    at the draft temperatures (the setting of Khisti et al., Section 5).
+    at the draft temperatures (the setting of Khisti et al., Section 5). ``progress``: one bar
+    on stderr with a step per measurement (or the report's bar); the measurements themselves
+    show none.
     """
     from multidraft.decoding import DEFAULT_PROMPTS, load_model, measure  # noqa: PLC0415
     from multidraft.decoding.profiling import profile_latency  # noqa: PLC0415
     from multidraft.theory.speed import iteration_seconds  # noqa: PLC0415
 
-    target = load_model(config.target)
-    draft = None if config.draft is None else load_model(config.draft)
     prompts = DEFAULT_PROMPTS[: grid.prompts]
-    results = []
     settings = _settings(grid)
-    for index, (scheme, wor, k, temperature) in enumerate(settings):
-        results.append(
+    with progress_bar(progress, _steps(grid)) as bar:
+        bar.stage(f"real models: loading {config.target}" + ("" if config.draft is None else f" and {config.draft}"))
+        target = load_model(config.target)
+        draft = None if config.draft is None else load_model(config.draft)
+        bar.advance()
+        results = [
             measure(
                 target,
                 draft,
@@ -113,14 +164,19 @@ def real_model_section(config, progress: bool = False, grid: RealModelGrid = Rea
                 seed=config.seed + index,
                 draft_temperatures=(temperature,),
                 without_replacement=wor,
-                progress=progress,
+                progress=False,
             )
+            for index, (scheme, wor, k, temperature) in enumerate(bar.track(settings, _measurement_label))
+        ]
+        options = dict(
+            batch_sizes=tuple(sorted({1, *grid.ks})), token_counts=(1, grid.length + 1), repeats=3, warmup=1, seed=config.seed
         )
-    batches = tuple(sorted({1, *grid.ks}))
-    tokens = (1, grid.length + 1)
-    grid_options = dict(batch_sizes=batches, token_counts=tokens, repeats=3, warmup=1, seed=config.seed)
-    target_profile = profile_latency(target, **grid_options)
-    draft_profile = target_profile if draft is None else profile_latency(draft, **grid_options)
+        bar.stage("real models: latency of the target")
+        target_profile = profile_latency(target, **options)
+        bar.advance()
+        bar.stage("real models: latency of the draft")
+        draft_profile = target_profile if draft is None else profile_latency(draft, **options)
+        bar.advance()
     target_latency, draft_latency = target_profile.latency, draft_profile.latency
 
     rows, data, timings = [], [], []
@@ -173,7 +229,7 @@ def real_model_section(config, progress: bool = False, grid: RealModelGrid = Rea
     )  # fmt: skip
     figure = Figure(
         "real_models",
-        figs.png_bytes(figs.real_figure(labels, *(np.array(v) for v in (empirical, low, high, expected, optimal)))),
+        png_bytes(real_figure(labels, *(np.array(v) for v in (empirical, low, high, expected, optimal)))),
         "Real models: empirical acceptance (95% interval) against the expected and optimal acceptance "
         "on the same positions",
     )
@@ -189,3 +245,19 @@ def real_model_section(config, progress: bool = False, grid: RealModelGrid = Rea
 
 def _grid_json(grid: RealModelGrid) -> dict:
     return {key: list(value) if isinstance(value, tuple) else value for key, value in vars(grid).items()}
+
+
+def applies(config: ReportConfig) -> bool:
+    """Whether the report has this section: only with a model (``--model`` or ``--target``)."""
+    return config.target is not None
+
+
+def units(config: ReportConfig) -> int:
+    """Steps this section reports to the progress bar."""
+    return _steps(RealModelGrid())
+
+
+def build(context: BuildContext) -> SectionResult:
+    """Measurements, table, figure and text of the real-model section."""
+    real = real_model_section(context.config, progress=context.progress)
+    return SectionResult("real_models", real.section, real.data, {"real_models": real.timings})

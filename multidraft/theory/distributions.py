@@ -12,7 +12,7 @@ sampling applies before a token is drawn; the random families (:func:`dirichlet`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from numbers import Rational
 
@@ -79,6 +79,33 @@ def check_count(value: object, name: str, *, minimum: int = 1, meaning: str = ""
         shown = int(value) if integer else repr(value)
         raise ValueError(f"{name}: {subject} be an integer >= {minimum}, got {shown}")
     return int(value)
+
+
+def _shown(value: object) -> str:
+    """``repr`` of a value as the user typed it: numpy scalars shown as Python numbers."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _check_number(value: object, name: str, rule: str, inside: Callable[[float], bool]) -> float:
+    """``float(value)`` once checked to be a finite real number with ``inside(value)`` true;
+    else ``ValueError("<name>: must be a finite number <rule>, got <value>")``."""
+    real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not real or not np.isfinite(value) or not inside(float(value)):
+        raise ValueError(f"{name}: must be a finite number {rule}, got {_shown(value)}")
+    return float(value)
+
+
+def _check_generator(rng: object, name: str = "rng") -> np.random.Generator:
+    """``rng`` if it is a ``numpy.random.Generator``, else a ``TypeError`` saying how to make one."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"{name}: expected a numpy.random.Generator, e.g. numpy.random.default_rng(0), got {type(rng).__name__}"
+        )
+    return rng
+
+
+def _check_size(size: object) -> int | None:
+    return None if size is None else check_count(size, "size", meaning="the number of distributions")
 
 
 def _check_values(values: np.ndarray, name: str) -> None:
@@ -270,12 +297,21 @@ def softmax(logits: object, temperature: float = 1.0) -> np.ndarray:
 
     >>> softmax([0.0, 0.0, float("-inf")])
     array([0.5, 0.5, 0. ])
+
+    Raises ``ValueError`` for a temperature that is negative or not a finite number, and for
+    logits that are not numeric, empty, NaN or ``+inf``, or ``-inf`` everywhere in a row.
     """
-    if temperature < 0 or not np.isfinite(temperature):
-        raise ValueError(f"temperature: must be finite and >= 0, got {temperature!r}")
-    z = np.asarray(logits, dtype=np.float64)
+    temperature = _check_number(temperature, "temperature", ">= 0", lambda t: t >= 0)
+    try:
+        z = np.asarray(logits, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"logits: not a numeric array ({error})") from None
+    if z.ndim == 0 or z.shape[-1] == 0:
+        raise ValueError(f"logits: expected an array with at least one entry per row, got shape {z.shape}")
     if np.isnan(z).any() or np.isposinf(z).any():
         raise ValueError("logits: contain NaN or +inf entries")
+    if np.isneginf(z).all(axis=-1).any():
+        raise ValueError("logits: a row is -inf everywhere (no token has positive probability)")
     if temperature == 0:
         return (z == z.max(axis=-1, keepdims=True)).astype(np.float64) / np.sum(
             z == z.max(axis=-1, keepdims=True), axis=-1, keepdims=True
@@ -292,8 +328,7 @@ def top_k(distribution: object, k: int) -> np.ndarray:
     array([0.        , 0.66666667, 0.33333333])
     """
     p = as_distribution(distribution, "distribution", batched=True)
-    if k < 1:
-        raise ValueError(f"k: top-k needs k >= 1, got {k}")
+    k = check_count(k, "k", meaning="the number of tokens top-k keeps")
     if k >= p.shape[-1]:
         return p
     order = np.argsort(-p, axis=-1, kind="stable")
@@ -311,8 +346,7 @@ def top_p(distribution: object, mass: float) -> np.ndarray:
     array([0.        , 0.66666667, 0.33333333])
     """
     p = as_distribution(distribution, "distribution", batched=True)
-    if not 0 < mass <= 1:
-        raise ValueError(f"top_p: mass must lie in (0, 1], got {mass!r}")
+    mass = _check_number(mass, "mass", "in (0, 1] (the nucleus mass of top_p)", lambda m: 0 < m <= 1)
     order = np.argsort(-p, axis=-1, kind="stable")
     sorted_p = np.take_along_axis(p, order, axis=-1)
     before = np.cumsum(sorted_p, axis=-1) - sorted_p
@@ -326,12 +360,20 @@ def top_p(distribution: object, mass: float) -> np.ndarray:
 def dirichlet(n: int, alpha: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
     """Draw distributions from a symmetric Dirichlet(alpha) on ``n`` tokens.
 
-    Small ``alpha`` gives sparse, peaked distributions; large ``alpha`` flat ones.
+    Small ``alpha`` gives sparse, peaked distributions; large ``alpha`` flat ones. ``size``
+    rows (shape ``[size, n]``) or one distribution (``size=None``, shape ``[n]``).
+
+    >>> dirichlet(3, 1.0, np.random.default_rng(0)).shape
+    (3,)
+    >>> dirichlet(3, float("nan"), np.random.default_rng(0))
+    Traceback (most recent call last):
+    ...
+    ValueError: alpha: must be a finite number > 0, got nan
     """
-    if n < 1:
-        raise ValueError(f"n: needs n >= 1, got {n}")
-    if alpha <= 0:
-        raise ValueError(f"alpha: must be > 0, got {alpha}")
+    n = check_count(n, "n", meaning="the vocabulary size")
+    alpha = _check_number(alpha, "alpha", "> 0", lambda a: a > 0)
+    rng = _check_generator(rng)
+    size = _check_size(size)
     shape = (n,) if size is None else (size, n)
     gamma = rng.standard_gamma(alpha, size=shape)
     # Guard the (astronomically rare) all-underflow row for tiny alpha.
@@ -349,11 +391,18 @@ def zipf(
 
     With ``rng`` the ranks are assigned to tokens by a random permutation per row (so two
     draws share the shape but not the token order); without it token ``i`` has rank ``i + 1``.
+
+    >>> zipf(3, 1.0).round(4).tolist()
+    [0.5455, 0.2727, 0.1818]
+    >>> zipf(10, float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: exponent: must be a finite number > 0, got nan
     """
-    if n < 1:
-        raise ValueError(f"n: needs n >= 1, got {n}")
-    if exponent <= 0:
-        raise ValueError(f"exponent: must be > 0, got {exponent}")
+    n = check_count(n, "n", meaning="the vocabulary size")
+    exponent = _check_number(exponent, "exponent", "> 0", lambda e: e > 0)
+    rng = None if rng is None else _check_generator(rng)
+    size = _check_size(size)
     weights = np.arange(1, n + 1, dtype=np.float64) ** (-exponent)
     weights /= weights.sum()
     if rng is None:

@@ -1,5 +1,9 @@
-"""The acceptance gap: each scheme's acceptance divided by the optimum, over random instances
-(like Table 3 of Khisti et al., ICLR 2025: Optimal / IS / SpecTr / SpecInfer).
+"""The acceptance gap over random small instances: each scheme's acceptance divided by the
+optimum (like Table 3 of Khisti et al., ICLR 2025: Optimal / IS / SpecTr / SpecInfer), the
+experiment behind ``benchmarks/bench_gap_table.py``.
+
+Not to be confused with the report's gap table (:mod:`multidraft.report.gap_table`: Zipf-like
+positions on a large vocabulary against draft temperature).
 
 For each instance family (``dirichlet``, ``zipf``, ``temperature``) and K, draw pairs (p, q),
 take the iid law of K drafts from q, and record ``ratio = acceptance(scheme) / P*`` with P* from
@@ -23,9 +27,9 @@ from multidraft.theory.distributions import dirichlet, softmax, zipf
 from multidraft.theory.laws import IID
 from multidraft.theory.optimal import optimal_acceptance
 
-__all__ = ["FAMILIES", "GapRow", "GapTable", "gap_table", "draw_pair"]
+__all__ = ["FAMILIES", "DEFAULT_SCHEMES", "InstanceGapRow", "InstanceGapTable", "instance_gap_table", "draw_pair"]
 
-#: Instance families of :func:`gap_table`.
+#: Instance families of :func:`instance_gap_table`.
 FAMILIES = ("dirichlet", "zipf", "temperature")
 #: Default schemes (registry names), in the column order of the paper's table.
 DEFAULT_SCHEMES = ("optimal", "is-lp", "multistage", "truncated-lp", "spectr", "specinfer")
@@ -33,7 +37,7 @@ _IMPORTANCE = ("is-lp", "truncated-lp", "multistage")
 
 
 @dataclass(frozen=True)
-class GapRow:
+class InstanceGapRow:
     """Acceptance / optimum of one scheme over the instances of one (family, K) cell.
 
     ``instances`` counts the instances the scheme applies to; ``min_ratio``/``mean_ratio`` are
@@ -51,10 +55,10 @@ class GapRow:
 
 
 @dataclass(frozen=True)
-class GapTable:
+class InstanceGapTable:
     """All rows plus the settings that produced them."""
 
-    rows: tuple[GapRow, ...]
+    rows: tuple[InstanceGapRow, ...]
     n: int
     instances: int
     seed: int
@@ -114,7 +118,7 @@ def _acceptance(scheme, target: np.ndarray, law: IID) -> float:
     return float(scheme.acceptance(target, law))
 
 
-def gap_table(
+def instance_gap_table(
     schemes: Sequence[str] = DEFAULT_SCHEMES,
     ks: Sequence[int] = (2, 3, 4, 8),
     families: Sequence[str] = FAMILIES,
@@ -123,7 +127,7 @@ def gap_table(
     instances: int = 20,
     seed: int = 0,
     options: dict[str, dict] | None = None,
-) -> GapTable:
+) -> InstanceGapTable:
     """``acceptance(scheme) / P*`` (min and mean) over random iid instances per (family, K).
 
     Parameters
@@ -137,12 +141,12 @@ def gap_table(
 
     Returns
     -------
-    GapTable
-        One :class:`GapRow` per (family, K, applicable scheme); ``.format()`` prints it.
+    InstanceGapTable
+        One :class:`InstanceGapRow` per (family, K, applicable scheme); ``.format()`` prints it.
 
     Examples
     --------
-    >>> table = gap_table(["optimal", "specinfer"], ks=[2], families=["dirichlet"], n=6, instances=3)
+    >>> table = instance_gap_table(["optimal", "specinfer"], ks=[2], families=["dirichlet"], n=6, instances=3)
     >>> [(row.scheme, row.instances, row.min_ratio <= row.mean_ratio <= 1.0) for row in table.rows]
     [('optimal', 3, True), ('specinfer', 3, True)]
     >>> table.rows[0].min_ratio
@@ -158,7 +162,7 @@ def gap_table(
     if n < 2 or instances < 1:
         raise ValueError(f"n and instances: need n >= 2 and instances >= 1, got n={n}, instances={instances}")
     rng = np.random.default_rng(seed)
-    rows: list[GapRow] = []
+    rows: list[InstanceGapRow] = []
     for family in families:
         for k in ks:
             pairs = [draw_pair(family, n, rng) for _ in range(instances)]
@@ -170,7 +174,7 @@ def gap_table(
                 values = np.array([_acceptance(scheme, p, law) for (p, _), law in zip(pairs, laws)])
                 ratios = values / optima
                 rows.append(
-                    GapRow(family, int(k), name, len(values), float(ratios.min()), float(ratios.mean()),
+                    InstanceGapRow(family, int(k), name, len(values), float(ratios.min()), float(ratios.mean()),
                            float(values.mean()), float(optima.mean()))
                 )
-    return GapTable(tuple(rows), n, instances, seed, tuple(schemes))
+    return InstanceGapTable(tuple(rows), n, instances, seed, tuple(schemes))

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"law {law.name}, k = {law.k}, n = {law.n}" + (" (exact)" if args.exact else ""))
     print(f"{'scheme':<14} {'acceptance':>22} {'of optimum':>11}")
     for name, value in values.items():
-        shown = _format(value, args.exact) if args.exact else f"{float(value):.12f}"
+        shown = str(value) if args.exact else f"{float(value):.12f}"
         ratio = f"{float(value) / float(optimum):.4f}" if optimum else ""
         print(f"{name:<14} {shown:>22} {ratio:>11}")
     if skipped:

@@ -54,6 +54,9 @@ class Optimal(ImportanceScheme):
 
     name = "optimal"
     supported_laws = ("iid", "independent", "wor", "greedy", "deterministic")
+    optimal = True
+    lp_laws = tuple(law for law in supported_laws if law not in VERIFIER_LAWS)  # transport LP
+    any_vocabulary_laws = VERIFIER_LAWS
     exact_capable = True
     batch_capable = True
     batch_laws = VERIFIER_LAWS

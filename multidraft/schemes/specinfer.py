@@ -60,6 +60,7 @@ class SpecInfer(Scheme):
 
     name = "specinfer"
     supported_laws = ("iid", "independent", "deterministic")
+    any_vocabulary_laws = supported_laws
     exact_capable = True
     exact_output = True
     batch_capable = True

@@ -82,6 +82,7 @@ class SpecTr(Scheme):
 
     name = "spectr"
     supported_laws = ("iid",)
+    any_vocabulary_laws = supported_laws
     batch_capable = True
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:

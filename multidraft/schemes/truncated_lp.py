@@ -25,8 +25,9 @@ class TruncatedLP(ImportanceScheme):
 
     name = "truncated-lp"
     supported_laws = ("iid", "independent")
+    k_range = (2, 2)
+    lp_laws = supported_laws
     batch_capable = True
-    k_rule = "K = 2"
 
     def __init__(self, *, s: int = 5, rank_key: str = "published") -> None:
         s = check_count(s, "s", meaning="the number of tokens kept")
@@ -37,9 +38,6 @@ class TruncatedLP(ImportanceScheme):
 
     def __repr__(self) -> str:
         return f"TruncatedLP(s={self.s}, rank_key={self.rank_key!r})"
-
-    def _supports_k(self, k: int) -> bool:
-        return k == 2
 
     def selection(self, target, law: DraftLaw):
         first, second = law.marginals()

@@ -152,7 +152,7 @@ def test_model_without_cache_needs_context_zero():
     assert profile_latency(NoCache(), context=0, repeats=1, warmup=0).seconds.shape == (3, 4)
 
 
-def test_profile_command_prints_the_table(tiny_llama, monkeypatch, capsys):
+def test_profile_command_prints_the_table(tiny_llama, monkeypatch, capfd):
     import json
 
     from multidraft.cli import main
@@ -162,10 +162,39 @@ def test_profile_command_prints_the_table(tiny_llama, monkeypatch, capsys):
     monkeypatch.setattr(models, "load_model", lambda spec, device="auto": loaded)
     argv = ["profile", "--batch-sizes", "1,2", "--token-counts", "1,3", "--context", "4", "--repeats", "1", "--warmup", "0"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert out.startswith("tiny on cpu: median ms per forward call") and len(out.strip().splitlines()) == 4
     assert main([*argv, "--json", "--layers", "1"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    result = json.loads(capfd.readouterr().out)
     assert result["name"] == "tiny[:1 layers]" and np.array(result["seconds"]).shape == (2, 2)
-    assert main(["profile", "--batch-sizes", "1,1", *argv[3:]]) == 2
-    assert "batch_sizes: expected at least two strictly increasing" in capsys.readouterr().err
+    assert result["compiled"] is False
+
+
+BAD_PROFILE = [
+    ("batch-sizes", ["--batch-sizes", "1,1"], "batch_sizes: expected at least two strictly increasing"),
+    ("token-counts", ["--token-counts", "0,1"], "token_counts: expected positive integers"),
+    ("context", ["--context", "-1"], "context: expected an integer >= 0"),
+    ("repeats", ["--repeats", "0"], "repeats: expected an integer >= 1"),
+    ("warmup", ["--warmup", "-1"], "warmup: expected an integer >= 0"),
+    ("compile-warmup", ["--compile", "--warmup", "0"], "warmup: expected an integer >= 1"),
+    ("layers", ["--layers", "0"], "layers: must be >= 1"),
+    ("seed", ["--seed", "-2"], "seed: must be >= 0"),
+    ("device", ["--device", "nonsense"], "device: not a torch device"),
+]
+if not torch.cuda.is_available():
+    BAD_PROFILE.append(("cuda", ["--device", "cuda"], "CUDA requested but torch reports no CUDA device"))
+
+
+@pytest.mark.parametrize("extra, message", [c[1:] for c in BAD_PROFILE], ids=[c[0] for c in BAD_PROFILE])
+def test_profile_command_refuses_bad_values_before_loading(monkeypatch, capfd, extra, message):
+    from multidraft.cli import main
+    from multidraft.decoding import models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(models, "load_model", no_loading)
+    assert main(["profile", *extra]) == 2
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("multidraft profile: error: ") and message in captured.err

@@ -49,16 +49,6 @@ class RealModelSection:
     timings: dict
 
 
-#: Fields of :meth:`multidraft.decoding.Results.summary` that are wall-clock measurements.
-_TIMING_FIELDS = (
-    "tokens_per_second",
-    "seconds_drafting",
-    "seconds_verification",
-    "seconds_selection",
-    "seconds_theory",
-)
-
-
 def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score interval for a proportion: ``(p̂ + z²/2N ± z sqrt(p̂(1-p̂)/N + z²/4N²)) / (1 + z²/N)``.
 
@@ -91,7 +81,7 @@ def real_model_section(config, progress: bool = False, grid: RealModelGrid = Rea
     unknown model, propagate unchanged); ``config.draft=None`` drafts with the target itself
     at the draft temperatures (the setting of Khisti et al., Section 5).
     """
-    from multidraft.decoding import DEFAULT_PROMPTS, load_model, measure  # noqa: PLC0415
+    from multidraft.decoding import DEFAULT_PROMPTS, TIMING_FIELDS, Sampling, load_model, measure  # noqa: PLC0415
     from multidraft.decoding.profiling import profile_latency  # noqa: PLC0415
     from multidraft.theory.speed import iteration_seconds  # noqa: PLC0415
 
@@ -111,8 +101,9 @@ def real_model_section(config, progress: bool = False, grid: RealModelGrid = Rea
                 prompts=prompts,
                 max_new_tokens=grid.max_new_tokens,
                 seed=config.seed + index,
-                draft_temperatures=(temperature,),
+                draft_sampling=Sampling(temperature),
                 without_replacement=wor,
+                baseline=False,
                 progress=progress,
             )
         )
@@ -142,7 +133,7 @@ def real_model_section(config, progress: bool = False, grid: RealModelGrid = Rea
             )
         )  # fmt: skip
         summary = result.summary()
-        timings.append({key: summary.pop(key) for key in _TIMING_FIELDS} | {"predicted_speedup": speedup})
+        timings.append({key: summary.pop(key) for key in TIMING_FIELDS} | {"predicted_speedup": speedup})
         data.append(summary | {"law": law, "empirical_ci95": list(interval)})
         labels.append(f"{scheme} {law} K={k} T={temperature:g}")
         empirical.append(result.empirical_acceptance)

@@ -150,7 +150,7 @@ def test_profile_compiled_forward(target, traced):
     profile = profile_latency(target, batch_sizes=(1, 2), token_counts=(1, 3), context=4, repeats=2, warmup=1, compile=True)
     assert profile.compiled and profile.seconds.shape == (2, 2) and (profile.seconds > 0).all()
     assert "compiled forward call" in profile.table()
-    with pytest.raises(ValueError, match="warmup: expected an integer >= 1"):
+    with pytest.raises(ValueError, match="warmup: must be an integer >= 1"):
         profile_latency(target, warmup=0, compile=True)
 
 

@@ -107,15 +107,24 @@ def node_scheme(scheme: Any, name: str, k: int) -> tuple[Any, bool]:
 
     ``scheme`` itself, or single-draft speculative sampling (Leviathan et al. 2023) at a node
     with one live draft when ``scheme`` is defined for K >= 2 only -- every multi-draft scheme
-    reduces to it at K = 1. The batched form runs when the scheme has one and supports the law.
+    reduces to it at K = 1. The batched form runs when the scheme has one for the law
+    (``supports_batch``; the optimal verifier's covers iid drafts only).
     """
     supports = getattr(scheme, "supports", None)
     if k == 1 and supports is not None and not supports(representative_law(name, 1)):
         from multidraft.schemes import get_scheme
 
         scheme = get_scheme("single")
-    batched = bool(getattr(scheme, "batch_capable", False)) and scheme.supports(representative_law(name, k))
-    return scheme, batched
+    return scheme, _runs_batched(scheme, representative_law(name, k))
+
+
+def _runs_batched(scheme: Any, law: DraftLaw) -> bool:
+    """Whether ``scheme`` has a batched form for ``law``: its ``supports_batch`` (a
+    :class:`~multidraft.schemes.Scheme`), else ``batch_capable`` and ``supports``."""
+    if callable(getattr(scheme, "supports_batch", None)):
+        return bool(scheme.supports_batch(law))
+    supports = getattr(scheme, "supports", None)
+    return bool(getattr(scheme, "batch_capable", False)) and (supports is None or bool(supports(law)))
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ P*, the selection share (time in token-level selection over the decoding step ti
 Drafts: the target itself at temperature 1.5 (the paper's setting; no speed-up is possible
 since a draft step costs a target step) and an early exit of the target (its first
 ``--exit-layers`` layers at temperature 1.0, sharing the weights), which can be faster.
-Each configuration decodes ``--max-new-tokens`` tokens on ``--prompts`` prompts after one
-warm-up run (excluded; with ``--compile`` the compilation happens there); tokens/s exclude the
-theory computations. On a shared CPU timings are noisy; the load average is recorded with them.
+Each configuration decodes ``--max-new-tokens`` tokens on ``--prompts`` prompts after a short
+warm-up run of the same configuration (excluded: first calls, a scheme's JIT compilation, and
+with ``--compile`` the compiled forwards' warm-up); tokens/s exclude the theory computations. On a shared CPU timings are noisy; the load average is recorded with them.
 
 Usage: ``python benchmarks/bench_decoding.py [--device cuda] [--compile] [--max-new-tokens 24]
 [--prompts 2] [--threads 1] [--quick]``
@@ -69,14 +69,11 @@ def main() -> None:
 
     rows = []
     for draft_name, (draft, temperature) in drafts.items():
-        measure(target, draft, k=2, length=2, prompts=prompts[:1], max_new_tokens=4, progress=False,
-                draft_sampling=Sampling(temperature), compile=args.compile)  # warm-up  # fmt: skip
         for scheme, k, wor in configs:
-            result = measure(
-                target, draft, k=k, length=args.length, scheme=scheme, prompts=prompts,
-                max_new_tokens=args.max_new_tokens, draft_sampling=Sampling(temperature),
-                without_replacement=wor, compile=args.compile, progress=False,
-            )  # fmt: skip
+            settings = dict(k=k, scheme=scheme, draft_sampling=Sampling(temperature), without_replacement=wor,
+                            compile=args.compile, progress=False)  # fmt: skip
+            measure(target, draft, length=args.length, prompts=prompts[:1], max_new_tokens=4, **settings)  # warm-up
+            result = measure(target, draft, length=args.length, prompts=prompts, max_new_tokens=args.max_new_tokens, **settings)
             step = result.seconds_drafting + result.seconds_verification + result.seconds_selection
             rows.append({
                 "scheme": scheme, "draft": draft_name, "k": k, "length": args.length, "without_replacement": wor,

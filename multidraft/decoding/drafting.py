@@ -110,12 +110,13 @@ def process_logits(logits: torch.Tensor, temperature: torch.Tensor | float, top_
 
 
 def sample_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of ``probs [B, V]`` -> ``[B]`` long (inverse CDF of one uniform)."""
-    cumulative = torch.cumsum(probs, dim=-1)
-    u = torch.rand(probs.shape[:-1] + (1,), generator=generator, dtype=probs.dtype, device=probs.device)
-    index = torch.searchsorted(cumulative, u * cumulative[..., -1:], right=True)
-    # Clamp guards u * total landing on the total itself in floating point.
-    return index.squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+    """One token per row of ``probs [..., V]`` -> ``[...]`` long, by the inverse CDF of one
+    uniform per row (the schemes' :func:`~multidraft.schemes._torch.sample_rows`: the level
+    stays strictly below the row total, so a token of probability zero is never drawn)."""
+    from multidraft.schemes._torch import sample_rows
+
+    rows = probs.reshape(-1, probs.shape[-1]).clone()  # sample_rows overwrites its input
+    return sample_rows(rows, generator).reshape(probs.shape[:-1])
 
 
 def sample_without_replacement(probs: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:

@@ -72,6 +72,14 @@ def _compiled(backend: str, cuda_graphs: bool) -> Any:
     return torch.compile(_logits, backend=backend, mode=mode, fullgraph=True, dynamic=False)
 
 
+@functools.cache
+def _limit_name() -> str:
+    """dynamo's name for the recompile limit (``cache_size_limit`` before torch 2.6)."""
+    import torch._dynamo
+
+    return "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+
+
 def _compile_errors() -> tuple[type[BaseException], ...]:
     """Failures of compilation (not of the model), after which the eager forward is used."""
     import torch._dynamo.exc as dynamo_errors
@@ -192,7 +200,7 @@ class _StaticKV:
     def _compiled_forward(self, tokens: torch.Tensor) -> torch.Tensor:
         cuda = tokens.device.type == "cuda"
         try:
-            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            with torch._dynamo.config.patch({_limit_name(): RECOMPILE_LIMIT}):
                 if cuda:
                     torch.compiler.cudagraph_mark_step_begin()
                 logits = self.step(self.loaded.model, tokens.contiguous(), self.cache)

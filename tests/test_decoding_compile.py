@@ -31,8 +31,10 @@ from multidraft.decoding.state import COMPILE_BACKEND_ENV  # noqa: E402
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
-    # dynamo reads tensors' .grad while tracing; the suite turns warnings into errors
+    # torch's own warnings while compiling (the suite turns warnings into errors): dynamo reads
+    # tensors' .grad while tracing; inductor touches the deprecated torch.jit.script_method
     pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
 ]
 
 

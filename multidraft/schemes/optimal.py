@@ -77,8 +77,8 @@ class Optimal(ImportanceScheme):
     name = "optimal"
     supported_laws = ("iid", "independent", "wor", "greedy", "deterministic")
     optimal = True
-    lp_laws = tuple(law for law in supported_laws if law not in VERIFIER_LAWS)  # transport LP
-    any_vocabulary_laws = VERIFIER_LAWS
+    any_vocabulary_laws = VERIFIER_LAWS + tuple(_CLOSED_FORM_VERIFIERS)
+    lp_laws = ("independent", "wor")  # the transport LP
     exact_capable = True
     batch_capable = True
     batch_laws = VERIFIER_LAWS

@@ -266,6 +266,34 @@ def test_specinfer_with_one_draft_is_single_is_total_variation():
         np.testing.assert_allclose(get_scheme("spectr").acceptance(p, law), expected, rtol=0, atol=1e-12)
 
 
+def test_specinfer_telescoped_acceptance_equals_the_published_product():
+    """The telescoped form 1 - m_K (schemes/specinfer.py) against the published
+    ``1 - Π_i (1 - Σ_y min(r_{i-1}(y), q_i(y)))`` with normalised residuals, at a vocabulary
+    size enumeration cannot reach; iid, independent and a p = q case (zero-mass residual)."""
+    from multidraft.schemes.specinfer import rrs_acceptance
+
+    def published(p, drafts):
+        residual, miss = p, 1.0
+        for q in drafts:
+            miss *= 1.0 - np.minimum(residual, q).sum()
+            rest = np.maximum(residual - q, 0.0)
+            residual = rest / rest.sum() if rest.sum() > 0 else residual
+        return 1.0 - miss
+
+    rng = np.random.default_rng(11)
+    scheme = get_scheme("specinfer")
+    n = 5000
+    for k in (1, 2, 3, 5, 8):
+        p = rng.dirichlet(np.ones(n) * 0.2)
+        drafts = [rng.dirichlet(np.ones(n) * 0.2) for _ in range(k)]
+        iid = scheme.acceptance(p, IID(drafts[0], k))
+        np.testing.assert_allclose(iid, published(p, [drafts[0]] * k), rtol=0, atol=1e-13)
+        independent = scheme.acceptance(p, Independent(drafts))
+        np.testing.assert_allclose(independent, published(p, drafts), rtol=0, atol=1e-13)
+    assert scheme.acceptance(p, IID(p, 3)) == 1.0
+    assert rrs_acceptance(np.array([0.5, 0.5]), [np.array([0.0, 1.0])] * 2) == 0.5
+
+
 def test_spectr_within_one_minus_inverse_e_of_optimum():
     rng = np.random.default_rng(4)
     bound = 1 - 1 / math.e

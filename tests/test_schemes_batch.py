@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from multidraft.schemes import SCHEMES, get_scheme  # noqa: E402
 from multidraft.schemes.specinfer import _rrs_batch  # noqa: E402
-from multidraft.schemes.spectr import _batch_rho, spectr_rho  # noqa: E402
+from multidraft.schemes.spectr import _batch_rho, _RowSums, spectr_rho  # noqa: E402
 
 def _statistical_module():
     """The sibling test module with the shared instances and levels, loaded by path (works
@@ -79,7 +79,7 @@ def test_batch_rho_matches_bisection():
     for k in (2, 3, 4, 8):
         p = rng.dirichlet(np.ones(50) * 0.5, size=16)
         q = rng.dirichlet(np.ones(50) * 0.5, size=16)
-        rho, beta = _batch_rho(torch.tensor(p), torch.tensor(q), k)
+        rho, beta = _batch_rho(_RowSums(torch.tensor(p), torch.tensor(q)), k)
         expected = np.array([spectr_rho(a, b, k) for a, b in zip(p, q)])
         np.testing.assert_allclose(rho.numpy(), expected, rtol=1e-9)
         np.testing.assert_allclose(beta.numpy(), np.minimum(q, p / rho.numpy()[:, None]).sum(axis=1), rtol=1e-12)

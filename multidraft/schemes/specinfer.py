@@ -118,7 +118,7 @@ class SpecInfer(Scheme):
         return sequential_sample(plan.step, plan.residual, tuples, rng)
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        return rrs_acceptance(p, (draft_distribution(law, i, exact) for i in range(law.k)))
+        return rrs_acceptance(p, law.marginals(exact))
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched RRS: ``target [B, n]``, ``drafts [B, K, n]`` (q_i per row), ``tokens [B, K]``

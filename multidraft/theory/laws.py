@@ -427,6 +427,12 @@ class IID(_RatioPrefixLaw):
         self._check_position(position)
         return super().marginal(0, exact)
 
+    def marginals(self, exact: bool = False) -> np.ndarray:
+        """q in every row; in float mode a read-only view (no K copies of a large vocabulary)."""
+        if exact:
+            return super().marginals(exact)
+        return np.broadcast_to(self.draft, (self.k, self.n))
+
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
     ) -> np.ndarray:
@@ -510,6 +516,14 @@ class Independent(DraftLaw):
             self._require_exact()
             return np.array(self._exact_drafts[position], dtype=object)
         return self.drafts[position].copy()
+
+    def marginals(self, exact: bool = False) -> np.ndarray:
+        """The drafts q_i as rows; in float mode a read-only view (no copy)."""
+        if exact:
+            return super().marginals(exact)
+        view = self.drafts.view()
+        view.flags.writeable = False
+        return view
 
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None

@@ -411,18 +411,18 @@ def test_schemes_for_each_law():
     def built_in(law):
         return [name for name in schemes_for(law) if name in BUILT_IN]
 
-    assert built_in(IID([0.5, 0.5], 1)) == ["single", "specinfer", "spectr", "is-lp", "optimal"]
+    assert built_in(IID([0.5, 0.5], 1)) == ["single", "specinfer", "spectr", "is-lp", "truncated-lp", "optimal"]
     assert built_in(WithoutReplacement([0.5, 0.5], 2)) == ["rrs-wor", "is-lp", "optimal"]
     assert built_in(Greedy([0.5, 0.3, 0.2], 2)) == ["optimal", "greedy"]
     assert built_in(Deterministic([0, 1], 3)) == ["specinfer", "optimal", "deterministic"]
-    assert built_in(Independent([[0.5, 0.5]] * 3)) == ["specinfer", "is-lp", "multistage", "optimal"]
+    assert built_in(Independent([[0.5, 0.5]] * 3)) == ["specinfer", "is-lp", "truncated-lp", "multistage", "optimal"]
     law = IID([0.5, 0.5], 3)
     assert schemes_for(law) == [n for n, cls in SCHEMES.items() if "iid" in cls.supported_laws and cls.supports_k(3)]
 
 
 def test_scheme_k_rules():
     assert [SCHEMES[name].k_rule() for name in ("single", "truncated-lp", "multistage", "specinfer")] == [
-        "K = 1", "K = 2", "K >= 2", "",
+        "K = 1", "", "K >= 2", "",
     ]  # fmt: skip
     for cls in SCHEMES.values():
         low, high = cls.k_range
@@ -485,7 +485,7 @@ def test_bad_drafts(name, scheme, law, drafts, message):
     [
         (lambda: get_scheme("spectr").acceptance([0.5, 0.5], WithoutReplacement([0.5, 0.5], 2)), "supports the iid laws; got the wor law"),
         (lambda: get_scheme("single").acceptance([0.5, 0.5], IID([0.5, 0.5], 2)), r"\(K = 1\); got the iid law with k=2"),
-        (lambda: get_scheme("truncated-lp").acceptance([0.5, 0.5], IID([0.5, 0.5], 3)), r"\(K = 2\)"),
+        (lambda: get_scheme("multistage").acceptance([0.5, 0.5], IID([0.5, 0.5], 1)), r"\(K >= 2\)"),
         (lambda: get_scheme("specinfer").acceptance([0.5, 0.5], IID([0.2, 0.3, 0.5], 2)), "does not match the draft law's vocabulary n=3"),
         (lambda: get_scheme("specinfer").acceptance([0.5, 0.6], IID([0.5, 0.5], 2)), "target: entries sum"),
         (lambda: get_scheme("spectr").acceptance(["1/2", "1/2"], IID(["1/2", "1/2"], 2), exact=True), "no exact"),
@@ -504,7 +504,7 @@ def test_bad_drafts(name, scheme, law, drafts, message):
         (lambda: get_scheme("truncated-lp").acceptance(np.full(1500, 1 / 1500), IID(np.full(1500, 1 / 1500), 2)), "selected_acceptance"),
     ],
     ids=[
-        "unsupported-law", "single-needs-k1", "truncated-needs-k2", "target-length", "target-sum",
+        "unsupported-law", "single-needs-k1", "multistage-needs-k2", "target-length", "target-sum",
         "exact-not-capable", "exact-output-lp", "exact-law-needed", "exact-target-needed", "not-a-law",
         "unknown-scheme", "unknown-option", "bad-s", "bad-rank-key", "bad-multistage-s", "select-2d",
         "bad-rng", "no-batch", "importance-too-large",
@@ -532,8 +532,8 @@ def test_gap_table_ratios_are_bounded_and_optimal_is_one():
             assert row.min_ratio == pytest.approx(1.0, abs=1e-12)
         if row.scheme == "spectr":
             assert row.min_ratio >= 1 - 1 / math.e
-    # truncated-lp applies to K = 2 only.
-    assert {row.k for row in table.rows if row.scheme == "truncated-lp"} == {2}
+    # truncated-lp applies to every K.
+    assert {row.k for row in table.rows if row.scheme == "truncated-lp"} == {2, 3}
     assert "dirichlet" in table.format() and table.to_dict()["rows"][0]["scheme"] == "optimal"
 
 

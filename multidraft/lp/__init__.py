@@ -1,22 +1,19 @@
 """Optimisation-backed results: the optimal-transport LP over draft tuples, the
-importance-weighted LP of Theorem 1, its truncation (Section 4) and multi-stage K > 2.
+importance-weighted LP of Theorem 1, its truncation (Section 4, any K) and multi-stage K > 2.
 
-Needs the ``lp`` extra (cvxpy with HiGHS); the truncated LP uses scipy's HiGHS directly.
+Needs the ``lp`` extra (cvxpy with HiGHS); the truncated selection calls HiGHS's own binding.
 """
 
 from multidraft.lp._solve import ProblemTooLargeError, SolverError
 from multidraft.lp.importance import (
     ImportanceSelection,
-    MultistageSelection,
     PairSelection,
-    TruncatedSelection,
     TupleSelection,
     importance_from_coupling,
     importance_lp,
-    multistage,
     pair_importance_lp,
-    truncated_lp,
 )
+from multidraft.lp.truncated import MultistageSelection, TruncatedSelection, multistage, truncated_lp
 from multidraft.lp.transport import TransportSolution, transport_lp
 
 __all__ = [

@@ -28,6 +28,6 @@ class Multistage(ImportanceScheme):
         return f"Multistage(s={self.s})"
 
     def selection(self, target, law: DraftLaw):
-        from multidraft.lp.importance import multistage
+        from multidraft.lp.truncated import multistage
 
         return multistage(target, law.marginals(), s=self.s)

@@ -276,33 +276,48 @@ def unit_acceptance(
     return UnitAcceptance(bool(holds), None if holds else optimum.certificate, optimum)
 
 
+#: Largest number of entries of the ``[rows, n]`` arrays one block of the batched scan works on
+#: (a whole batch at n = 131072 would allocate arrays of 10⁸ bytes, whose page faults cost more
+#: than the scan).
+_BATCH_BLOCK_ENTRIES = 1 << 19
+
+
 def optimal_acceptance_batch(target: object, draft: object, k: int, law: str = "iid") -> np.ndarray:
     """Optimal acceptance for a batch of (p, q) pairs ``[B, n]`` under an iid or wor law.
 
-    The same prefix scan as :func:`optimal_acceptance` (``method="sorted"``), vectorised over
-    the batch: ``P*_b = min_j [p_b(T_j) + 1 - P(set(X) ⊆ T_j)]`` over the prefixes of the
-    decreasing-q/p order of row b.
+    The same prefix scan as :func:`optimal_acceptance` (``method="sorted"``) for every row:
+    ``P*_b = min_j [p_b(T_j) + 1 - P(set(X) ⊆ T_j)]`` over the prefixes of the decreasing-q/p
+    order of row b, vectorised over blocks of rows small enough to stay in cache.
 
     >>> optimal_acceptance_batch([[0.5, 0.5], [1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]], k=2)
     array([1.  , 0.75])
     """
     k = check_k(k)
-    p = as_distribution(target, "target", batched=True)
-    q = as_distribution(draft, "draft", batched=True)
-    if p.shape != q.shape or p.ndim != 2:
-        raise ValueError(f"target and draft: expected equal shapes [B, n], got {p.shape} and {q.shape}")
-    order = ratio_order(p, q)
-    sorted_q = np.take_along_axis(q, order, axis=-1)
-    if law == "iid":
-        contained = iid_prefix_containment(sorted_q, k)
-    elif law == "wor":
-        support = np.count_nonzero(q, axis=-1)
-        if (support < k).any():
-            raise ValueError(f"k: without replacement needs k <= the draft support size, got k={k} > {support.min()}")
-        contained = wor_prefix_containment(sorted_q, k)
-    else:
+    if law not in ("iid", "wor"):
         raise ValueError(f"law: batched optimum supports 'iid' and 'wor', got {law!r}")
-    return np.minimum(1.0 + _prefix_cut_values(p, order, contained).min(axis=-1), 1.0)
+    target, draft = (
+        values if isinstance(values, np.ndarray) and values.dtype.kind in "fiu" else as_distribution(values, name, batched=True)
+        for values, name in ((target, "target"), (draft, "draft"))
+    )
+    if target.shape != draft.shape or target.ndim != 2:
+        raise ValueError(f"target and draft: expected equal shapes [B, n], got {target.shape} and {draft.shape}")
+    out = np.empty(target.shape[0])
+    block = max(1, _BATCH_BLOCK_ENTRIES // max(target.shape[1], 1))
+    for start in range(0, target.shape[0], block):
+        rows = slice(start, start + block)
+        p = as_distribution(target[rows], "target", batched=True)
+        q = as_distribution(draft[rows], "draft", batched=True)
+        order = ratio_order(p, q)
+        sorted_q = np.take_along_axis(q, order, axis=-1)
+        if law == "iid":
+            contained = iid_prefix_containment(sorted_q, k)
+        else:
+            support = np.count_nonzero(q, axis=-1)
+            if (support < k).any():
+                raise ValueError(f"k: without replacement needs k <= the draft support size, got k={k} > {support.min()}")
+            contained = wor_prefix_containment(sorted_q, k)
+        out[rows] = np.minimum(1.0 + _prefix_cut_values(p, order, contained).min(axis=-1), 1.0)
+    return out
 
 
 def single_draft_acceptance(target: object, draft: object, exact: bool = False) -> float | Fraction:

@@ -347,8 +347,12 @@ def _inner_tuples(s: int, k: int, iid: bool) -> _InnerTuples:
         )
     if iid:
         tuples = np.array(list(itertools.combinations_with_replacement(range(s), k)), dtype=np.int64).reshape(-1, k)
-        counts = np.stack([(tuples == a).sum(axis=1) for a in range(s)], axis=1)
-        multiplicity = math.factorial(k) / np.prod(np.vectorize(math.factorial)(counts), axis=1)
+        # Orderings of a sorted tuple: K! / Π_j c_j!, with Π_j c_j! the product over positions of
+        # the position within its run of equal ranks (1, 2, ... along each run).
+        within_run = np.ones(tuples.shape)
+        for i in range(1, k):
+            within_run[:, i] = np.where(tuples[:, i] == tuples[:, i - 1], within_run[:, i - 1] + 1, 1)
+        multiplicity = math.factorial(k) / within_run.prod(axis=1)
     else:
         tuples = np.indices((s,) * k).reshape(k, -1).T.astype(np.int64)
         multiplicity = np.ones(len(tuples))
@@ -371,7 +375,7 @@ def _min_norm_split(p_in: np.ndarray, fixed: np.ndarray, inner: _InnerTuples, ma
     polytopes) on the achievable loads shifted by ``p_in``: linear minimisation over a base
     polytope is the greedy rule (:func:`_greedy_split`: send each tuple to its token of least
     weight), and the iterate is kept as a convex combination of such vertices, re-minimised
-    over their affine hull (least squares on at most s + 1 points). It ends when no vertex
+    over their affine hull (:class:`_ActiveSet`, at most s + 1 points). It ends when no vertex
     improves the iterate: ``<x, x - q> <= 1e-13 max ‖vertex‖²``, which bounds
     ``‖x - x*‖² <= <x, x - q>``; in practice the optimal face is found exactly and the affine
     minimiser is the projection to rounding. The share is the same convex combination of the
@@ -388,36 +392,98 @@ def _min_norm_split(p_in: np.ndarray, fixed: np.ndarray, inner: _InnerTuples, ma
         return base + loads - shift, first
 
     point, first = vertex(shift - base)  # start: the ranks with the largest deficit first
-    points, firsts, coefficients = [point], [first], np.ones(1)
-    x = point
+    active = _ActiveSet(point)
+    firsts = [first]
+    x, largest = point, float(point @ point)
     for _ in range(50 * (s + 1)):
         candidate, first = vertex(x)
-        largest = max(float(np.max([v @ v for v in points])), float(candidate @ candidate))
-        if x @ x - x @ candidate <= 1e-13 * largest or any(np.array_equal(first, f) for f in firsts):
+        largest = max(largest, float(candidate @ candidate))
+        if x @ x - x @ candidate <= 1e-13 * largest or not active.add(candidate):
             break
-        points.append(candidate)
         firsts.append(first)
-        coefficients = np.append(coefficients, 0.0)
         while True:  # minor cycle: affine minimiser, pulled back into the convex hull
-            stack = np.array(points)
-            beta = np.linalg.lstsq((stack[1:] - stack[0]).T, -stack[0], rcond=None)[0]
-            alpha = np.concatenate([[1.0 - beta.sum()], beta])
+            alpha = active.affine_minimiser()
             if np.all(alpha > 1e-14):
-                coefficients = alpha
+                active.coefficients = alpha
                 break
             low = alpha <= 1e-14
-            theta = np.min(coefficients[low] / (coefficients[low] - alpha[low]))
-            coefficients = theta * alpha + (1.0 - theta) * coefficients
-            keep = coefficients > 1e-14
-            points = [v for v, kept in zip(points, keep) if kept]
+            old = active.coefficients
+            theta = np.min(old[low] / (old[low] - alpha[low]))
+            keep = active.move(theta * alpha + (1.0 - theta) * old)
             firsts = [f for f, kept in zip(firsts, keep) if kept]
-            coefficients = coefficients[keep] / coefficients[keep].sum()
-        x = coefficients @ np.array(points)
+        x = active.coefficients @ active.points
+    coefficients = _affine_minimiser(active.points)  # a last, QR-accurate affine solve
+    if not np.all(coefficients > 0):
+        coefficients = active.coefficients
     share = np.zeros((len(tuples), s))
     rows = np.arange(len(tuples))
     for coefficient, first in zip(coefficients, firsts):
         share[rows, first] += coefficient
-    return share
+    return share / share.sum(axis=1, keepdims=True)  # rows sum to one exactly, entries <= 1
+
+
+class _ActiveSet:
+    """The points Wolfe's algorithm keeps (``points [m, s]``), their convex coefficients, and
+    the Cholesky factor of ``G = 1 + P Pᵀ``, whose solve ``G u = 1`` gives the affine
+    minimiser ``u / Σ u`` (Wolfe 1976): a point is added in O(m s + m²), a solve is O(m²)."""
+
+    def __init__(self, point: np.ndarray) -> None:
+        self.points = point[None, :].copy()
+        self.coefficients = np.ones(1)
+        self.gram = np.array([[1.0 + point @ point]])
+        self.factor = np.sqrt(self.gram)
+
+    def add(self, point: np.ndarray) -> bool:
+        """Append a point (coefficient 0); False when it is affinely dependent on the others."""
+        from scipy.linalg import solve_triangular
+
+        column = 1.0 + self.points @ point
+        corner = 1.0 + point @ point
+        row = solve_triangular(self.factor, column, lower=True)
+        pivot = corner - row @ row
+        if pivot <= 1e-14 * corner:
+            return False
+        m = len(self.points)
+        factor = np.zeros((m + 1, m + 1))
+        factor[:m, :m], factor[m, :m], factor[m, m] = self.factor, row, np.sqrt(pivot)
+        gram = np.empty((m + 1, m + 1))
+        gram[:m, :m], gram[:m, m], gram[m, :m], gram[m, m] = self.gram, column, column, corner
+        self.points = np.vstack([self.points, point])
+        self.coefficients = np.append(self.coefficients, 0.0)
+        self.factor, self.gram = factor, gram
+        return True
+
+    def affine_minimiser(self) -> np.ndarray:
+        from scipy.linalg import cho_solve
+
+        u = cho_solve((self.factor, True), np.ones(len(self.points)))
+        return u / u.sum()
+
+    def move(self, coefficients: np.ndarray) -> np.ndarray:
+        """Take the new convex coefficients and drop the points whose coefficient vanished
+        (the factor is then recomputed); returns the mask of the points kept."""
+        keep = coefficients > 1e-14
+        self.points, self.gram = self.points[keep], self.gram[np.ix_(keep, keep)]
+        self.coefficients = coefficients[keep] / coefficients[keep].sum()
+        self.factor = np.linalg.cholesky(self.gram)
+        return keep
+
+
+def _affine_minimiser(points: np.ndarray) -> np.ndarray:
+    """``α`` with ``Σ α = 1`` minimising ``‖Σ_i α_i points_i‖`` (the nearest point of the affine
+    hull to the origin): least squares on the differences to the first point, by a QR
+    factorisation (the points Wolfe's algorithm keeps are affinely independent; a rank
+    deficiency is handled by the least-squares fallback)."""
+    if len(points) == 1:
+        return np.ones(1)
+    differences = (points[1:] - points[0]).T  # [s, m - 1]
+    q, r = np.linalg.qr(differences)
+    diagonal = np.abs(np.diag(r))
+    if diagonal.min() <= 1e-12 * max(diagonal.max(), 1e-300):
+        beta = np.linalg.lstsq(differences, -points[0], rcond=None)[0]
+    else:
+        beta = np.linalg.solve(r, -(q.T @ points[0]))
+    return np.concatenate([[1.0 - beta.sum()], beta])
 
 
 def _projection_by_solver(p_in: np.ndarray, fixed: np.ndarray, inner: _InnerTuples, mass: np.ndarray, solver: str, what: str) -> np.ndarray:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from strategies import as_float, exact_distributions
 
 import multidraft.theory._independent as independent
-from multidraft.theory import IID, Independent, cut_value, dirichlet, optimal_acceptance, softmax, zipf
+from multidraft.theory import IID, Independent, WithoutReplacement, cut_value, dirichlet, optimal_acceptance, softmax, zipf
 from multidraft.theory._independent import product_cut
 
 
@@ -222,13 +222,22 @@ def zipf_pair(n: int, seed: int, temperatures: tuple[float, ...]):
     return target, [softmax(np.log(target) / t) for t in temperatures]
 
 
-@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("k", [2, 3, 4])
 def test_equal_drafts_match_the_iid_sorted_scan_at_full_vocabulary(k):
     """Independent([q] * K) is the iid law: the threshold search must equal the sorted scan."""
     target, (draft,) = zipf_pair(49152, k, (1.6,))
+    sorted_scan = optimal_acceptance(target, IID(draft, k), method="sorted").value
     threshold = optimal_acceptance(target, Independent([draft] * k))
     assert threshold.method == "threshold"
-    assert threshold.value == pytest.approx(optimal_acceptance(target, IID(draft, k), method="sorted").value, abs=1e-12)
+    assert threshold.value == pytest.approx(sorted_scan, abs=1e-12)
+    assert optimal_acceptance(target, IID(draft, k), method="threshold").value == pytest.approx(sorted_scan, abs=1e-12)
+
+
+@given(instance=independent_instances(max_n=7))
+def test_threshold_on_iid_laws_equals_the_exact_sorted_scan(instance):
+    target, drafts = instance
+    law = IID(drafts[0], len(drafts))
+    assert optimal_acceptance(target, law, method="threshold", exact=True).value == optimal_acceptance(target, law, method="sorted", exact=True).value
 
 
 @pytest.mark.parametrize("temperatures", [(0.5, 1.2), (1.2, 2.0), (0.8, 1.2, 1.6)])
@@ -267,9 +276,9 @@ def test_more_drafts_never_lower_the_optimum():
 # -- failure paths -------------------------------------------------------------------------------
 
 
-def test_threshold_refuses_other_laws():
-    with pytest.raises(ValueError, match="Independent"):
-        optimal_acceptance([0.5, 0.5], IID([0.5, 0.5], 2), method="threshold")
+def test_threshold_refuses_laws_of_dependent_drafts():
+    with pytest.raises(ValueError, match="independent drafts"):
+        optimal_acceptance([0.5, 0.5], WithoutReplacement([0.5, 0.5], 2), method="threshold")
 
 
 def test_exact_threshold_needs_exact_drafts():

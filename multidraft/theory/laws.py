@@ -450,9 +450,10 @@ class IID(_RatioPrefixLaw):
 class Independent(DraftLaw):
     """Drafts drawn independently from non-identical distributions: ``X_i ~ q_i``.
 
-    ``P(set(X) ⊆ T) = Π_i q_i(T)``. An optimal cut is an upper set of a positive linear score
-    ``Σ_i w_i q_i(y)/p(y)`` (theory.md), not of a single sort, so there is no prefix scan:
-    the optimum uses the subset method (small n) or the LP.
+    ``P(set(X) ⊆ T) = Π_i q_i(T)``. An optimal cut is a threshold set of the linear score
+    ``Σ_i q_i(y) Π_{j≠i} q_j(T) - p(y)``, whose weights depend on the cut itself, not a prefix
+    of one sort: the optimum uses ``method="threshold"`` (a branch and bound over the draft
+    masses, :mod:`multidraft.theory._independent`), the subset method (small n) or the LP.
     """
 
     name = "independent"

@@ -15,7 +15,8 @@ Two independent routes compute it:
   argument in theory.md for iid, proof by the exponential race in
   :class:`~multidraft.theory.laws.WithoutReplacement` for wor), Greedy (its K-1
   fixed tokens first, then the rest by q̃/p) and Deterministic (the draft set first).
-* ``method="threshold"``: Independent (non-identical) drafts, any K. Their optimal cut is a
+* ``method="threshold"``: independent drafts (Independent, non-identical, any K; IID too, as a
+  cross-check of the sorted scan). Their optimal cut is a
   threshold set of the score ``Σ_i q_i(y) Π_{j≠i} q_j(T) - p(y)``, whose weights depend on the
   cut itself; a branch and bound over boxes of the draft masses ``(q_1(T), ..., q_K(T))``
   finds it (proof of completeness in :mod:`multidraft.theory._independent` and
@@ -38,7 +39,6 @@ from multidraft.theory._independent import product_cut
 from multidraft.theory.distributions import as_distribution, as_exact_distribution
 from multidraft.theory.laws import (
     DraftLaw,
-    Independent,
     SUBSETS_LIMIT,
     check_k,
     iid_prefix_containment,
@@ -162,9 +162,10 @@ def optimal_acceptance(
         The draft law D (IID, Independent, WithoutReplacement, Greedy, Deterministic).
     method : {"auto", "sorted", "subsets", "threshold"}
         ``sorted``: O(n log n) prefix scan (laws with prefix structure); ``threshold``: the
-        branch and bound over threshold sets (Independent laws); ``subsets``: all subsets of
-        the tokens that are draftable and have p > 0 (at most 22 such tokens); ``auto``:
-        sorted where valid, threshold for Independent laws, else subsets.
+        branch and bound over threshold sets (laws of independent drafts: Independent, IID);
+        ``subsets``: all subsets of the tokens that are draftable and have p > 0 (at most 22
+        such tokens); ``auto``: sorted where valid, threshold for Independent laws, else
+        subsets.
     exact : bool
         Fraction arithmetic end to end; needs exact target and draft probabilities.
 
@@ -218,11 +219,11 @@ def optimal_acceptance(
     if exact:
         law._require_exact()
     if method == "auto":
-        method = "sorted" if law.has_prefix_structure else "threshold" if isinstance(law, Independent) else "subsets"
+        method = "sorted" if law.has_prefix_structure else "threshold" if law.independent_drafts else "subsets"
     if method == "threshold":
-        if not isinstance(law, Independent):
+        if not law.independent_drafts:
             raise ValueError(
-                f"method 'threshold' is for Independent (non-identical) draft laws; the {law.name} law "
+                f"method 'threshold' needs independent drafts (IID, Independent); the {law.name} law "
                 "needs method='sorted' or 'subsets'"
             )
         return _threshold(p, law, exact)
@@ -264,11 +265,10 @@ def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) 
     return np.subtract(values, contained, out=values)
 
 
-def _threshold(p, law: Independent, exact: bool) -> OptimalAcceptance:
-    """The threshold-set search of :func:`~multidraft.theory._independent.product_cut`; the
-    value is recomputed from the certificate exactly as :func:`cut_value` does."""
-    drafts = law._exact_drafts if exact else law.drafts
-    tokens = product_cut(p, drafts, exact=exact).certificate
+def _threshold(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
+    """The threshold-set search of :func:`~multidraft.theory._independent.product_cut` on the
+    law's draft marginals; the value is recomputed from the certificate as :func:`cut_value` does."""
+    tokens = product_cut(p, law.marginals(exact=exact), exact=exact).certificate
     if exact:
         value = sum((p[t] for t in tokens.tolist()), Fraction(0)) + 1 - law.containment_exact(tokens.tolist())
     else:

@@ -135,6 +135,7 @@ class _Classes:
 
 
 def _classes(p: np.ndarray, q: np.ndarray, exact: bool) -> _Classes:
+    """Reductions R1-R3: forced tokens, and classes of tokens with equal ratios ``q_i/p``."""
     draftable = (q > 0).any(axis=0)
     positive = p > 0
     forced = np.flatnonzero(draftable & ~positive)
@@ -168,6 +169,13 @@ def _classes(p: np.ndarray, q: np.ndarray, exact: bool) -> _Classes:
         class_p = np.bincount(class_of, weights=p[active], minlength=m)
         class_q = np.stack([np.bincount(class_of, weights=row[active], minlength=m) for row in q])
     return _Classes(class_p, class_q, forced, active, class_of)
+
+
+def _prefix_sums(values: np.ndarray) -> np.ndarray:
+    """``[0, v_0, v_0 + v_1, ...]`` for floats or Fractions."""
+    out = np.zeros(len(values) + 1, dtype=values.dtype)
+    np.cumsum(values, out=out[1:])
+    return out
 
 
 def _weights(c: Sequence) -> list:
@@ -241,19 +249,19 @@ class _Search:
             self.best_value = value
             self.best_classes = np.concatenate(box.inside + [np.asarray(extra, dtype=np.int64)])
 
+    def cut_values(self, box: _Box, classes: np.ndarray, sums) -> np.ndarray:
+        """``F(IN ∪ S)`` for the sets S of ``classes`` whose totals ``sums`` lists (all subset
+        sums, or prefix sums along an order)."""
+        cls = self.classes
+        contained = math.prod(sums(cls.q[i, classes]) + c for i, c in enumerate(box.c_in))
+        return sums(cls.p[classes]) + box.p_in - contained
+
     def offer_subsets(self, box: _Box) -> None:
         """Evaluate ``IN ∪ S`` for every subset S of the undecided classes."""
         self.leaves += 1
-        cls = self.classes
-        idx = box.undecided
-        values = subset_sums(cls.p[idx]) + box.p_in
-        product = None
-        for i in range(self.k):
-            mass = subset_sums(cls.q[i, idx]) + box.c_in[i]
-            product = mass if product is None else product * mass
-        values = values - product
+        values = self.cut_values(box, box.undecided, subset_sums)
         best = int(np.argmin(values))
-        self.offer(values[best], box, idx[[b for b in range(len(idx)) if best >> b & 1]])
+        self.offer(values[best], box, box.undecided[[b for b in range(len(box.undecided)) if best >> b & 1]])
 
     def offer_prefixes(self, box: _Box) -> None:
         """Every prefix of the undecided classes ordered by the score at the box centre."""
@@ -262,19 +270,7 @@ class _Search:
         centre = [(a + b) / 2 for a, b in zip(box.lo, box.hi)]
         score = sum(w * cls.q[i, idx] for i, w in enumerate(_weights(centre))) / cls.p[idx]
         order = idx[np.argsort(-score, kind="stable")]
-
-        def prefix_sums(values: np.ndarray, start: object) -> np.ndarray:
-            out = np.empty(len(values) + 1, dtype=values.dtype)
-            out[0] = start
-            out[1:] = np.cumsum(values) + start if len(values) else values
-            return out
-
-        values = prefix_sums(cls.p[order], box.p_in)
-        product = None
-        for i in range(self.k):
-            mass = prefix_sums(cls.q[i, order], box.c_in[i])
-            product = mass if product is None else product * mass
-        values = values - product
+        values = self.cut_values(box, order, _prefix_sums)
         best = int(np.argmin(values))
         self.offer(values[best], box, order[:best])
 

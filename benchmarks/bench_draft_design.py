@@ -1,9 +1,10 @@
-"""The draft design study of Yan, Agarwal and Venkataraman (2024), in miniature, on this machine.
+"""The draft design study of Yan, Agarwal and Venkataraman (2024), in miniature, on any device.
 
 Question: is the best draft by throughput the best draft by acceptance? Candidates are
 early-exit drafts of the bundled SmolLM2-135M-Instruct (its first d of 30 layers, same head,
 sharing the target's weights) and the full model itself at other temperatures. For each
-candidate and K in {1, 2, 4} drafts of length L:
+candidate, K in ``--ks`` drafts and draft length L in ``--lengths`` (eager, or with
+``--compile`` on static KV caches with compiled forwards -- CUDA graphs on CUDA):
 
 * measured acceptance and block efficiency: :func:`multidraft.decoding.measure` (SpecInfer
   selection, i.i.d. drafts), plus the per-live-draft acceptance a_j (mean of the scheme's exact
@@ -12,55 +13,33 @@ candidate and K in {1, 2, 4} drafts of length L:
 * measured latency: :func:`multidraft.decoding.profiling.profile_latency` for the draft
   (decode steps, batch K) and the target (verify calls, batch K, L + 1 tokens);
 * predicted throughput: :func:`multidraft.theory.throughput` from a_j, ρ and the latency
-  tables; measured throughput: new tokens / (drafting + verification + selection time);
+  tables (of the compiled forwards with ``--compile``); measured throughput: new tokens /
+  (drafting + verification + selection time), and the measured speed-up over autoregressive
+  sampling of the same prompts in the same :func:`measure` run;
 * the best (K, L) the model predicts for the candidate (:func:`best_configuration`).
 
-Writes ``benchmarks/results/draft_design.json`` and ``draft_design.png`` (throughput against
-draft depth, acceptance on a second axis). Timings on a shared 2-core CPU are noisy; the JSON
-records the load average before and after.
+Writes ``<out>/draft_design[_<device>][_compiled].json`` and ``.png`` (measured and predicted
+speed-up against draft depth, acceptance on a second axis). Timings on a shared CPU are noisy;
+the JSON records the load average before and after.
 
-Run: ``nice -n 10 python3 benchmarks/bench_draft_design.py`` (about 15-30 minutes here).
+Run: ``nice -n 10 python3 benchmarks/bench_draft_design.py`` (about 15-30 minutes on a CPU);
+on a GPU: ``python3 benchmarks/bench_draft_design.py --device cuda --compile --depths 2,4,8,15
+--ks 1,2,4,8 --lengths 2,4,6``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _machine() -> dict:
-    import torch
-    import transformers
-
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "torch_threads": torch.get_num_threads(),
-    }
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS_DIR, provenance, write_json  # noqa: E402
 
 
 def live_acceptance(results, k: int) -> tuple[list[float], list[int], float, int]:
@@ -102,32 +81,23 @@ def run_study(args: argparse.Namespace) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from multidraft.decoding import DEFAULT_PROMPTS, early_exit, encode_prompt, load_model, measure, sample_autoregressive
+    from multidraft.decoding import DEFAULT_PROMPTS, Sampling, early_exit, load_model, measure
     from multidraft.decoding.profiling import profile_latency
     from multidraft.theory.speed import best_configuration, throughput, tree_block_efficiency
 
     load_before = os.getloadavg()
     started = time.perf_counter()
-    target = load_model("default", device="cpu")
+    target = load_model("default", device=args.device, progress=False)
     layers = int(target.model.config.num_hidden_layers)
     prompts = list(DEFAULT_PROMPTS[: args.prompts])
-    ks = tuple(args.ks)
-    verify_tokens = tuple(sorted({1, 2, args.length + 1, args.max_length + 1}))
-    profile_kwargs = dict(batch_sizes=(1, 2, 4), context=args.context, repeats=args.repeats, warmup=args.warmup)
+    ks, lengths = tuple(args.ks), tuple(args.lengths)
+    batches = tuple(sorted({1, *ks})) if len(set(ks) | {1}) > 1 else (1, 2)
+    verify_tokens = tuple(sorted({1, 2, *(length + 1 for length in lengths), args.max_length + 1}))
+    profile_kwargs = dict(batch_sizes=batches, context=args.context, repeats=args.repeats, warmup=args.warmup,
+                          compile=args.compile)  # fmt: skip
 
-    generator = torch.Generator().manual_seed(args.seed)
-
-    def autoregressive() -> tuple[int, float]:
-        """Plain sampling with the target on the first prompt: (tokens, seconds)."""
-        ids = encode_prompt(target.tokenizer, prompts[0])
-        start = time.perf_counter()
-        produced = sample_autoregressive(
-            target, ids, max_new_tokens=args.max_new_tokens, generator=generator, stop_at_eos=False
-        )
-        return len(produced), time.perf_counter() - start
-
-    # The CPU is shared and its load drifts over minutes, so every candidate gets its own
-    # target profile and autoregressive baseline (before and after its runs), measured next to it.
+    # The load of a shared machine drifts over minutes, so every candidate gets its own target
+    # profile, and every measurement its own autoregressive baseline (measure's, same run).
     candidates = [("early-exit", d, 1.0) for d in args.depths] + [("self", layers, t) for t in args.self_temperatures]
     rows, curves, profiles = [], [], {}
     for kind, depth, temperature in candidates:
@@ -141,65 +111,64 @@ def run_study(args: argparse.Namespace) -> dict:
             print(f"profiling the draft {draft.name} ...", flush=True)
             draft_profile = profile_latency(draft, token_counts=(1, 2), **profile_kwargs)
             print(draft_profile.table(), flush=True)
-        before = autoregressive()
         label = f"{depth} layers" if kind == "early-exit" else f"self, T={temperature:g}"
-        by_k = {}
+        widest = None
         for k in ks:
-            t0 = time.perf_counter()
-            result = measure(
-                target, draft=draft, k=k, length=args.length, scheme=args.scheme, prompts=prompts,
-                max_new_tokens=args.max_new_tokens, seed=args.seed, target_temperature=1.0,
-                draft_temperatures=(temperature,), progress=False,
-            )  # fmt: skip
-            a, counts, survival, pairs = live_acceptance(result, k)
-            predicted_be = tree_block_efficiency(a, args.length, survival)
-            predicted = throughput(a, args.length, draft_profile.latency, target_profile.latency, survival)
-            row = {
-                "candidate": label,
-                "kind": kind,
-                "depth": depth,
-                "draft_temperature": temperature,
-                "k": k,
-                "length": args.length,
-                "positions": result.positions,
-                "empirical_acceptance": result.empirical_acceptance,
-                "expected_acceptance": result.expected_acceptance,
-                "optimal_acceptance": result.optimal_acceptance,
-                "acceptance_by_live": a,
-                "positions_by_live": counts,
-                "survival": survival,
-                "survival_pairs": pairs,
-                "block_efficiency_measured": result.block_efficiency,
-                "block_efficiency_predicted": predicted_be,
-                "draft_step_ms": 1e3 * draft_profile.latency(k, 1),
-                "verify_ms": 1e3 * target_profile.latency(k, args.length + 1),
-                "throughput_predicted": predicted,
-                "throughput_measured": result.tokens_per_second,
-                "speedup_predicted": predicted * target_profile.latency(1, 1),
-                "seconds_drafting": result.seconds_drafting,
-                "seconds_verification": result.seconds_verification,
-                "seconds_selection": result.seconds_selection,
-                "wall_seconds": time.perf_counter() - t0,
-            }
-            rows.append(row)
-            by_k[k] = a
-            print(
-                f"{label:>14}  K={k}  acc={row['empirical_acceptance']:.3f} (E {row['expected_acceptance']:.3f})  "
-                f"BE meas {row['block_efficiency_measured']:.2f} pred {predicted_be:.2f}  "
-                f"tok/s meas {row['throughput_measured']:.2f} pred {predicted:.2f} (x{row['speedup_predicted']:.2f})  "
-                f"({row['wall_seconds']:.0f} s)",
-                flush=True,
-            )
-        after = autoregressive()
-        baseline = (before[0] + after[0]) / (before[1] + after[1])
-        for row in rows[-len(ks):]:
-            row["autoregressive_tokens_per_second"] = baseline
-            row["speedup_measured"] = row["throughput_measured"] / baseline
-        print(f"autoregressive baseline next to {label}: {baseline:.3f} tokens/s", flush=True)
-        widest = by_k[max(ks)]
+            for length in lengths:
+                t0 = time.perf_counter()
+                result = measure(
+                    target, draft=draft, k=k, length=length, scheme=args.scheme, prompts=prompts,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, target_sampling=Sampling(1.0),
+                    draft_sampling=Sampling(temperature), compile=args.compile, progress=False,
+                )  # fmt: skip
+                a, counts, survival, pairs = live_acceptance(result, k)
+                predicted_be = tree_block_efficiency(a, length, survival)
+                predicted = throughput(a, length, draft_profile.latency, target_profile.latency, survival)
+                row = {
+                    "candidate": label,
+                    "kind": kind,
+                    "depth": depth,
+                    "draft_temperature": temperature,
+                    "k": k,
+                    "length": length,
+                    "compiled": result.compiled,
+                    "positions": result.positions,
+                    "empirical_acceptance": result.empirical_acceptance,
+                    "expected_acceptance": result.expected_acceptance,
+                    "optimal_acceptance": result.optimal_acceptance,
+                    "acceptance_by_live": a,
+                    "positions_by_live": counts,
+                    "survival": survival,
+                    "survival_pairs": pairs,
+                    "block_efficiency_measured": result.block_efficiency,
+                    "block_efficiency_predicted": predicted_be,
+                    "draft_step_ms": 1e3 * draft_profile.latency(k, 1),
+                    "verify_ms": 1e3 * target_profile.latency(k, length + 1),
+                    "throughput_predicted": predicted,
+                    "throughput_measured": result.tokens_per_second,
+                    "autoregressive_tokens_per_second": result.autoregressive_tokens_per_second,
+                    "speedup_measured": result.speedup,
+                    "speedup_predicted": predicted * target_profile.latency(1, 1),
+                    "seconds_drafting": result.seconds_drafting,
+                    "seconds_verification": result.seconds_verification,
+                    "seconds_selection": result.seconds_selection,
+                    "seconds_warmup": result.seconds_warmup,
+                    "wall_seconds": time.perf_counter() - t0,
+                }
+                rows.append(row)
+                if k == max(ks) and widest is None:
+                    widest = (a, survival)
+                print(
+                    f"{label:>14}  K={k} L={length}  acc={row['empirical_acceptance']:.3f} "
+                    f"(E {row['expected_acceptance']:.3f})  BE meas {row['block_efficiency_measured']:.2f} "
+                    f"pred {predicted_be:.2f}  tok/s meas {row['throughput_measured']:.2f} pred {predicted:.2f}  "
+                    f"x{row['speedup_measured']:.2f} meas, x{row['speedup_predicted']:.2f} pred  "
+                    f"({row['wall_seconds']:.0f} s)",
+                    flush=True,
+                )
         curve = best_configuration(
-            widest, draft_profile.latency, target_profile.latency, ks=ks, lengths=range(1, args.max_length + 1),
-            survival=[r for r in rows if r["candidate"] == label and r["k"] == max(ks)][0]["survival"],
+            widest[0], draft_profile.latency, target_profile.latency, ks=ks, lengths=range(1, args.max_length + 1),
+            survival=widest[1],
         )  # fmt: skip
         curves.append(
             {
@@ -216,15 +185,18 @@ def run_study(args: argparse.Namespace) -> dict:
         )
         profiles[label] = {"target": target_profile.to_dict(), "draft": draft_profile.to_dict()}
     return {
-        "machine": _machine(),
+        "provenance": provenance(),
         "load_average_before": list(load_before),
         "load_average_after": list(os.getloadavg()),
         "seconds_total": time.perf_counter() - started,
         "config": {
             "target": target.name,
+            "device": str(target.device),
+            "compile": args.compile,
+            "threads": torch.get_num_threads(),
             "layers": layers,
             "scheme": args.scheme,
-            "length": args.length,
+            "lengths": list(lengths),
             "ks": list(ks),
             "prompts": len(prompts),
             "max_new_tokens": args.max_new_tokens,
@@ -239,35 +211,48 @@ def run_study(args: argparse.Namespace) -> dict:
 
 
 def findings(rows: list[dict], ks: tuple[int, ...]) -> dict:
-    """For each K: the best candidate by acceptance, by measured and by predicted throughput.
+    """What wins and by how much. For each K: the best candidate by acceptance, by measured and
+    by predicted speed-up (over its draft lengths); overall: the best (candidate, K, L) by
+    measured speed-up and its margin over the best of the other candidates.
 
     Acceptance is the mean exact acceptance of the scheme at the visited positions (lower
-    variance than the accepted fraction over the same positions).
-    Throughput is compared as the speedup over the autoregressive target measured next to each
-    candidate, which cancels most of the drift of the shared CPU's load between candidates.
+    variance than the accepted fraction over the same positions). Throughput is compared as the
+    speed-up over autoregressive sampling in the same measurement, which cancels most of the
+    drift of a shared machine's load between candidates.
     """
-    out = {}
+    out: dict = {}
     for k in ks:
         at = [r for r in rows if r["k"] == k]
+        measured = max(at, key=lambda r: r["speedup_measured"])
         out[str(k)] = {
             "best_by_acceptance": max(at, key=lambda r: r["expected_acceptance"])["candidate"],
-            "best_by_measured_throughput": max(at, key=lambda r: r["speedup_measured"])["candidate"],
-            "best_by_predicted_throughput": max(at, key=lambda r: r["speedup_predicted"])["candidate"],
+            "best_by_measured_speedup": f"{measured['candidate']}, L={measured['length']} (x{measured['speedup_measured']:.2f})",
+            "best_by_predicted_speedup": max(at, key=lambda r: r["speedup_predicted"])["candidate"],
         }
+    best = max(rows, key=lambda r: r["speedup_measured"])
+    others = [r for r in rows if r["candidate"] != best["candidate"]]
+    runner = max(others, key=lambda r: r["speedup_measured"]) if others else None
+    out["overall"] = {
+        "winner": f"{best['candidate']}, K={best['k']}, L={best['length']}",
+        "speedup_measured": best["speedup_measured"],
+        "runner_up": None if runner is None else f"{runner['candidate']}, K={runner['k']}, L={runner['length']}",
+        "margin": None if runner is None else best["speedup_measured"] / runner["speedup_measured"],
+    }
     return out
 
 
 def print_table(report: dict) -> None:
     header = (
-        f"{'candidate':>14} {'K':>2} {'acc':>6} {'E[acc]':>6} {'BE meas':>7} {'BE pred':>7} "
-        f"{'draft ms':>8} {'verify ms':>9} {'tok/s meas':>10} {'tok/s pred':>10} {'x meas':>6} {'x pred':>6}"
+        f"{'candidate':>14} {'K':>2} {'L':>2} {'acc':>6} {'E[acc]':>6} {'BE meas':>7} {'BE pred':>7} "
+        f"{'draft ms':>8} {'verify ms':>9} {'tok/s meas':>10} {'tok/s pred':>10} {'AR tok/s':>8} {'x meas':>6} {'x pred':>6}"
     )
     print(header)
     for r in report["rows"]:
         print(
-            f"{r['candidate']:>14} {r['k']:>2} {r['empirical_acceptance']:6.3f} {r['expected_acceptance']:6.3f} "
-            f"{r['block_efficiency_measured']:7.2f} {r['block_efficiency_predicted']:7.2f} {r['draft_step_ms']:8.1f} "
-            f"{r['verify_ms']:9.1f} {r['throughput_measured']:10.2f} {r['throughput_predicted']:10.2f} "
+            f"{r['candidate']:>14} {r['k']:>2} {r['length']:>2} {r['empirical_acceptance']:6.3f} "
+            f"{r['expected_acceptance']:6.3f} {r['block_efficiency_measured']:7.2f} {r['block_efficiency_predicted']:7.2f} "
+            f"{r['draft_step_ms']:8.1f} {r['verify_ms']:9.1f} {r['throughput_measured']:10.2f} "
+            f"{r['throughput_predicted']:10.2f} {r['autoregressive_tokens_per_second']:8.2f} "
             f"{r['speedup_measured']:6.2f} {r['speedup_predicted']:6.2f}"
         )
     for c in report["best_configurations"]:
@@ -275,17 +260,28 @@ def print_table(report: dict) -> None:
     print(json.dumps(report["findings"], indent=1))
 
 
+def _best_length(rows: list[dict]) -> dict:
+    """Per (candidate, K): the row of the draft length with the best measured speed-up."""
+    best: dict = {}
+    for r in rows:
+        key = (r["candidate"], r["k"])
+        if key not in best or r["speedup_measured"] > best[key]["speedup_measured"]:
+            best[key] = r
+    return best
+
+
 def plot(report: dict, path: Path) -> None:
-    """Throughput against draft depth (lines: predicted, dots: measured), acceptance on a twin axis."""
+    """Speed-up over autoregressive against draft depth (dots: measured, lines: predicted), at
+    each (candidate, K)'s best measured draft length; acceptance on a twin axis."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = report["rows"]
-    ks = report["config"]["ks"]
-    layers = report["config"]["layers"]
-    colors = dict(zip(ks, ["tab:blue", "tab:orange", "tab:green", "tab:red"]))
+    config = report["config"]
+    rows = list(_best_length(report["rows"]).values())
+    ks, layers = config["ks"], config["layers"]
+    colors = dict(zip(ks, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]))
     early = sorted({r["depth"] for r in rows if r["kind"] == "early-exit"})
     selfs = sorted({r["draft_temperature"] for r in rows if r["kind"] == "self"})
     offsets = {t: layers + 3.0 * (i + 1) for i, t in enumerate(selfs)}  # self drafts right of the axis end
@@ -294,6 +290,9 @@ def plot(report: dict, path: Path) -> None:
         at = {r["depth"]: r for r in rows if r["k"] == k and r["kind"] == "early-exit"}
         ax.plot(early, [at[d]["speedup_predicted"] for d in early], "-", color=colors[k], label=f"K={k} predicted")
         ax.plot(early, [at[d]["speedup_measured"] for d in early], "o", color=colors[k], label=f"K={k} measured")
+        for d in early:
+            ax.annotate(f"L={at[d]['length']}", (d, at[d]["speedup_measured"]), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")  # fmt: skip
         for r in (r for r in rows if r["k"] == k and r["kind"] == "self"):
             x = offsets[r["draft_temperature"]]
             ax.plot([x], [r["speedup_measured"]], "o", color=colors[k])
@@ -303,23 +302,23 @@ def plot(report: dict, path: Path) -> None:
     ax.set_xticks(early + [offsets[t] for t in selfs])
     ax.set_xticklabels([str(d) for d in early] + [f"full\nT={t:g}" for t in selfs])
     ax.set_xlabel(f"draft: early exit after d of {layers} layers (draft T=1), or the full model at temperature T")
-    ax.set_ylabel("throughput / autoregressive throughput\n(dots: measured, lines and dashes: predicted)")
+    ax.set_ylabel("speed-up over autoregressive (same run)\n(dots: measured, lines and dashes: predicted)")
     twin = ax.twinx()
-    first = {r["candidate"]: r for r in rows if r["k"] == min(ks)}
-    twin.plot(
-        early, [next(r for r in first.values() if r["kind"] == "early-exit" and r["depth"] == d)["expected_acceptance"]
-                for d in early], "s--", color="black", alpha=0.5, label=f"acceptance (K={min(ks)})",
-    )  # fmt: skip
-    for r in (r for r in first.values() if r["kind"] == "self"):
+    first = [r for r in rows if r["k"] == min(ks)]
+    by_depth = {r["depth"]: r for r in first if r["kind"] == "early-exit"}
+    twin.plot(early, [by_depth[d]["expected_acceptance"] for d in early], "s--", color="black", alpha=0.5,
+              label=f"acceptance (K={min(ks)})")  # fmt: skip
+    for r in (r for r in first if r["kind"] == "self"):
         twin.plot([offsets[r["draft_temperature"]]], [r["expected_acceptance"]], "s", color="black", alpha=0.5)
     twin.set_ylabel(f"per-token acceptance, K={min(ks)}\n(mean exact acceptance at the visited positions)")
     twin.set_ylim(0, 1.02)
     handles, labels = ax.get_legend_handles_labels()
     handles2, labels2 = twin.get_legend_handles_labels()
     ax.legend(handles + handles2, labels + labels2, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
+    mode = "compiled" if config.get("compile") else "eager"
     ax.set_title(
-        f"SmolLM2-135M target on a shared CPU ({report['machine']['torch_threads']} thread), L="
-        f"{report['config']['length']}, {report['config']['scheme']}: throughput and acceptance by draft",
+        f"SmolLM2-135M target on {config.get('device', 'cpu')} ({mode}, {config.get('threads', '?')} threads), "
+        f"{config['scheme']}, best L of {config['lengths']} per point",
         fontsize=9,
     )
     fig.tight_layout()
@@ -337,10 +336,12 @@ def _floats(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
+    parser.add_argument("--compile", action="store_true", help="static KV caches and compiled forwards")
     parser.add_argument("--depths", type=_integers, default=[4, 8, 15])
     parser.add_argument("--self-temperatures", type=_floats, default=[0.7, 1.5])
     parser.add_argument("--ks", type=_integers, default=[1, 2, 4])
-    parser.add_argument("--length", type=int, default=3)
+    parser.add_argument("--lengths", type=_integers, default=[3])
     parser.add_argument("--max-length", type=int, default=8, help="largest L of the predicted best-(K, L) curve")
     parser.add_argument("--prompts", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=20)
@@ -350,16 +351,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--replot", action="store_true", help="only redraw the figure from the JSON")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    json_path, png_path = args.out / "draft_design.json", args.out / "draft_design.png"
+    from multidraft.decoding import resolve_device
+
+    device = resolve_device(args.device).type
+    name = "draft_design" + ("" if device == "cpu" else f"_{device}") + ("_compiled" if args.compile else "")
+    json_path, png_path = args.out / f"{name}.json", args.out / f"{name}.png"
     if args.replot:
         report = json.loads(json_path.read_text())
     else:
         report = run_study(args)
-        json_path.write_text(json.dumps(report, indent=1))
+        write_json(json_path, report)
     print_table(report)
     plot(report, png_path)
     print(f"wrote {json_path} and {png_path}")

@@ -5,15 +5,19 @@ Measures (warm-up excluded, median of repeats, wall clock):
 1. the optimal-transport LP (cvxpy + HiGHS): K = 2, n = 40 (target <= 5 s) and K = 3,
    n = 12 (target <= 10 s), iid (merged multisets) and independent drafts;
 2. the pair importance LP, K = 2, n = 300 (target <= 10 s);
-3. the truncated LP per position at n = 49152: s = 5 (target <= 5 ms) and s = 15
-   (target <= 50 ms), ranked (paper) and sort-free rules; for scale, one forward pass of a
-   135M-parameter model on this CPU takes about 43 ms (figure from the project issue, not
-   re-measured here);
+3. the truncated selection per position at n = 49152, K in {2, 3, 4} iid drafts: s = 5
+   (target <= 5 ms) and s = 15 (target <= 50 ms), ranked (paper) and sort-free rules; for
+   scale, one forward pass of a 135M-parameter model on this CPU takes about 43 ms (figure from
+   the project issue, not re-measured here);
 4. acceptance loss ``P* - acceptance`` of the truncated LP versus s in (5, 10, 15, 30) for both
    rank keys, on Zipf- and Dirichlet-shaped instances with n = 49152 at a sharp and a flat
    temperature, iid drafts (P* exact by the sorted scan) and two drafts at different
    temperatures (P* bounded above by min-cuts over 41 score directions, so the loss shown
    is an upper bound).
+
+5. multi-stage determinism (K = 3, small n, 8 instances): the largest difference of the final
+   acceptance between two solvers, for stages solved as LPs (HiGHS vs Clarabel, whichever
+   optimum each returns) and for the canonical stages (our projection vs Clarabel's QP).
 
 Every LP value is checked against the closed-form optimum where one exists. The machine has
 2 cores shared with other jobs: timings are noisy. Writes benchmarks/results/lp.json.
@@ -30,8 +34,8 @@ from pathlib import Path
 import numpy as np
 from _common import measure, provenance, write_json
 
-from multidraft.lp import importance_lp, pair_importance_lp, transport_lp, truncated_lp
-from multidraft.lp.importance import RANK_KEYS
+from multidraft.lp import importance_lp, multistage, pair_importance_lp, transport_lp, truncated_lp
+from multidraft.lp.truncated import RANK_KEYS
 from multidraft.theory import IID, Independent, dirichlet, optimal_acceptance, optimal_acceptance_batch, softmax, zipf
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lp.json"
@@ -109,18 +113,19 @@ def bench_truncated_speed(repeats: int) -> list[dict]:
     p, draft_logits = language_like("zipf", n, 1.0, rng)
     q = softmax(draft_logits, 1.0)
     rows = []
-    for s, target_ms in ((5, 5.0), (15, 50.0)):
-        for outside in ("ranked", "first"):
-            for backend in ("highspy", "linprog"):
-                timing = measure(lambda: truncated_lp(p, q, s=s, outside=outside, backend=backend), repeats)
+    for k in (2, 3, 4):
+        optimum = float(optimal_acceptance_batch(p[None], q[None], k=k)[0])
+        for s, target_ms in ((5, 5.0), (15, 50.0)):
+            for outside in ("ranked", "first"):
+                timing = measure(lambda: truncated_lp(p, q, k=k, s=s, outside=outside), repeats)
                 seconds, times, selection, cpu = timing.median, timing.wall, timing.result, timing.cpu_median
                 rows.append(
                     {
                         "lp": "truncated",
                         "n": n,
+                        "k": k,
                         "s": s,
                         "outside": outside,
-                        "backend": backend,
                         "median_ms": 1e3 * seconds,
                         "cpu_median_ms": 1e3 * cpu,
                         "p10_ms": 1e3 * float(np.percentile(times, 10)),
@@ -128,8 +133,39 @@ def bench_truncated_speed(repeats: int) -> list[dict]:
                         "target_ms": target_ms,
                         "forward_135m_ms": FORWARD_135M_MS,
                         "acceptance": selection.acceptance,
+                        "optimum": optimum,
                     }
                 )
+    return rows
+
+
+def _lp_stage_acceptance(target: np.ndarray, drafts: list[np.ndarray], solver: str) -> float:
+    """Multi-stage with each stage solved as an LP: whichever optimal law the solver returns."""
+    current = drafts[0]
+    for following in drafts[1:]:
+        stage = pair_importance_lp(target, current, following, solver=solver)
+        current = stage.intermediate
+    return stage.acceptance
+
+
+def bench_multistage_determinism(instances: int = 8) -> list[dict]:
+    rows = []
+    for seed in range(instances):
+        rng = np.random.default_rng(seed)
+        target = dirichlet(6, 0.3, rng)
+        drafts = [dirichlet(6, 0.3, rng)] * 3
+        lp_gap = abs(_lp_stage_acceptance(target, drafts, "HIGHS") - _lp_stage_acceptance(target, drafts, "CLARABEL"))
+        timing = measure(lambda: multistage(target, drafts), 3)
+        canonical = timing.result
+        other = multistage(target, drafts, solver="CLARABEL")
+        rows.append(
+            {
+                "seed": seed, "n": 6, "k": 3, "canonical_acceptance": canonical.acceptance,
+                "canonical_solver_gap": abs(canonical.acceptance - other.acceptance),
+                "canonical_law_gap": float(np.abs(canonical.intermediate - other.intermediate).max()),
+                "lp_stages_solver_gap": lp_gap, "canonical_ms": 1e3 * timing.median,
+            }
+        )
     return rows
 
 
@@ -224,12 +260,21 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     report["truncated_speed"] = bench_truncated_speed(speed_repeats)
-    print(f"\nTruncated LP per position, n = 49152 ({speed_repeats} repeats; one 135M forward ≈ {FORWARD_135M_MS:.0f} ms)")
-    print(f"{'s':>3} {'outside':<8}{'backend':<9}{'median ms':>10}{'p10':>8}{'p90':>8}{'cpu ms':>8}{'target':>8}{'acceptance':>12}")
+    print(f"\nTruncated selection per position, n = 49152, iid drafts ({speed_repeats} repeats; one 135M forward ≈ {FORWARD_135M_MS:.0f} ms)")
+    print(f"{'K':>2}{'s':>4} {'outside':<8}{'median ms':>10}{'p10':>8}{'p90':>8}{'cpu ms':>8}{'target':>8}{'acceptance':>12}{'P*':>10}")
     for row in report["truncated_speed"]:
         print(
-            f"{row['s']:>3} {row['outside']:<8}{row['backend']:<9}{row['median_ms']:>10.2f}{row['p10_ms']:>8.2f}"
-            f"{row['p90_ms']:>8.2f}{row['cpu_median_ms']:>8.2f}{row['target_ms']:>8.0f}{row['acceptance']:>12.6f}"
+            f"{row['k']:>2}{row['s']:>4} {row['outside']:<8}{row['median_ms']:>10.2f}{row['p10_ms']:>8.2f}"
+            f"{row['p90_ms']:>8.2f}{row['cpu_median_ms']:>8.2f}{row['target_ms']:>8.0f}{row['acceptance']:>12.6f}{row['optimum']:>10.6f}"
+        )
+
+    report["multistage_determinism"] = bench_multistage_determinism()
+    print("\nMulti-stage K = 3 (n = 6): final acceptance across two solvers, LP stages vs canonical stages")
+    print(f"{'seed':>4}{'LP-stage gap':>14}{'canonical gap':>15}{'law gap':>10}{'ms':>8}{'acceptance':>12}")
+    for row in report["multistage_determinism"]:
+        print(
+            f"{row['seed']:>4}{row['lp_stages_solver_gap']:>14.2e}{row['canonical_solver_gap']:>15.2e}"
+            f"{row['canonical_law_gap']:>10.1e}{row['canonical_ms']:>8.1f}{row['canonical_acceptance']:>12.6f}"
         )
 
     sizes = (5, 10, 15, 30)

@@ -1,5 +1,5 @@
-"""Shared test configuration: hypothesis profiles, and the ``cli`` fixture that runs the
-installed console script.
+"""Shared test configuration: hypothesis profiles, the ``cli`` fixture that runs the
+installed console script, and the fixtures the decoding tests share.
 
 Profiles: ``ci`` (the default under CI=true: derandomised, so a run is reproducible) and
 ``dev`` (more examples locally). Select with ``HYPOTHESIS_PROFILE=dev``.
@@ -62,3 +62,32 @@ def run_cli(*argv: str, timeout: float = 600, cwd: str | os.PathLike | None = No
 def cli() -> Callable[..., CliResult]:
     """``cli("acceptance", "--json")``: run the installed console script, see :func:`run_cli`."""
     return run_cli
+
+
+def _torch_devices() -> list[str]:
+    """The torch devices present: CPU always, CUDA when torch reports one."""
+    try:
+        import torch
+    except ImportError:
+        return ["cpu"]
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.fixture(scope="module", params=_torch_devices())
+def device(request):
+    """Each torch device present (a GPU run of the suite exercises the CUDA paths)."""
+    import torch
+
+    return torch.device(request.param)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for tiny models: on a busy 2-core machine OpenMP with 2 threads is many
+    times slower, and the other core stays with the other tests."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import strategies as st
 
-from multidraft.theory import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement
+from multidraft.theory import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement, dirichlet
 
 
 @st.composite
@@ -41,20 +41,27 @@ def instances(draw, max_n: int = 6, max_k: int = 3, min_n: int = 2):
     return n, k, target, draft
 
 
-#: For each draft law's ``name``: ``(n, k) ->`` a strategy of that law on n tokens with K = k
-#: drafts and exact probabilities (needs k <= n). The drafts without replacement and greedy
-#: drafts are drawn with at least k positive draft tokens, so every law built here is valid.
-LAW_STRATEGIES: dict[str, Callable[[int, int], st.SearchStrategy[DraftLaw]]] = {
-    "iid": lambda n, k: st.builds(IID, exact_distributions(n), st.just(k)),
-    "independent": lambda n, k: st.builds(Independent, st.lists(exact_distributions(n), min_size=k, max_size=k)),
-    "wor": lambda n, k: st.builds(WithoutReplacement, exact_distributions(n, min_support=k), st.just(k)),
-    "greedy": lambda n, k: st.builds(Greedy, exact_distributions(n, min_support=k), st.just(k)),
-    "deterministic": lambda n, k: st.builds(
+def dirichlet_distributions(n: int, min_support: int = 1) -> st.SearchStrategy[np.ndarray]:
+    """Float distributions on n tokens from a seeded Dirichlet(1/2) (every entry positive), for
+    vocabularies too large for :func:`exact_distributions`; ``min_support <= n`` holds."""
+    return st.integers(0, 2**32 - 1).map(lambda seed: dirichlet(n, 0.5, np.random.default_rng(seed)))
+
+
+#: For each draft law's ``name``: ``(n, k, distributions) ->`` a strategy of that law on n tokens
+#: with K = k drafts (needs k <= n), its draft distributions from ``distributions(n,
+#: min_support)`` (:func:`exact_distributions` or :func:`dirichlet_distributions`). Drafts
+#: without replacement and greedy drafts get at least k positive tokens, so every law is valid.
+LAW_STRATEGIES: dict[str, Callable[..., st.SearchStrategy[DraftLaw]]] = {
+    "iid": lambda n, k, dist: st.builds(IID, dist(n), st.just(k)),
+    "independent": lambda n, k, dist: st.builds(Independent, st.lists(dist(n), min_size=k, max_size=k)),
+    "wor": lambda n, k, dist: st.builds(WithoutReplacement, dist(n, min_support=k), st.just(k)),
+    "greedy": lambda n, k, dist: st.builds(Greedy, dist(n, min_support=k), st.just(k)),
+    "deterministic": lambda n, k, dist: st.builds(
         Deterministic, st.lists(st.integers(0, n - 1), min_size=k, max_size=k), st.just(n)
     ),
 }
 
 
-def draft_laws(name: str, n: int, k: int) -> st.SearchStrategy[DraftLaw]:
-    """Draft laws named ``name`` (a ``law.name``) on n tokens with K = k exact drafts."""
-    return LAW_STRATEGIES[name](n, k)
+def draft_laws(name: str, n: int, k: int, distributions: Callable = exact_distributions) -> st.SearchStrategy[DraftLaw]:
+    """Draft laws named ``name`` (a ``law.name``) on n tokens with K = k drafts, exact by default."""
+    return LAW_STRATEGIES[name](n, k, distributions)

@@ -1,5 +1,6 @@
-"""Model loading (directories, GGUF conversion cache, hub ids without network), the
-``multidraft measure`` command, and the integration run on the bundled SmolLM2-135M-Instruct."""
+"""Model loading (directories, GGUF conversion cache, hub ids without network, devices, quiet
+loading), the ``multidraft measure`` command (file descriptors captured: what a user sees),
+and the integration run on the bundled SmolLM2-135M-Instruct."""
 
 from __future__ import annotations
 
@@ -15,16 +16,10 @@ pytest.importorskip("transformers")
 from test_decoding import tiny_model  # noqa: E402
 
 from multidraft.cli import main  # noqa: E402
-from multidraft.decoding import default_model_path, load_model, measure, resolve_device  # noqa: E402
+from multidraft.decoding import Sampling, default_model_path, load_model, measure, resolve_device  # noqa: E402
+from multidraft.decoding.models import conversion_key  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a busy 2-core machine OpenMP with 2 threads is many times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +94,39 @@ def test_resolve_device():
         resolve_device("nonsense")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_missing_cuda_is_one_clear_error(tiny_dir):
+    for device in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(ValueError, match="^CUDA requested but torch reports no CUDA device$"):
+            resolve_device(device)
+    with pytest.raises(ValueError, match="^CUDA requested but torch reports no CUDA device$"):
+        load_model(str(tiny_dir), device="cuda")
+
+
+def test_quiet_loading_prints_nothing(tiny_dir, capfd):
+    """``progress=False`` silences transformers' loading bar (on file descriptor 2) and leaves
+    transformers' own setting as it was."""
+    from transformers.utils import logging as hf_logging
+
+    load_model(str(tiny_dir), device="cpu", progress=False)
+    measure(str(tiny_dir), prompts=["a"], max_new_tokens=2, device="cpu", progress=False)
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+    assert hf_logging.is_progress_bar_enabled()
+    load_model(str(tiny_dir), device="cpu", progress=True)
+    assert "Loading weights" in capfd.readouterr().err  # the twin: the bar is there when asked for
+
+
+def test_conversion_key_names_the_converting_libraries(tmp_path):
+    from importlib import metadata
+
+    path = tmp_path / "model.Q4.gguf"
+    path.write_bytes(b"1234")
+    key = conversion_key(path)
+    assert key.startswith("model.Q4-4-")
+    assert f"transformers{metadata.version('transformers')}" in key and "gguf" in key
+
+
 def test_default_model_path_is_the_bundled_gguf():
     path = default_model_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
@@ -117,10 +145,11 @@ def test_cli_measure_json(tiny_dir, capfd):
     assert status == 0
     summary = json.loads(captured.out)
     for key in ("empirical_acceptance", "expected_acceptance", "optimal_acceptance", "ci95", "positions",
-                "block_efficiency", "tokens_per_second"):  # fmt: skip
+                "block_efficiency", "tokens_per_second", "autoregressive_tokens_per_second", "speedup"):  # fmt: skip
         assert key in summary
     assert len(summary["ci95"]) == 2
     assert summary["draft_temperatures"] == [1.0, 2.0] and summary["new_tokens"] == 12
+    assert summary["speedup"] > 0 and summary["compile"] is False
     assert "measure" in captured.err  # the progress bar
 
 
@@ -129,7 +158,7 @@ def test_cli_measure_table(tiny_dir, capfd):
     out = capfd.readouterr().out
     assert status == 0
     assert "[:1 layers]" in out.splitlines()[0]
-    assert "empirical acceptance" in out and "optimal acceptance" in out
+    assert "empirical acceptance" in out and "optimal acceptance" in out and "speed-up" in out
 
 
 BAD_CLI = [
@@ -138,15 +167,26 @@ BAD_CLI = [
     ("max-new-tokens", ["--max-new-tokens", "0"], "max_new_tokens: must be an integer >= 1"),
     ("scheme", ["--scheme", "nope"], "scheme: unknown name 'nope'"),
     ("threads", ["--threads", "0"], "threads: must be >= 1"),
+    ("draft-temperature", ["--draft-temperature", "-1"], "draft temperature: must be a finite number >= 0"),
+    ("draft-temperatures", ["--k", "3", "--draft-temperature", "1", "2"], "--draft-temperature: give one value or k=3"),
+    ("target-top-p", ["--target-top-p", "0"], r"target top_p: must lie in (0, 1]"),
+    ("early-exit", ["--early-exit", "0"], "early-exit: must be >= 1 layers"),
+    ("seed", ["--seed", "-1"], "seed: expected an integer in [0, 2**63 - 1)"),
+    ("device", ["--device", "nonsense"], "device: not a torch device"),
 ]
+if not torch.cuda.is_available():
+    BAD_CLI.append(("cuda", ["--device", "cuda"], "CUDA requested but torch reports no CUDA device"))
 
 
 @pytest.mark.parametrize("extra, message", [c[1:] for c in BAD_CLI], ids=[c[0] for c in BAD_CLI])
-def test_cli_measure_bad_input(tiny_dir, capfd, extra, message):
-    status = main(["measure", "--target", str(tiny_dir), "--prompt", "a", *extra])
-    assert status == 2
-    last = capfd.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
-    assert last.startswith("multidraft measure: error: ") and message in last
+def test_cli_measure_bad_input_before_loading(capfd, extra, message):
+    """Exit 2 with one line on stderr and nothing else: the model (a path that does not
+    exist) is never loaded, so no loading bar and no loading error come first."""
+    status = main(["measure", "--target", "./no/such/model", "--prompt", "a", *extra])
+    captured = capfd.readouterr()
+    assert status == 2 and captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("multidraft measure: error: ") and message in captured.err
 
 
 def test_cli_measure_unknown_model(capfd, monkeypatch):
@@ -172,8 +212,8 @@ def test_bundled_model_cache_and_weights(smollm):
     gguf = pytest.importorskip("gguf")
     from multidraft.decoding.models import default_cache_dir
 
-    cached = [p for p in default_cache_dir().glob("SmolLM2-135M-Instruct.Q4_1-*") if (p / "model.safetensors").is_file()]
-    assert cached, "the conversion cache holds no safetensors"
+    cached = default_cache_dir() / conversion_key(default_model_path())
+    assert (cached / "model.safetensors").is_file(), "the conversion cache holds no safetensors"
     start = time.perf_counter()
     again = load_model("default", device="cpu")
     seconds = time.perf_counter() - start
@@ -193,10 +233,10 @@ def test_bundled_model_measurement_matches_theory(smollm):
     every position."""
     results = measure(
         smollm, None, k=2, length=4, scheme="specinfer", max_new_tokens=32, seed=0,
-        target_temperature=1.0, draft_temperatures=(1.5,), progress=False,
+        target_sampling=Sampling(1.0), draft_sampling=Sampling(1.5), baseline=False, progress=False,
     )  # fmt: skip
     frame = results.to_dataframe()
-    assert results.prompts == 4 and results.positions == len(frame) >= 32
+    assert len(results.config.prompts) == 4 and results.positions == len(frame) >= 32
     assert (frame["law"] == "iid").all() and results.optimal_positions == results.positions
     assert np.isfinite(frame["expected"]).all()
     low, high = results.ci95
@@ -204,3 +244,16 @@ def test_bundled_model_measurement_matches_theory(smollm):
     assert (frame["optimal"] >= frame["expected"] - 1e-9).all()
     assert 0 < results.expected_acceptance <= results.optimal_acceptance <= 1
     assert 1 <= results.block_efficiency <= 5
+
+
+@pytest.mark.slow
+def test_bundled_model_ends_sequences_where_the_gguf_says(smollm):
+    """The end-of-sequence id comes from the GGUF's own metadata (read independently with the
+    gguf library), not from the converted tokenizer, which transformers 5.17 set to
+    ``<|im_start|>`` (id 1) while the file says ``<|im_end|>`` (id 2)."""
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(str(default_model_path()))
+    field = reader.fields["tokenizer.ggml.eos_token_id"]
+    declared = int(field.parts[field.data[0]][0])
+    assert smollm.eos_token_ids == {declared}
+    assert smollm.tokenizer.convert_ids_to_tokens(declared) == "<|im_end|>"

@@ -1,4 +1,4 @@
-"""Theorem 1 both ways, the pair and truncated LPs, multi-stage K > 2.
+"""Theorem 1 both ways, the pair and truncated selections (any K), multi-stage K > 2.
 
 Every selection is checked by exact enumeration of the draft law: the law of the selected token
 recomputed from ``selection_probabilities`` must equal the returned ``intermediate`` r, and the
@@ -28,7 +28,7 @@ from multidraft.lp import (
     truncated_lp,
 )
 from multidraft.lp._solve import solve_small_lp
-from multidraft.lp.importance import rank_key_values
+from multidraft.lp.truncated import rank_key_values
 from multidraft.theory import IID, Independent, dirichlet, optimal_acceptance, zipf
 
 
@@ -192,7 +192,7 @@ def test_truncated_ranking_and_closed_form_at_larger_n():
     n = 40
     target, q1, q2 = dirichlet(n, 0.3, rng), dirichlet(n, 0.3, rng), dirichlet(n, 0.5, rng)
     for rank_key in ("published", "ratio"):
-        key = rank_key_values(target, q1, q2, rank_key)
+        key = rank_key_values(target, np.stack([q1, q2]), rank_key)
         for outside in ("ranked", "first"):
             selection = truncated_lp(target, q1, q2, s=6, rank_key=rank_key, outside=outside)
             np.testing.assert_array_equal(selection.top, np.argsort(-key, kind="stable")[:6])
@@ -203,14 +203,18 @@ def test_truncated_ranking_and_closed_form_at_larger_n():
     assert truncated_lp(target, q1, q2, s=100).s == n
 
 
-def test_both_inner_backends_agree():
+def test_canonical_split_does_not_depend_on_the_solver():
+    """The projection found by the minimum-norm-point algorithm (greedy vertices, active sets)
+    equals the QP solved by an interior-point method (Clarabel through cvxpy): the same r, not
+    only the same acceptance. (HiGHS's QP solver fails on these semidefinite problems.)"""
     rng = np.random.default_rng(3)
     target, q1 = zipf(500, 1.1, rng), zipf(500, 1.1, rng)
-    for s in (1, 5, 15):
-        fast = truncated_lp(target, q1, s=s)
-        slow = truncated_lp(target, q1, s=s, backend="linprog")
-        np.testing.assert_allclose(fast.acceptance, slow.acceptance, atol=1e-9)
-        assert fast.solver == "HiGHS (highspy)" and slow.solver == "HiGHS (linprog)"
+    for s in (1, 5, 12):
+        ours = truncated_lp(target, q1, s=s)
+        other = truncated_lp(target, q1, s=s, solver="CLARABEL")
+        np.testing.assert_allclose(other.intermediate, ours.intermediate, rtol=0, atol=1e-7)
+        assert other.acceptance <= ours.acceptance + 1e-9
+        assert ours.solver == "min-norm point (greedy vertices)"
 
 
 def test_reference_truncated_uniform_draft():
@@ -229,13 +233,15 @@ def test_reference_truncated_uniform_draft():
         ({"s": 2.5}, ValueError, "s: the number of tokens kept"),
         ({"rank_key": "entropy"}, ValueError, "rank_key: unknown key 'entropy'; choose one of published, ratio"),
         ({"outside": "random"}, ValueError, "outside: unknown rule 'random'"),
-        ({"backend": "glpk"}, ValueError, "backend: unknown small-LP backend 'glpk'"),
+        ({"solver": "GLPK_XX"}, ValueError, "solver: 'GLPK_XX' is not an installed cvxpy solver"),
+        ({"k": 3, "draft2": [0.3, 0.3, 0.4]}, ValueError, "k: two draft distributions make k = 2, got k=3"),
+        ({"k": 0}, ValueError, "k: the number of drafts must be an integer >= 1, got 0"),
         ({"draft2": [0.5, 0.5]}, ValueError, "draft2: length 2 differs"),
         ({"target": [0.5, 0.5]}, ValueError, "target: length 2 does not match"),
         ({"draft2": [0.5, 0.6, -0.1]}, ValueError, "draft2: contains negative"),
         ({"target": [0.5, np.nan, 0.5]}, ValueError, "target: contains NaN"),
     ],
-    ids=["s-zero", "s-float", "rank-key", "outside", "backend", "draft2-length", "target-length", "negative", "nan"],
+    ids=["s-zero", "s-float", "rank-key", "outside", "solver", "k-with-two-drafts", "k-zero", "draft2-length", "target-length", "negative", "nan"],
 )
 def test_truncated_bad_inputs(kwargs, error, message):
     arguments = {"target": [0.2, 0.3, 0.5], "draft": [0.3, 0.3, 0.4], **kwargs}
@@ -322,9 +328,8 @@ def test_regression_tiny_inner_masses_are_solved_to_relative_accuracy():
     draft[tiny:] = rng.dirichlet(np.ones(10)) * (1 - draft.sum())
     optimum = optimal_acceptance(target, IID(draft, 2)).value
     for s in (5, 30, 40):
-        for backend in ("highspy", "linprog"):
-            selection = truncated_lp(target, draft, s=s, rank_key="ratio", backend=backend)
-            assert selection.acceptance <= optimum + 1e-12
+        selection = truncated_lp(target, draft, s=s, rank_key="ratio")
+        assert selection.acceptance <= optimum + 1e-12
     np.testing.assert_allclose(truncated_lp(target, draft, s=40).acceptance, optimum, atol=1e-8)
 
 
@@ -355,14 +360,14 @@ def test_a_sloppy_optimal_point_fails_the_recheck(monkeypatch, solve, message):
 
 
 def test_truncated_recheck_catches_a_sloppy_inner_solution(monkeypatch):
-    import multidraft.lp.importance as importance
+    """A split that loses 5% of the inner mass would make r lose mass: refused, not returned."""
+    import multidraft.lp.truncated as truncated
 
-    original = importance.solve_small_lp
+    original = truncated._min_norm_split
 
     def sloppy(*args, **kwargs):
-        x, objective = original(*args, **kwargs)
-        return x * 1.05, objective
+        return original(*args, **kwargs) * 0.95
 
-    monkeypatch.setattr(importance, "solve_small_lp", sloppy)
-    with pytest.raises(SolverError, match="re-check failed .*z exceeds min"):
+    monkeypatch.setattr(truncated, "_min_norm_split", sloppy)
+    with pytest.raises(SolverError, match="re-check failed .*intermediate law sums to"):
         truncated_lp([0.5, 0.3, 0.1, 0.1], [0.25] * 4, s=3)

@@ -167,5 +167,34 @@ def test_profile_command_prints_the_table(tiny_llama, monkeypatch, capfd):
     assert main([*argv, "--json", "--layers", "1"]) == 0
     result = json.loads(capfd.readouterr().out)
     assert result["name"] == "tiny[:1 layers]" and np.array(result["seconds"]).shape == (2, 2)
-    assert main(["profile", "--batch-sizes", "1,1", *argv[3:]]) == 2
-    assert "batch_sizes: expected at least two strictly increasing" in capfd.readouterr().err
+    assert result["compiled"] is False
+
+
+BAD_PROFILE = [
+    ("batch-sizes", ["--batch-sizes", "1,1"], "batch_sizes: expected at least two strictly increasing"),
+    ("token-counts", ["--token-counts", "0,1"], "token_counts: expected positive integers"),
+    ("context", ["--context", "-1"], "context: must be an integer >= 0"),
+    ("repeats", ["--repeats", "0"], "repeats: must be an integer >= 1"),
+    ("warmup", ["--warmup", "-1"], "warmup: must be an integer >= 0"),
+    ("compile-warmup", ["--compile", "--warmup", "0"], "warmup: must be an integer >= 1"),
+    ("layers", ["--layers", "0"], "layers: must be >= 1"),
+    ("seed", ["--seed", "-2"], "seed: must be >= 0"),
+    ("device", ["--device", "nonsense"], "device: not a torch device"),
+]
+if not torch.cuda.is_available():
+    BAD_PROFILE.append(("cuda", ["--device", "cuda"], "CUDA requested but torch reports no CUDA device"))
+
+
+@pytest.mark.parametrize("extra, message", [c[1:] for c in BAD_PROFILE], ids=[c[0] for c in BAD_PROFILE])
+def test_profile_command_refuses_bad_values_before_loading(monkeypatch, capfd, extra, message):
+    from multidraft.cli import main
+    from multidraft.decoding import models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(models, "load_model", no_loading)
+    assert main(["profile", *extra]) == 2
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("multidraft profile: error: ") and message in captured.err

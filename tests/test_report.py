@@ -488,8 +488,8 @@ def test_instance_gap_ratios_are_bounded_and_optimal_is_one():
             assert row.min_ratio == pytest.approx(1.0, abs=1e-12)
         if row.scheme == "spectr":
             assert row.min_ratio >= 1 - 1 / math.e
-    # truncated-lp applies to K = 2 only.
-    assert {row.k for row in table.rows if row.scheme == "truncated-lp"} == {2}
+    # truncated-lp applies to every K.
+    assert {row.k for row in table.rows if row.scheme == "truncated-lp"} == {2, 3}
     assert "dirichlet" in table.format() and table.to_dict()["rows"][0]["scheme"] == "optimal"
 
 

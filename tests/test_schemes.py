@@ -6,8 +6,14 @@ and ties included):
 * losslessness: the enumerated output distribution equals the target (exactly in Fractions
   where the scheme allows, else within 1e-12);
 * the closed-form acceptance equals the enumerated ``P(Y ∈ set(X))`` (two routes);
-* acceptance <= P* (min-cut, an independent computation), with equality for the optimal
-  schemes; SpecTr >= (1 - 1/e) P*; SpecInfer with K = 1 == single == Σ min(p, q).
+* acceptance <= P* (min-cut, an independent computation), with equality for the schemes that
+  say they are optimal; SpecTr >= (1 - 1/e) P*; SpecInfer with K = 1 == single == Σ min(p, q);
+* the other facts a scheme states on its class, law by law: ``any_vocabulary_laws`` (runs at
+  n = 3000, where enumerating tuples is refused; for the other laws it must refuse there) and
+  ``lp_laws`` (running it imports :mod:`multidraft.lp`, and only then).
+
+Everything is read off the scheme classes in ``multidraft.schemes.SCHEMES``: a new scheme is
+tested by registering it.
 
 Bad inputs are checked in a table. The deliberately wrong variants live in
 ``tests/test_schemes_statistical.py`` next to the statistical checks they must also fail.
@@ -23,30 +29,52 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import draft_laws, exact_distributions
+from strategies import dirichlet_distributions, draft_laws, exact_distributions
 
 from multidraft.schemes import SCHEMES, Scheme, Selection, get_scheme, schemes_for
+from multidraft.lp._solve import SolverError
+from multidraft.schemes._importance import ImportanceScheme
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, optimal_acceptance
 
-#: Schemes whose selection weights come from an LP (slow per example; float weights).
-LP_SCHEMES = ("is-lp", "truncated-lp", "multistage", "optimal")
-#: Schemes whose acceptance is the optimum for every law they support.
-OPTIMAL_SCHEMES = ("optimal", "is-lp", "greedy", "deterministic")
-#: Allowed range of K per scheme (default 1..3).
-K_RANGE = {"single": (1, 1), "truncated-lp": (2, 2), "multistage": (2, 3)}
+#: Largest K the exact checks enumerate (the tuples grow as n^K).
+MAX_K = 3
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-LP_SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+
+def _share(fraction: float) -> settings:
+    """The active hypothesis profile (conftest.py) with ``fraction`` of its example budget: the
+    registry tests run once per scheme, so each takes a share (``HYPOTHESIS_PROFILE=dev`` raises
+    them all)."""
+    profile = settings.default
+    return settings(
+        profile,
+        max_examples=max(1, round(profile.max_examples * fraction)),
+        suppress_health_check=[*profile.suppress_health_check, HealthCheck.filter_too_much],
+    )
+
+
+SETTINGS = _share(0.4)
+#: Schemes that solve an LP per example get fewer examples.
+LP_SETTINGS = _share(0.15)
+
+
+def ks_to_check(cls: type[Scheme]) -> range:
+    """The scheme's K range, capped at ``MAX_K``."""
+    low, high = cls.k_range
+    return range(low, min(high or MAX_K, MAX_K) + 1)
+
+
+#: Every (scheme, law) pair of the registry.
+PAIRS = [(name, law) for name, cls in SCHEMES.items() for law in cls.supported_laws]
 
 
 @st.composite
-def instances(draw, scheme_name: str):
-    """``(target, law)`` with a law the scheme supports, n <= 6, K <= 3, exact probabilities."""
+def instances(draw, scheme_name: str, law_name: str | None = None):
+    """``(target, law)`` with a law the scheme supports (``law_name`` if given), n <= 6,
+    K <= 3, exact probabilities."""
     cls = SCHEMES[scheme_name]
-    law_name = draw(st.sampled_from(cls.supported_laws))
-    k_low, k_high = K_RANGE.get(scheme_name, (1, 3))
-    k = draw(st.integers(k_low, k_high))
-    n = draw(st.integers(max(2, k), 6 if scheme_name not in LP_SCHEMES or k < 3 else 4))
+    law_name = law_name or draw(st.sampled_from(cls.supported_laws))
+    k = draw(st.sampled_from(ks_to_check(cls)))
+    n = draw(st.integers(max(2, k), 6 if law_name not in cls.lp_laws or k < 3 else 4))
     target = list(draw(exact_distributions(n)))
     law = draw(draft_laws(law_name, n, k))
     assume(cls().supports(law))
@@ -72,20 +100,21 @@ def _check_acceptance(name: str, target, law) -> None:
         assert isinstance(value, Fraction)
         assert value == scheme.enumerated_acceptance(target, law, exact=True)
         assert value <= optimum
-        if name in OPTIMAL_SCHEMES:
+        if scheme.optimal:
             assert value == optimum
         return
     value = scheme.acceptance(target, law)
     np.testing.assert_allclose(value, scheme.enumerated_acceptance(target, law), rtol=0, atol=1e-7)
     assert value <= float(optimum) + 1e-9
-    if name in OPTIMAL_SCHEMES:
+    if scheme.optimal:
         np.testing.assert_allclose(value, float(optimum), rtol=0, atol=1e-7)
-    if name == "optimal":
-        assert scheme.acceptance(target, law, exact=True) == optimum
+    if scheme.exact_capable:  # an exact acceptance with float (LP) weights
+        exact = scheme.acceptance(target, law, exact=True)
+        assert exact == optimum if scheme.optimal else exact <= optimum
 
 
 def _register(name: str):
-    fast = SETTINGS if name not in LP_SCHEMES else LP_SETTINGS
+    fast = LP_SETTINGS if SCHEMES[name].lp_laws else SETTINGS
 
     @fast
     @given(instances(name))
@@ -123,6 +152,96 @@ def test_strategies_reach_zeros_ties_and_unit_optimum():
     )
 
 
+#: A vocabulary where every law's tuples exceed the enumeration limit for K >= 2 (3000^2 > 2e6).
+LARGE_N = 3000
+
+
+def _large_case(data, scheme: Scheme, law_name: str, k: int):
+    law = data.draw(draft_laws(law_name, LARGE_N, k, dirichlet_distributions))
+    return data.draw(dirichlet_distributions(LARGE_N)), law
+
+
+@pytest.mark.parametrize(
+    "name, law_name", [(name, law) for name, law in PAIRS if law in SCHEMES[name].any_vocabulary_laws]
+)
+def test_any_vocabulary_laws_run_at_a_large_vocabulary(name, law_name):
+    """``any_vocabulary_laws``: acceptance and select at n = 3000 for every tested K, with
+    acceptance <= P* (= P* for an optimal scheme) where the sorted scan gives P*."""
+    scheme = get_scheme(name)
+
+    @settings(SETTINGS, max_examples=2)
+    @given(st.data())
+    def run(data):
+        for k in ks_to_check(type(scheme)):
+            target, law = _large_case(data, scheme, law_name, k)
+            value = scheme.acceptance(target, law)
+            assert 0.0 <= value <= 1.0
+            if law.has_prefix_structure:
+                optimum = optimal_acceptance(target, law).value
+                assert value <= optimum + 1e-9
+                if scheme.optimal:
+                    np.testing.assert_allclose(value, optimum, rtol=0, atol=1e-9)
+            rng = np.random.default_rng(0)
+            selection = scheme.select(target, law, law.sample(rng), rng)
+            assert 0 <= selection.token < LARGE_N
+
+    run()
+
+
+@pytest.mark.parametrize(
+    "name, law_name", [(name, law) for name, law in PAIRS if law not in SCHEMES[name].any_vocabulary_laws]
+)
+def test_other_laws_refuse_a_large_vocabulary(name, law_name):
+    """For a law outside ``any_vocabulary_laws`` the acceptance or the sampler enumerates
+    tuples or solves an LP over them: at n = 3000 and the largest tested K it refuses, naming
+    the limit, or its solver fails the re-check (a clear error either way, never a number)."""
+    scheme = get_scheme(name)
+
+    @settings(SETTINGS, max_examples=1)
+    @given(st.data())
+    def run(data):
+        target, law = _large_case(data, scheme, law_name, ks_to_check(type(scheme))[-1])
+        rng = np.random.default_rng(0)
+        with pytest.raises((ValueError, SolverError), match="limit|re-check"):
+            scheme.acceptance(target, law)
+            scheme.select(target, law, law.sample(rng), rng)
+
+    run()
+
+
+def test_lp_laws_are_exactly_the_pairs_that_import_the_lp_layer():
+    """``lp_laws`` against what running a scheme imports: acceptance and select on one small
+    instance per (scheme, law), in a fresh interpreter with ``multidraft.lp`` unloaded before each."""
+    import json
+    import pickle
+    import subprocess
+
+    @settings(SETTINGS, max_examples=1)
+    @given(st.data())
+    def draw_cases(data):
+        cases[:] = [(name, *data.draw(instances(name, law))) for name, law in PAIRS]
+
+    cases: list = []
+    draw_cases()
+    code = """
+import json, pickle, sys
+import numpy as np
+from multidraft.schemes import get_scheme
+imported = []
+for name, target, law in pickle.load(sys.stdin.buffer):
+    for module in [m for m in sys.modules if m == "multidraft.lp" or m.startswith("multidraft.lp.")]:
+        del sys.modules[module]
+    scheme, rng = get_scheme(name), np.random.default_rng(0)
+    scheme.acceptance(target, law)
+    scheme.select(target, law, law.sample(rng), rng)
+    imported.append([name, law.name, "multidraft.lp" in sys.modules])
+print(json.dumps(imported))
+"""
+    result = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cases), capture_output=True, check=True)
+    imported = json.loads(result.stdout.decode().splitlines()[-1])  # the last line: solvers may print
+    assert imported == [[name, law, law in SCHEMES[name].lp_laws] for name, law in PAIRS]
+
+
 # ----------------------------------------------------------------------------------------------
 # Named reference cases.
 
@@ -145,6 +264,34 @@ def test_specinfer_with_one_draft_is_single_is_total_variation():
         np.testing.assert_allclose(get_scheme("specinfer").acceptance(p, law), expected, rtol=0, atol=1e-14)
         np.testing.assert_allclose(get_scheme("single").acceptance(p, law), expected, rtol=0, atol=1e-14)
         np.testing.assert_allclose(get_scheme("spectr").acceptance(p, law), expected, rtol=0, atol=1e-12)
+
+
+def test_specinfer_telescoped_acceptance_equals_the_published_product():
+    """The telescoped form 1 - m_K (schemes/specinfer.py) against the published
+    ``1 - Π_i (1 - Σ_y min(r_{i-1}(y), q_i(y)))`` with normalised residuals, at a vocabulary
+    size enumeration cannot reach; iid, independent and a p = q case (zero-mass residual)."""
+    from multidraft.schemes.specinfer import rrs_acceptance
+
+    def published(p, drafts):
+        residual, miss = p, 1.0
+        for q in drafts:
+            miss *= 1.0 - np.minimum(residual, q).sum()
+            rest = np.maximum(residual - q, 0.0)
+            residual = rest / rest.sum() if rest.sum() > 0 else residual
+        return 1.0 - miss
+
+    rng = np.random.default_rng(11)
+    scheme = get_scheme("specinfer")
+    n = 5000
+    for k in (1, 2, 3, 5, 8):
+        p = rng.dirichlet(np.ones(n) * 0.2)
+        drafts = [rng.dirichlet(np.ones(n) * 0.2) for _ in range(k)]
+        iid = scheme.acceptance(p, IID(drafts[0], k))
+        np.testing.assert_allclose(iid, published(p, [drafts[0]] * k), rtol=0, atol=1e-13)
+        independent = scheme.acceptance(p, Independent(drafts))
+        np.testing.assert_allclose(independent, published(p, drafts), rtol=0, atol=1e-13)
+    assert scheme.acceptance(p, IID(p, 3)) == 1.0
+    assert rrs_acceptance(np.array([0.5, 0.5]), [np.array([0.0, 1.0])] * 2) == 0.5
 
 
 def test_spectr_within_one_minus_inverse_e_of_optimum():
@@ -217,11 +364,13 @@ def test_selected_acceptance_is_a_lower_bound_reached_by_the_optimal_weights():
         p, q = rng.dirichlet(np.ones(6) * 0.5), rng.dirichlet(np.ones(6) * 0.5)
         law = IID(q, 2)
         optimum = optimal_acceptance(p, law).value
-        for name in ("is-lp", "truncated-lp", "multistage", "optimal"):
-            scheme = get_scheme(name, **({"s": 2} if name == "truncated-lp" else {}))
+        for name in schemes_for(law):
+            if not issubclass(SCHEMES[name], ImportanceScheme):
+                continue
+            scheme = get_scheme(name, **({"s": 2} if name == "truncated-lp" else {}))  # s < n: truncation bites
             selected = scheme.selected_acceptance(p, law)
             assert selected <= scheme.acceptance(p, law) + 1e-12 <= optimum + 2e-9
-            if name in ("is-lp", "optimal"):
+            if scheme.optimal:
                 np.testing.assert_allclose(selected, optimum, rtol=0, atol=1e-7)
 
 
@@ -251,19 +400,39 @@ def test_select_returns_a_selection_consistent_with_the_drafts():
             assert selection.position is None
 
 
+#: The schemes the package has shipped, in registry order (later schemes are added after them).
+BUILT_IN = [
+    "single", "specinfer", "rrs-wor", "spectr", "is-lp", "truncated-lp", "multistage", "optimal",
+    "deterministic", "greedy",
+]  # fmt: skip
+
+
 def test_schemes_for_each_law():
-    assert schemes_for(IID([0.5, 0.5], 1)) == ["single", "specinfer", "spectr", "is-lp", "optimal"]
-    assert schemes_for(WithoutReplacement([0.5, 0.5], 2)) == ["rrs-wor", "is-lp", "optimal"]
-    assert schemes_for(Greedy([0.5, 0.3, 0.2], 2)) == ["optimal", "greedy"]
-    assert schemes_for(Deterministic([0, 1], 3)) == ["specinfer", "optimal", "deterministic"]
-    assert schemes_for(Independent([[0.5, 0.5]] * 3)) == ["specinfer", "is-lp", "multistage", "optimal"]
+    def built_in(law):
+        return [name for name in schemes_for(law) if name in BUILT_IN]
+
+    assert built_in(IID([0.5, 0.5], 1)) == ["single", "specinfer", "spectr", "is-lp", "truncated-lp", "optimal"]
+    assert built_in(WithoutReplacement([0.5, 0.5], 2)) == ["rrs-wor", "is-lp", "optimal"]
+    assert built_in(Greedy([0.5, 0.3, 0.2], 2)) == ["optimal", "greedy"]
+    assert built_in(Deterministic([0, 1], 3)) == ["specinfer", "optimal", "deterministic"]
+    assert built_in(Independent([[0.5, 0.5]] * 3)) == ["specinfer", "is-lp", "truncated-lp", "multistage", "optimal"]
+    law = IID([0.5, 0.5], 3)
+    assert schemes_for(law) == [n for n, cls in SCHEMES.items() if "iid" in cls.supported_laws and cls.supports_k(3)]
+
+
+def test_scheme_k_rules():
+    assert [SCHEMES[name].k_rule() for name in ("single", "truncated-lp", "multistage", "specinfer")] == [
+        "K = 1", "", "K >= 2", "",
+    ]  # fmt: skip
+    for cls in SCHEMES.values():
+        low, high = cls.k_range
+        assert 1 <= low and (high is None or low <= high)
+        assert not cls.supports_k(low - 1) and cls.supports_k(low)
+        assert high is None or (cls.supports_k(high) and not cls.supports_k(high + 1))
 
 
 def test_registry_names_and_flags():
-    assert list(SCHEMES) == [
-        "single", "specinfer", "rrs-wor", "spectr", "is-lp", "truncated-lp", "multistage", "optimal",
-        "deterministic", "greedy",
-    ]
+    assert [name for name in SCHEMES if name in BUILT_IN] == BUILT_IN
     for name, cls in SCHEMES.items():
         scheme = get_scheme(name)
         assert isinstance(scheme, Scheme) and scheme.name == name
@@ -316,7 +485,7 @@ def test_bad_drafts(name, scheme, law, drafts, message):
     [
         (lambda: get_scheme("spectr").acceptance([0.5, 0.5], WithoutReplacement([0.5, 0.5], 2)), "supports the iid laws; got the wor law"),
         (lambda: get_scheme("single").acceptance([0.5, 0.5], IID([0.5, 0.5], 2)), r"\(K = 1\); got the iid law with k=2"),
-        (lambda: get_scheme("truncated-lp").acceptance([0.5, 0.5], IID([0.5, 0.5], 3)), r"\(K = 2\)"),
+        (lambda: get_scheme("multistage").acceptance([0.5, 0.5], IID([0.5, 0.5], 1)), r"\(K >= 2\)"),
         (lambda: get_scheme("specinfer").acceptance([0.5, 0.5], IID([0.2, 0.3, 0.5], 2)), "does not match the draft law's vocabulary n=3"),
         (lambda: get_scheme("specinfer").acceptance([0.5, 0.6], IID([0.5, 0.5], 2)), "target: entries sum"),
         (lambda: get_scheme("spectr").acceptance(["1/2", "1/2"], IID(["1/2", "1/2"], 2), exact=True), "no exact"),
@@ -335,7 +504,7 @@ def test_bad_drafts(name, scheme, law, drafts, message):
         (lambda: get_scheme("truncated-lp").acceptance(np.full(1500, 1 / 1500), IID(np.full(1500, 1 / 1500), 2)), "selected_acceptance"),
     ],
     ids=[
-        "unsupported-law", "single-needs-k1", "truncated-needs-k2", "target-length", "target-sum",
+        "unsupported-law", "single-needs-k1", "multistage-needs-k2", "target-length", "target-sum",
         "exact-not-capable", "exact-output-lp", "exact-law-needed", "exact-target-needed", "not-a-law",
         "unknown-scheme", "unknown-option", "bad-s", "bad-rank-key", "bad-multistage-s", "select-2d",
         "bad-rng", "no-batch", "importance-too-large",

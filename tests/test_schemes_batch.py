@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from multidraft.schemes import SCHEMES, get_scheme  # noqa: E402
 from multidraft.schemes.specinfer import _rrs_batch  # noqa: E402
-from multidraft.schemes.spectr import _batch_rho, spectr_rho  # noqa: E402
+from multidraft.schemes.spectr import _batch_rho, _RowSums, spectr_rho  # noqa: E402
 
 def _statistical_module():
     """The sibling test module with the shared instances and levels, loaded by path (works
@@ -36,7 +36,7 @@ assert_acceptance_in_interval, frequency_pvalue, seed_of = (
     _shared.seed_of,
 )
 
-#: truncated-lp's batch form solves one LP per row; fewer rows keep the test fast.
+#: truncated-lp's batch form splits each row's inner tuples on its own; fewer rows keep the test fast.
 ROWS = {"truncated-lp": 1_500}
 
 
@@ -66,6 +66,21 @@ def test_select_batch_matches_target_and_exact_acceptance(name, case):
 
 
 @pytest.mark.statistical
+@pytest.mark.parametrize("case", ["iid-k2", "independent-k3"])
+def test_truncated_batch_with_drafts_outside_the_kept_tokens(case):
+    """s = 2 < n: tuples with a token outside Ω₁ follow the ranked rule, r at an outside token
+    comes from a masked sum and the residual from rejection sampling; output law and
+    acceptance must still match the exact (enumerated) values."""
+    scheme = get_scheme("truncated-lp", s=2)
+    rows = 8_000
+    target, drafts, tokens = batch_inputs(case, rows, seed_of("batch-truncated", case))
+    output, accepted = scheme.select_batch(target, drafts, tokens, torch.Generator().manual_seed(seed_of("truncated", case)))
+    p, law = INSTANCES[case]
+    assert frequency_pvalue(output.numpy(), p) > ALPHA
+    assert_acceptance_in_interval(accepted.numpy(), scheme.acceptance(p, law))
+
+
+@pytest.mark.statistical
 def test_batch_rrs_without_renormalisation_is_caught():
     """WRONG: drafts drawn without replacement verified as if drawn with replacement."""
     target, drafts, tokens = batch_inputs("peaked-wor-k2", N, seed_of("batch-wrong"))
@@ -79,7 +94,7 @@ def test_batch_rho_matches_bisection():
     for k in (2, 3, 4, 8):
         p = rng.dirichlet(np.ones(50) * 0.5, size=16)
         q = rng.dirichlet(np.ones(50) * 0.5, size=16)
-        rho, beta = _batch_rho(torch.tensor(p), torch.tensor(q), k)
+        rho, beta = _batch_rho(_RowSums(torch.tensor(p), torch.tensor(q)), k)
         expected = np.array([spectr_rho(a, b, k) for a, b in zip(p, q)])
         np.testing.assert_allclose(rho.numpy(), expected, rtol=1e-9)
         np.testing.assert_allclose(beta.numpy(), np.minimum(q, p / rho.numpy()[:, None]).sum(axis=1), rtol=1e-12)
@@ -123,10 +138,10 @@ def _bad(**changes):
         ("single", _GOOD, "needs K=1"),
         ("rrs-wor", _bad(tokens=torch.tensor([[0, 0], [1, 2]])), "distinct"),
         ("spectr", _bad(drafts=torch.tensor([[[0.5, 0.5, 0.0]] * 2] * 2)), "probability zero"),
-        ("truncated-lp", _bad(drafts=torch.full((2, 3, 3), 1 / 3), tokens=torch.zeros(2, 3, dtype=torch.long)), "needs K=2"),
+        ("truncated-lp", _bad(drafts=torch.tensor([[[0.5, 0.5, 0.0]] * 2] * 2), tokens=torch.tensor([[0, 2], [0, 1]])), "probability zero"),
     ],
     ids=["token-range", "token-dtype", "token-shape", "draft-shape", "target-shape", "zero-draft-prob",
-         "single-k", "wor-repeat", "spectr-zero-prob", "truncated-k"],
+         "single-k", "wor-repeat", "spectr-zero-prob", "truncated-zero-prob"],
 )
 def test_batch_bad_inputs(name, inputs, message):
     with pytest.raises(ValueError, match=message):

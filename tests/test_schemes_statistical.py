@@ -131,7 +131,7 @@ class SpecInferWrongResidual(SpecInfer):
         drafts = law.marginals(exact)
         residuals = rrs_residuals(p, np.roll(drafts, -1, axis=0))
         step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
-        return type(plan)(step, residuals[-1], drafts, residuals)
+        return type(plan)(step, residuals[-1])
 
 
 WRONG = [

@@ -232,7 +232,11 @@ BAD_CALLS = [
         id="sorted-on-independent",
     ),
     pytest.param(lambda: optimal_acceptance([0.5, 0.5], IID([0.5, 0.5], 2), exact=True), "exact mode", id="exact-needs-fractions"),
-    pytest.param(lambda: optimal_acceptance(np.full(30, 1 / 30), Independent([np.full(30, 1 / 30)] * 2)), "limit", id="subsets-too-large"),
+    pytest.param(
+        lambda: optimal_acceptance(np.full(30, 1 / 30), Independent([np.full(30, 1 / 30)] * 2), method="subsets"),
+        "limit",
+        id="subsets-too-large",
+    ),
     pytest.param(lambda: optimal_acceptance_batch([[0.5, 0.5]], [[0.5, 0.5], [0.5, 0.5]], 2), "equal shapes", id="batch-shape"),
     pytest.param(lambda: optimal_acceptance_batch([[0.5, 0.5]], [[0.5, 0.5]], 2, law="greedy"), "supports", id="batch-law"),
     pytest.param(lambda: optimal_acceptance_batch([[0.5, 0.5]], [[1.0, 0.0]], 2, law="wor"), "support size", id="batch-wor-k"),

@@ -286,3 +286,22 @@ def test_failed_fit_falls_back_to_an_exact_law(monkeypatch):
     np.testing.assert_allclose(rule.selection_law, law.draft, rtol=0, atol=1e-15)
     np.testing.assert_allclose(enumerated_law(rule, law), law.draft, rtol=0, atol=1e-12)
     assert rule.acceptance == pytest.approx(np.minimum(p, law.draft).sum(), abs=1e-15)
+
+
+@pytest.mark.parametrize("law_name", ["iid", "greedy", "deterministic"])
+def test_optimal_scheme_at_full_vocabulary(law_name):
+    """``optimal`` samples at the optimum for iid, greedy and deterministic drafts at n = 49152
+    (no LP): its sampler's acceptance rate matches P*."""
+    from multidraft.schemes import get_scheme
+    from multidraft.theory import Deterministic, Greedy
+
+    n = 49152
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(0))
+    q = softmax(np.log(p), temperature=1.6)
+    law = {"iid": IID(q, 4), "greedy": Greedy(q, 4), "deterministic": Deterministic([0, 5, 9, 40], n)}[law_name]
+    scheme = get_scheme("optimal")
+    optimum = optimal_acceptance(p, law).value
+    assert scheme.acceptance(p, law) == pytest.approx(optimum, abs=1e-12)
+    rng = np.random.default_rng(2)
+    tokens, accepted = scheme.sample(p, law, law.sample(rng, 4000), rng)
+    assert abs(accepted.mean() - optimum) < 4.5 * np.sqrt(optimum * (1 - optimum) / 4000) + 1e-9

@@ -9,10 +9,15 @@ A separate draft model sharing the tokenizer, or an early exit of the target::
     multidraft measure --target ID --draft ID
     multidraft measure --model default --early-exit 12
 
+Every value is checked before a model loads. The same run times plain autoregressive
+sampling of the prompts and prints the speed-up beside tokens/s (``--no-baseline`` skips it);
+``--compile`` runs static KV caches with compiled forwards (CUDA graphs on CUDA).
+
 A progress bar goes to stderr; ``--json`` prints one JSON object on stdout with
 ``empirical_acceptance``, ``expected_acceptance``, ``optimal_acceptance``, ``ci95`` (95%
-interval of empirical - expected), ``positions``, ``block_efficiency``, ``tokens_per_second``
-and the rest of :meth:`multidraft.decoding.Results.summary`.
+interval of empirical - expected, model-based variance), ``positions``, ``block_efficiency``,
+``tokens_per_second``, ``autoregressive_tokens_per_second``, ``speedup`` and the rest of
+:meth:`multidraft.decoding.Results.summary`.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable; default: four built-in prompts)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
+    parser.add_argument("--compile", action="store_true", help="static KV cache and torch.compile (CUDA graphs on CUDA)")
+    parser.add_argument("--no-baseline", action="store_true", help="do not time autoregressive decoding (no speed-up)")
     parser.add_argument(
         "--threads", type=int, default=None,
         help="torch CPU threads (default: torch's choice; 1 is much faster on a busy, shared CPU)",
@@ -61,60 +68,92 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the models, measure, print the summary."""
+    """Check every value, load the models, measure, print the summary."""
     import torch
 
-    from multidraft.decoding import early_exit, load_model, measure
+    from multidraft.decoding import DraftSpec, MeasureConfig, early_exit, load_model, run_measurement
+    from multidraft.decoding.generation import check_specs
 
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"threads: must be >= 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
-    target = load_model(args.target or args.model or "default", device=args.device)
-    if args.early_exit is not None:
-        draft = early_exit(target, args.early_exit)
-    elif args.draft is not None:
-        draft = load_model(args.draft, device=args.device)
-    else:
-        draft = None
-    results = measure(
-        target=target,
-        draft=draft,
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"threads: must be >= 1, got {args.threads}")
+    if args.early_exit is not None and args.early_exit < 1:
+        raise ValueError(f"early-exit: must be >= 1 layers, got {args.early_exit}")
+    config = MeasureConfig(
         k=args.k,
         length=args.length,
         scheme=args.scheme,
         prompts=args.prompt,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
-        target_temperature=args.target_temperature,
-        draft_temperatures=tuple(args.draft_temperature),
+        target_sampling=_sampling(args.target_temperature, args.target_top_p, "target"),
+        draft_sampling=_draft_samplings(args.draft_temperature, args.draft_top_p, args.k),
         without_replacement=args.without_replacement,
-        progress=True,
-        target_top_p=args.target_top_p,
-        draft_top_p=tuple(args.draft_top_p),
+        device=args.device,
+        compile=args.compile,
+        baseline=not args.no_baseline,
     )
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    target = load_model(args.target or args.model or "default", device=config.device)
+    if args.early_exit is not None:
+        draft = early_exit(target, args.early_exit)
+    elif args.draft is not None:
+        draft = load_model(args.draft, device=config.device)
+    else:
+        draft = None
+    specs = [DraftSpec(draft, sampling) for sampling in config.draft_sampling]
+    check_specs(target, specs, config.without_replacement)
+    results = run_measurement(config, target, specs, progress=True)
     if args.json:
         print(results.to_json())
         return 0
-    summary = results.summary()
-    low, high = summary["ci95"]
-    print(f"target {results.target}, draft {results.draft}, scheme {results.scheme}, K={results.k}, L={results.length}")
+    low, high = results.ci95
+    print(f"target {results.target}, draft {results.draft}, scheme {config.scheme_name}, K={config.k}, L={config.length}")
     print(f"positions             {results.positions}")
     print(f"empirical acceptance  {results.empirical_acceptance:.4f}")
     print(f"expected acceptance   {results.expected_acceptance:.4f} ({results.expected_positions} positions)")
-    print(f"  95% CI emp - exp    [{_fmt(low)}, {_fmt(high)}]")
+    print(f"  95% CI emp - exp    [{_signed(low)}, {_signed(high)}] (variance from the expected acceptances)")
     print(f"optimal acceptance    {results.optimal_acceptance:.4f} ({results.optimal_positions} positions)")
     print(f"block efficiency      {results.block_efficiency:.3f} tokens per target call")
-    print(f"tokens per second     {results.tokens_per_second:.2f}")
+    print(
+        f"tokens per second     {results.tokens_per_second:.2f} speculative, "
+        f"{_plain(results.autoregressive_tokens_per_second)} autoregressive, speed-up {_plain(results.speedup, 'x')}"
+        f" ({'compiled' if results.compiled else 'eager'}, {results.device})"
+    )
     print(
         f"time (s)              drafting {results.seconds_drafting:.2f}, verification "
         f"{results.seconds_verification:.2f}, selection {results.seconds_selection:.2f}, "
-        f"theory {results.seconds_theory:.2f}"
+        f"theory {results.seconds_theory:.2f}, autoregressive {results.seconds_autoregressive:.2f}, "
+        f"warm-up {results.seconds_warmup:.2f}"
     )
     for note in results.notes:
         print(f"note: {note}")
     return 0
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.4f}"
+def _sampling(temperature: float, top_p: float, role: str):
+    """One Sampling; a bad value is reported with its role (target or draft)."""
+    from multidraft.decoding import Sampling
+
+    try:
+        return Sampling(temperature, top_p)
+    except ValueError as error:
+        raise ValueError(f"{role} {error}") from None
+
+
+def _draft_samplings(temperatures: list[float], top_ps: list[float], k: int) -> list:
+    """K draft Samplings from one or K temperatures and one or K top-p values."""
+    for values, flag in ((temperatures, "--draft-temperature"), (top_ps, "--draft-top-p")):
+        if len(values) not in (1, k):
+            raise ValueError(f"{flag}: give one value or k={k} values, got {len(values)}")
+    count = max(len(temperatures), len(top_ps))
+    pick = (lambda values, i: values[i] if len(values) > 1 else values[0])  # noqa: E731
+    return [_sampling(pick(temperatures, i), pick(top_ps, i), "draft") for i in range(count)]
+
+
+def _signed(value: float) -> str:
+    return "n/a" if value != value else f"{value:+.4f}"
+
+
+def _plain(value: float, unit: str = "") -> str:
+    return "n/a" if value != value else f"{value:.2f}{unit}"

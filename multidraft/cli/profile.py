@@ -39,25 +39,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--context", type=int, default=64, help="tokens in the KV cache before each call")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per grid point (median kept)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per grid point")
+    parser.add_argument("--compile", action="store_true", help="time the compiled forward on a static KV cache")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random token ids (default 0)")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the model, profile it and print the latency table."""
-    from multidraft.decoding.models import early_exit, load_model
-    from multidraft.decoding.profiling import profile_latency
+    """Check every value, load the model, profile it and print the latency table."""
+    from multidraft.decoding.models import early_exit, load_model, resolve_device
+    from multidraft.decoding.profiling import LatencyGrid, profile_latency
 
+    grid = LatencyGrid(args.batch_sizes, args.token_counts, args.context, args.repeats, args.warmup, args.compile)
+    if args.layers is not None and args.layers < 1:
+        raise ValueError(f"layers: must be >= 1, got {args.layers}")
+    if args.seed < 0:
+        raise ValueError(f"seed: must be >= 0, got {args.seed}")
+    resolve_device(args.device)
     loaded = load_model(args.model, device=args.device)
     if args.layers is not None:
         loaded = early_exit(loaded, args.layers)
     profile = profile_latency(
         loaded,
-        batch_sizes=args.batch_sizes,
-        token_counts=args.token_counts,
-        context=args.context,
-        repeats=args.repeats,
-        warmup=args.warmup,
+        batch_sizes=grid.batch_sizes,
+        token_counts=grid.token_counts,
+        context=grid.context,
+        repeats=grid.repeats,
+        warmup=grid.warmup,
+        seed=args.seed,
+        compile=grid.compile,
     )
     print(json.dumps(profile.to_dict()) if args.json else profile.table())
     return 0

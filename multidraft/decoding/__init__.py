@@ -2,32 +2,44 @@
 drafts, and the measurement of empirical acceptance beside the theory's numbers.
 
 Imports torch and transformers (the ``decoding`` extra). The public face:
-:func:`load_model`, :func:`early_exit`, :class:`DraftSpec`, :func:`speculative_generate`,
-:func:`sample_autoregressive`, :func:`measure` and its :class:`Results`.
+:func:`load_model`, :func:`early_exit`, :class:`Sampling`, :class:`DraftSpec`,
+:func:`speculative_generate`, :func:`sample_autoregressive`, :func:`measure` with its
+:class:`MeasureConfig` and :class:`Results`.
 """
 
-from multidraft.decoding.drafting import DraftSpec, Drafts, ModelState, draft_block, process_logits, sample_tokens
-from multidraft.decoding.measurement import (
-    DEFAULT_PROMPTS,
-    Generation,
-    PositionRecord,
-    Results,
-    encode_prompt,
-    measure,
-    node_optimal_acceptance,
-    sample_autoregressive,
-    speculative_generate,
+from multidraft.decoding.config import DEFAULT_PROMPTS, MeasureConfig
+from multidraft.decoding.drafting import (
+    DraftSpec,
+    Drafts,
+    Sampling,
+    draft_block,
+    process_logits,
+    sample_tokens,
+    sample_without_replacement,
 )
+from multidraft.decoding.generation import Generation, sample_autoregressive, speculative_generate, warm_up
+from multidraft.decoding.measurement import SUPPORT_LIMIT, encode_prompt, measure, node_optimal_acceptance, run_measurement
 from multidraft.decoding.models import (
     LoadedModel,
     check_compatible,
     default_cache_dir,
     default_model_path,
     early_exit,
+    end_of_sequence_ids,
     load_model,
     resolve_device,
 )
-from multidraft.decoding.verification import BlockOutcome, NodeStep, node_law, verify_block, walk_tree
+from multidraft.decoding.results import TIMING_FIELDS, PositionRecord, Results, difference_interval
+from multidraft.decoding.state import ModelState
+from multidraft.decoding.verification import (
+    BlockOutcome,
+    NodeStep,
+    build_law,
+    node_law,
+    node_scheme,
+    verify_block,
+    walk_tree,
+)
 
 __all__ = [
     "LoadedModel",
@@ -37,24 +49,35 @@ __all__ = [
     "load_model",
     "early_exit",
     "check_compatible",
+    "end_of_sequence_ids",
+    "Sampling",
     "DraftSpec",
     "Drafts",
     "ModelState",
     "process_logits",
     "sample_tokens",
+    "sample_without_replacement",
     "draft_block",
     "verify_block",
+    "build_law",
     "node_law",
+    "node_scheme",
     "walk_tree",
     "NodeStep",
     "BlockOutcome",
-    "DEFAULT_PROMPTS",
-    "PositionRecord",
     "Generation",
-    "Results",
-    "encode_prompt",
-    "node_optimal_acceptance",
     "speculative_generate",
     "sample_autoregressive",
+    "warm_up",
+    "DEFAULT_PROMPTS",
+    "SUPPORT_LIMIT",
+    "MeasureConfig",
+    "PositionRecord",
+    "Results",
+    "TIMING_FIELDS",
+    "difference_interval",
+    "encode_prompt",
+    "node_optimal_acceptance",
     "measure",
+    "run_measurement",
 ]

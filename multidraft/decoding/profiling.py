@@ -33,7 +33,7 @@ import torch
 from multidraft.theory.distributions import check_count
 from multidraft.theory.speed import LatencyModel
 
-__all__ = ["LatencyProfile", "profile_latency"]
+__all__ = ["LatencyGrid", "LatencyProfile", "profile_latency"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +58,8 @@ class LatencyProfile:
         Timed and untimed calls per grid point.
     threads : int
         ``torch.get_num_threads()`` during the measurement.
+    compiled : bool
+        Whether the compiled forward on the static cache was timed (``compile=True``).
     """
 
     name: str
@@ -70,6 +72,7 @@ class LatencyProfile:
     repeats: int
     warmup: int
     threads: int
+    compiled: bool = False
 
     @property
     def latency(self) -> LatencyModel:
@@ -82,7 +85,7 @@ class LatencyProfile:
         rows = [[str(b)] + [f"{1e3 * s:.2f}" for s in row] for b, row in zip(self.batch_sizes, self.seconds)]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = [
-            f"{self.name} on {self.device}: median ms per forward call "
+            f"{self.name} on {self.device}: median ms per {'compiled ' if self.compiled else ''}forward call "
             f"(context {self.context}, {self.repeats} repeats after {self.warmup} warm-up, {self.threads} threads)",
             "  ".join(h.rjust(w) for h, w in zip(header, widths)),
         ]
@@ -102,6 +105,7 @@ class LatencyProfile:
             "repeats": self.repeats,
             "warmup": self.warmup,
             "threads": self.threads,
+            "compiled": self.compiled,
         }
 
 
@@ -114,12 +118,58 @@ def _grid(values: Sequence[int], name: str) -> tuple[int, ...]:
     return tuple(int(v) for v in grid)
 
 
+@dataclass(frozen=True)
+class LatencyGrid:
+    """The measurement plan of :func:`profile_latency`, validated on construction (so the
+    command line refuses bad values before a model loads).
+
+    ``batch_sizes`` and ``token_counts``: at least two strictly increasing positive integers
+    each; ``context`` >= 0 cached tokens; ``repeats`` >= 1 timed and ``warmup`` >= 0 untimed
+    calls per grid point (>= 1 with ``compile``, so that compilation is never timed).
+    """
+
+    batch_sizes: tuple[int, ...] = (1, 2, 4)
+    token_counts: tuple[int, ...] = (1, 2, 5, 9)
+    context: int = 64
+    repeats: int = 5
+    warmup: int = 2
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "batch_sizes", _grid(self.batch_sizes, "batch_sizes"))
+        put(self, "token_counts", _grid(self.token_counts, "token_counts"))
+        put(self, "context", check_count(self.context, "context", minimum=0))
+        put(self, "repeats", check_count(self.repeats, "repeats"))
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile: expected True or False, got {self.compile!r}")
+        put(self, "warmup", check_count(self.warmup, "warmup", minimum=1 if self.compile else 0))
+
+
 def _synchronize(device: torch.device) -> None:
     """Wait for queued kernels so that a clock reading covers the work (no-op on CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+def _median_call(
+    call: Callable[[], object], reset: Callable[[], None], grid: LatencyGrid, device: torch.device, clock: Callable[[], float]
+) -> tuple[float, float]:
+    """``grid.warmup`` untimed then ``grid.repeats`` timed calls, each followed by ``reset``
+    (untimed); the median and the spread (max - min) of the timed ones."""
+    timed = []
+    for index in range(grid.warmup + grid.repeats):
+        _synchronize(device)
+        start = clock()
+        call()
+        _synchronize(device)
+        elapsed = clock() - start
+        reset()
+        if index >= grid.warmup:
+            timed.append(elapsed)
+    return statistics.median(timed), max(timed) - min(timed)
 
 
 def profile_latency(
@@ -131,6 +181,7 @@ def profile_latency(
     repeats: int = 5,
     warmup: int = 2,
     seed: int = 0,
+    compile: bool = False,
     clock: Callable[[], float] = time.perf_counter,
 ) -> LatencyProfile:
     """Median latency t(b, m) of one forward pass: b sequences, m new tokens, ``context`` cached.
@@ -154,9 +205,12 @@ def profile_latency(
     repeats : int
         Timed calls per grid point (>= 1); the median is kept.
     warmup : int
-        Untimed calls per grid point before the timed ones (>= 0).
+        Untimed calls per grid point before the timed ones (>= 0; >= 1 with ``compile``).
     seed : int
         Seed of the torch generator drawing the random token ids.
+    compile : bool
+        Time the compiled forward on the static cache that decoding with ``compile=True``
+        uses (:class:`~multidraft.decoding.ModelState`; needs a LoadedModel and ``context >= 1``).
     clock : callable
         Seconds counter (``time.perf_counter``); replaceable to test the bookkeeping.
 
@@ -174,14 +228,12 @@ def profile_latency(
     Yan, Agarwal and Venkataraman, "Decoding Speculative Decoding", 2024 (latency of draft and
     target calls); gpt-fast's benchmark (synchronise before reading clocks, exclude warm-up).
     """
-    batches = _grid(batch_sizes, "batch_sizes")
-    tokens = _grid(token_counts, "token_counts")
-    context = check_count(context, "context", minimum=0)
-    repeats = check_count(repeats, "repeats")
-    warmup = check_count(warmup, "warmup", minimum=0)
+    grid = LatencyGrid(batch_sizes, token_counts, context, repeats, warmup, compile)
     network = getattr(model, "model", model) if not isinstance(model, torch.nn.Module) else model
     if not isinstance(network, torch.nn.Module):
         raise ValueError(f"model: expected a LoadedModel or a torch.nn.Module, got {type(model).__name__}")
+    if compile and (network is model or grid.context < 1):
+        raise ValueError("compile: profiling the compiled forward needs a LoadedModel and context >= 1")
     name = getattr(model, "name", None) or type(network).__name__
     embeddings = network.get_input_embeddings()
     device, vocab = embeddings.weight.device, int(embeddings.weight.shape[0])
@@ -190,41 +242,75 @@ def profile_latency(
     def random_ids(batch: int, count: int) -> torch.Tensor:
         return torch.randint(0, vocab, (batch, count), generator=generator).to(device)
 
-    seconds = np.empty((len(batches), len(tokens)))
-    spread = np.empty_like(seconds)
+    shape = (len(grid.batch_sizes), len(grid.token_counts))
+    seconds, spread = np.empty(shape), np.empty(shape)
+    compiled = compile
     with torch.inference_mode():
-        for i, batch in enumerate(batches):
-            cache = None
-            if context > 0:
-                cache = network(input_ids=random_ids(batch, context), use_cache=True).past_key_values
-                if cache is None or not hasattr(cache, "crop"):
-                    raise ValueError("context: the model returns no croppable KV cache; pass context=0")
-            for j, count in enumerate(tokens):
-                ids = random_ids(batch, count)
-                timed = []
-                for call in range(warmup + repeats):
-                    _synchronize(device)
-                    start = clock()
-                    network(input_ids=ids, past_key_values=cache, use_cache=cache is not None)
-                    _synchronize(device)
-                    elapsed = clock() - start
-                    if cache is not None:
-                        cache.crop(-count)  # back to `context` tokens (negative: tokens to remove)
-                    if call >= warmup:
-                        timed.append(elapsed)
-                seconds[i, j] = statistics.median(timed)
-                spread[i, j] = max(timed) - min(timed)
+        for i, batch in enumerate(grid.batch_sizes):
+            if compile:
+                state = _static_state(model, grid, batch, random_ids)
+                calls = [_state_call(state, random_ids(batch, count), grid.context) for count in grid.token_counts]
+            else:
+                calls = _eager_calls(network, grid, batch, random_ids)
+            for j, (call, reset) in enumerate(calls):
+                seconds[i, j], spread[i, j] = _median_call(call, reset, grid, device, clock)
+            compiled = compiled and (not compile or state.compiled)
     seconds.setflags(write=False)
     spread.setflags(write=False)
     return LatencyProfile(
         name=str(name),
         device=str(device),
-        context=context,
-        batch_sizes=batches,
-        token_counts=tokens,
+        context=grid.context,
+        batch_sizes=grid.batch_sizes,
+        token_counts=grid.token_counts,
         seconds=seconds,
         spread=spread,
-        repeats=repeats,
-        warmup=warmup,
+        repeats=grid.repeats,
+        warmup=grid.warmup,
         threads=torch.get_num_threads(),
+        compiled=compiled,
     )
+
+
+def _eager_calls(network: torch.nn.Module, grid: LatencyGrid, batch: int, random_ids: Callable) -> list[tuple]:
+    """Per token count: the call ``network(ids [batch, m], cache)`` and the crop back to
+    ``context`` tokens, on a dynamic cache prefilled with ``context`` random ids."""
+    cache = None
+    if grid.context > 0:
+        cache = network(input_ids=random_ids(batch, grid.context), use_cache=True).past_key_values
+        if cache is None or not hasattr(cache, "crop"):
+            raise ValueError("context: the model returns no croppable KV cache; pass context=0")
+    calls = []
+    for count in grid.token_counts:
+        ids = random_ids(batch, count)
+
+        def call(ids: torch.Tensor = ids) -> object:
+            return network(input_ids=ids, past_key_values=cache, use_cache=cache is not None)
+
+        def reset(count: int = count) -> None:
+            if cache is not None:
+                cache.crop(-count)  # back to `context` tokens (negative: tokens to remove)
+
+        calls.append((call, reset))
+    return calls
+
+
+def _static_state(loaded: Any, grid: LatencyGrid, batch: int, random_ids: Callable) -> Any:
+    """A compiled :class:`ModelState` of ``batch`` rows holding ``context`` random tokens."""
+    from multidraft.decoding.state import ModelState
+
+    prompt = random_ids(1, grid.context + 1)[0].tolist()
+    capacity = grid.context + 1 + max(grid.token_counts)
+    return ModelState(loaded, prompt, rows=batch, compile=True, capacity=capacity, role="profile")
+
+
+def _state_call(state: Any, ids: torch.Tensor, context: int) -> tuple[Callable, Callable]:
+    """The compiled forward of ``ids`` on ``state`` and the move back to ``context`` tokens."""
+
+    def call() -> object:
+        return state.forward(ids)
+
+    def reset() -> None:
+        state.commit(0, context, state.pending, shared=context)
+
+    return call, reset

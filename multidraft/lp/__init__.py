@@ -1,24 +1,21 @@
 """Optimisation-backed results: the optimal-transport LP over draft tuples, the
-importance-weighted LP of Theorem 1, its truncation (Section 4) and multi-stage K > 2.
+importance-weighted LP of Theorem 1, its truncation (Section 4, any K) and multi-stage K > 2.
 
-Needs the ``lp`` extra (cvxpy with HiGHS); the truncated LP calls HiGHS directly. Solvers are
-silent unless ``verbose=True`` (or inside :func:`solver_output`); every LP checks its size
-before building anything and raises :class:`ProblemTooLargeError` beyond the limits.
+Needs the ``lp`` extra (cvxpy with HiGHS); the truncated selection calls HiGHS's own binding.
+Solvers are silent unless ``verbose=True`` (or inside :func:`solver_output`); every LP checks
+its size before building anything and raises :class:`ProblemTooLargeError` beyond the limits.
 """
 
 from multidraft.lp._solve import ProblemTooLargeError, SolverError, solver_output
 from multidraft.lp.importance import (
     ImportanceSelection,
-    MultistageSelection,
     PairSelection,
-    TruncatedSelection,
     TupleSelection,
     importance_from_coupling,
     importance_lp,
-    multistage,
     pair_importance_lp,
-    truncated_lp,
 )
+from multidraft.lp.truncated import MultistageSelection, TruncatedSelection, multistage, truncated_lp
 from multidraft.lp.transport import TransportSolution, transport_lp
 
 __all__ = [

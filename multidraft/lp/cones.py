@@ -41,6 +41,10 @@ carry a witness.
 A ray inequality of the acceptance-one cone is *trivial* (true for every law) when all its
 coefficients are >= 0 after the canonical shift (then it reads Σ u_x D(x) >= 0).
 
+Layout: the draft structures (atoms, symbolic D(x), the algebra on the simplex) live in
+:mod:`multidraft.lp._structure`; this module builds the two cones from a structure through one
+pipeline (:func:`_generators`) and reads formulas and inequalities off their generators.
+
 References: Khisti et al., "Multi-Draft Speculative Sampling: Canonical Decomposition and
 Theoretical Limits", ICLR 2025 (Theorems 2-3, Remark 2, Appendix D); Fukuda, cddlib;
 Hu et al. 2025 (the K-draft min-cut form).
@@ -58,12 +62,20 @@ from functools import cached_property
 
 import numpy as np
 import sympy
-from sympy.polys.rings import PolyRing
 
-from multidraft.lp._polyhedra import enumerate_generators
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
-from multidraft.theory.limits import SizeEstimate, check_size
-from multidraft.theory.laws import check_k
+from multidraft.lp._polyhedra import Generators, enumerate_generators
+from multidraft.lp._solve import ProblemTooLargeError
+from multidraft.lp._structure import (
+    CONE_LAWS,
+    DraftStructure,
+    Subset,
+    Vector,
+    atom_count,
+    check_arguments,
+    draft_structure,
+    never_contains,
+    unit_count,
+)
 
 __all__ = [
     "CONE_LAWS",
@@ -83,8 +95,6 @@ __all__ = [
     "unit_inequalities",
 ]
 
-#: Draft laws with a symbolic structure here.
-CONE_LAWS = ("iid", "wor", "independent")
 #: Size limits of the cones handed to the double description method; larger ones are refused
 #: with the estimate. Measured on the 2-core development machine: the iid dual with n = 7,
 #: K = 2 (35 variables, 196 constraints) takes 5 s in cddlib alone and n = 8, K = 2 (44, 288)
@@ -96,51 +106,9 @@ CONSTRAINT_LIMIT = 250
 #: step expands their product: n = 4, K = 3 has 10 and takes about 2 s; n = 5, K = 3 has 15
 #: and took about a minute).
 DENOMINATOR_LIMIT = 10
-#: Most atoms :func:`draft_structure` builds symbolically.
-ATOM_LIMIT = 10_000
-
-Subset = tuple[int, ...]
-Vector = tuple[Fraction, ...]
 
 
-# --------------------------------------------------------------------------- structure
-
-
-def _atom_tokens(n: int, k: int, law: str, merged: bool) -> list[tuple[int, ...]]:
-    if law == "wor":
-        return list(itertools.combinations(range(n), k) if merged else itertools.permutations(range(n), k))
-    if merged:
-        return list(itertools.combinations_with_replacement(range(n), k))
-    return list(itertools.product(range(n), repeat=k))
-
-
-def _atom_count(n: int, k: int, law: str, merged: bool) -> int:
-    if law == "wor":
-        return math.comb(n, k) if merged else math.perm(n, k)
-    return math.comb(n + k - 1, k) if merged else n**k
-
-
-def _unit_count(n: int, k: int, law: str, merged: bool) -> int:
-    """Σ_x |set(x)| over the atoms: the number of constraints of the acceptance-one cone."""
-    if law == "wor":
-        return k * _atom_count(n, k, law, merged)
-    if merged:
-        return n * math.comb(n + k - 2, k - 1)
-    return n * (n**k - (n - 1) ** k)
-
-
-def _check_arguments(n: int, k: int, law: str, merge: bool | None) -> tuple[int, int, str, bool]:
-    n = check_count(n, "n", meaning="the vocabulary size")
-    k = check_k(k)
-    if law not in CONE_LAWS:
-        raise ValueError(f"law: unknown draft law {law!r}; choose one of {', '.join(CONE_LAWS)}")
-    if law == "wor" and k > n:
-        raise ValueError(f"k: without replacement needs k <= n, got k={k} > n={n}")
-    if merge is None:
-        merge = law != "independent"
-    if merge and law == "independent":
-        raise ValueError("merge: independent (non-identical) drafts are not exchangeable; tuples cannot be merged")
-    return int(n), k, law, bool(merge)
+# --------------------------------------------------------------------------- size
 
 
 def cone_size(n: int, k: int, law: str = "iid", *, merge: bool | None = None, unit: bool = False) -> tuple[int, int]:
@@ -154,267 +122,65 @@ def cone_size(n: int, k: int, law: str = "iid", *, merge: bool | None = None, un
     >>> cone_size(3, 2, "independent", unit=True)
     (12, 15)
     """
-    n, k, law, merged = _check_arguments(n, k, law, merge)
-    atoms = _atom_count(n, k, law, merged)
-    return atoms + n, _unit_count(n, k, law, merged) if unit else atoms * n
-
-
-def _refuse_if_large(
-    n: int, k: int, law: str, unit: bool, variables: int, constraints: int, max_variables: int, max_constraints: int
-) -> None:
-    """Refuse a cone too large to enumerate in reasonable time (the one size guard of
-    :mod:`multidraft.theory.limits`), giving its size. Memory is not the binding limit here:
-    the double description of a cone this small fits in a few MiB, time is what explodes."""
-    what = "acceptance-one cone" if unit else "dual polyhedron"
-    estimate = SizeEstimate(f"{what} (n={n}, k={k}, law={law})", variables, 0, constraints)
-    alternative = (
-        "the double-description enumeration would not finish in reasonable time; use "
-        "multidraft.theory.optimal_acceptance (min-cut) for numbers, or raise the limits"
-    )
-    check_size(estimate, alternative, max_variables=max_variables, max_constraints=max_constraints)
-
-
-def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variables: int, max_constraints: int) -> None:
-    atoms = _atom_count(n, k, law, merged)
-    constraints = _unit_count(n, k, law, merged) if unit else atoms * n
-    _refuse_if_large(n, k, law, unit, atoms + n, constraints, max_variables, max_constraints)
-    factors = sum(math.comb(n, j) for j in range(1, k)) if law == "wor" else 0
-    estimate = SizeEstimate(
-        f"exact simplification (n={n}, k={k}, law=wor)", factors, 0, unit="factors 1 - q(S) (|S| < k) in the common denominator"
-    )
-    alternative = "sympy would not finish in reasonable time; use multidraft.theory.optimal_acceptance (min-cut) for numbers"
-    check_size(estimate, alternative, max_variables=DENOMINATOR_LIMIT, variables_name="DENOMINATOR_LIMIT")
+    n, k, law, merged = check_arguments(n, k, law, merge)
+    size = _ConeSize.counted(n, k, law, merged, unit)
+    return size.variables, size.constraints
 
 
 @dataclass(frozen=True)
-class DraftStructure:
-    """The atoms of a draft law with their symbolic probabilities D(x).
+class _ConeSize:
+    """A cone handed to the double description method: which one, and its size.
 
-    Attributes
-    ----------
-    n, k : int
-        Vocabulary size and number of drafts.
-    law : str
-        ``"iid"``, ``"wor"`` or ``"independent"``: decides :meth:`containment` (the closed form
-        of P_D(set(X) ⊆ T) taken from the law's definition, not from ``atoms``).
-    merged : bool
-        Whether atoms are multisets (exchangeable laws) rather than ordered tuples.
-    atoms : tuple of tuple of int
-        The draft atoms x (sorted when merged).
-    probabilities : tuple of sympy.Expr
-        D(x) for each atom, valid on the simplex Σ q = 1.
-    target : tuple of sympy.Symbol
-        ``p0..p{n-1}``.
-    drafts : tuple of tuple of sympy.Symbol
-        One symbol family per draft distribution: ``(q0..,)`` or ``(q1_0.., q2_0.., ...)``.
+    ``unit``: the acceptance-one cone, else the dual polyhedron. Variables: one u_x per atom
+    and one v_y per token; constraints: one per pair (x, y), or per pair with y ∈ set(x).
     """
 
     n: int
     k: int
     law: str
-    merged: bool
-    atoms: tuple[tuple[int, ...], ...]
-    probabilities: tuple[sympy.Expr, ...]
-    target: tuple[sympy.Symbol, ...]
-    drafts: tuple[tuple[sympy.Symbol, ...], ...]
+    unit: bool
+    variables: int
+    constraints: int
 
-    def __post_init__(self) -> None:
-        if len(self.atoms) != len(self.probabilities):
-            raise ValueError(
-                f"atoms: {len(self.atoms)} atoms but {len(self.probabilities)} probabilities"
+    @classmethod
+    def counted(cls, n: int, k: int, law: str, merged: bool, unit: bool) -> _ConeSize:
+        """The size for the full atom set of (n, K, law), counted combinatorially."""
+        atoms = atom_count(n, k, law, merged)
+        return cls(n, k, law, unit, atoms + n, unit_count(n, k, law, merged) if unit else atoms * n)
+
+    @classmethod
+    def of(cls, structure: DraftStructure, unit: bool) -> _ConeSize:
+        """The size for the atoms a structure actually holds."""
+        m, n = len(structure.atoms), structure.n
+        constraints = sum(len(set(atom)) for atom in structure.atoms) if unit else m * n
+        return cls(n, structure.k, structure.law, unit, m + n, constraints)
+
+    def refuse_if_large(self, max_variables: int, max_constraints: int) -> None:
+        """Refuse a cone too large to enumerate in reasonable time, giving its size."""
+        if self.variables > max_variables or self.constraints > max_constraints:
+            what = "acceptance-one cone" if self.unit else "dual polyhedron"
+            raise ProblemTooLargeError(
+                f"n={self.n}, k={self.k}, law={self.law}: the {what} has {self.variables} variables and "
+                f"{self.constraints} constraints, above the double-description limits of {max_variables} "
+                f"variables and {max_constraints} constraints (the enumeration would not finish in "
+                "reasonable time); use multidraft.theory.optimal_acceptance (min-cut) for numbers, or "
+                "raise the limits"
             )
-        if not self.atoms:
-            raise ValueError("atoms: a draft structure needs at least one atom")
-        for atom in self.atoms:
-            if len(atom) != self.k or not all(0 <= t < self.n for t in atom):
-                raise ValueError(f"atoms: {atom!r} is not a {self.k}-tuple of tokens in [0, {self.n})")
-
-    @property
-    def symbols(self) -> tuple[sympy.Symbol, ...]:
-        """All symbols: the target's, then each draft family's."""
-        return self.target + tuple(s for family in self.drafts for s in family)
-
-    def containment(self, tokens: Sequence[int]) -> sympy.Expr:
-        """Closed form of ``P_D(set(X) ⊆ T)`` from the law's definition.
-
-        iid: q(T)^K; independent: Π_i q_i(T); without replacement: Σ over ordered K-tuples of
-        distinct tokens of T of Π_i q(x_i) / (1 - Σ_{j<i} q(x_j)).
-        """
-        tokens = sorted(set(tokens))
-        if self.law == "iid":
-            return sympy.Add(*(self.drafts[0][t] for t in tokens)) ** self.k
-        if self.law == "independent":
-            return sympy.Mul(*(sympy.Add(*(family[t] for t in tokens)) for family in self.drafts))
-        return sympy.Add(*(_wor_sequence(self.drafts[0], x) for x in itertools.permutations(tokens, self.k)))
-
-    def on_simplex(self, expression: sympy.Expr) -> sympy.Expr:
-        """Canonical form ``N / L`` of an expression on the simplex.
-
-        Each draft family's last symbol is replaced by ``1 - Σ others``; L is the fixed common
-        denominator of the law (the product of the factors ``1 - q(S)`` of the
-        without-replacement probabilities; 1 for iid and independent drafts) and N the
-        expanded polynomial ``expression · L`` in the remaining symbols. Two expressions agree
-        on the simplex iff their forms are equal; a zero form proves an identity (a
-        polynomial vanishing on an open set is zero).
-
-        >>> s = draft_structure(2, 2)
-        >>> s.on_simplex(sum(s.probabilities))
-        1
-        >>> draft_structure(3, 2, "wor").on_simplex(draft_structure(3, 2, "wor").containment([0, 1, 2]))
-        1
-        """
-        return self._reduced(expression).as_expr() / self._algebra[3].as_expr()
-
-    @cached_property
-    def _algebra(self):
-        """(ring, substitution, denominator factors {base: power}, L as a ring element)."""
-        free = self.target + tuple(s for family in self.drafts for s in family[:-1])
-        ring = PolyRing(free, sympy.QQ)
-        last = {family[-1]: 1 - sympy.Add(*family[:-1]) for family in self.drafts}
-        factors: dict[sympy.Expr, int] = {}
-        for expression in (*self.probabilities, self.containment(range(self.n))):
-            for term in sympy.Add.make_args(expression):
-                for base, power in _split(term)[1].items():
-                    factors[base] = max(factors.get(base, 0), power)
-        bases = {base: ring.from_expr(base.xreplace(last)) for base in factors}
-        common = ring.one
-        for base, power in factors.items():
-            common *= bases[base] ** power
-        cofactors: dict[frozenset, object] = {}  # L / (a term's denominator), memoised
-        return ring, last, factors, common, bases, cofactors
-
-    def _reduced(self, expression: sympy.Expr):
-        """The numerator N of :meth:`on_simplex` as a (hashable) ring element."""
-        ring, last, factors, _, bases, cofactors = self._algebra
-        total = ring.zero
-        for term in sympy.Add.make_args(expression):
-            numerator, denominator = _split(term)
-            if any(power > factors.get(base, 0) for base, power in denominator.items()):
-                raise ValueError(
-                    f"expression: a denominator of {term} is not among the draft law's {sorted(map(str, factors))}"
-                )
-            try:
-                poly = ring.from_expr(numerator.xreplace(last))
-            except ValueError:
-                raise ValueError(f"expression: {term} is not a polynomial over the law's denominators") from None
-            key = frozenset(denominator.items())
-            if key not in cofactors:
-                cofactor = ring.one
-                for base, power in factors.items():
-                    cofactor *= bases[base] ** (power - denominator.get(base, 0))
-                cofactors[key] = cofactor
-            total += poly * cofactors[key]
-        return total
-
-    @cached_property
-    def _reduced_atoms(self) -> tuple:
-        """N for every atom probability D(x): formulas reduce by linear combination."""
-        return tuple(self._reduced(d) for d in self.probabilities)
-
-    def _reduced_combination(self, weights: Sequence[Fraction]):
-        ring = self._algebra[0]
-        total = ring.zero
-        for weight, atom in zip(weights, self._reduced_atoms):
-            if weight:
-                total += atom * ring.domain(weight.numerator, weight.denominator)
-        return total
-
-    @cached_property
-    def _float_probabilities(self):
-        """D(x) for all atoms as one float function of (p, q...) (sympy.lambdify, math module)."""
-        return sympy.lambdify(self.symbols, list(self.probabilities), "math")
-
-    def atom_values(self, target: object, draft: object) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Evaluate ``(p, D(x) for every atom, exact)`` at a point.
-
-        ``draft`` is one distribution (iid, wor) or a sequence of K (independent). Exact
-        Fractions (or ``"a/b"`` strings) give exact object arrays; floats give float arrays.
-        """
-        families = [draft] if len(self.drafts) == 1 else list(draft)
-        if len(families) != len(self.drafts):
-            raise ValueError(
-                f"draft: the {self.law} law needs {len(self.drafts)} draft distributions, got {len(families)}"
-            )
-        exact = is_exact_input(target) and all(is_exact_input(f) for f in families)
-        convert = as_exact_distribution if exact else as_distribution
-        p = convert(target, "target")
-        qs = [convert(f, "draft" if len(families) == 1 else f"draft[{i}]") for i, f in enumerate(families)]
-        for name, values in [("target", p)] + [("draft", q) for q in qs]:
-            if len(values) != self.n:
-                raise ValueError(f"{name}: length {len(values)} does not match n={self.n}")
-        if exact:
-            coordinates = (*p, *itertools.chain(*qs))
-            mapping = {s: sympy.Rational(v.numerator, v.denominator) for s, v in zip(self.symbols, coordinates)}
-            values = [expression.xreplace(mapping) for expression in self.probabilities]
-            if not all(isinstance(v, sympy.Rational) for v in values):
-                raise ValueError("draft: the draft law's probabilities are undefined at this point")
-            atoms = np.array([Fraction(int(v.p), int(v.q)) for v in values], dtype=object)
-            return np.array(p, dtype=object), atoms, True
-        try:
-            atoms = np.asarray(self._float_probabilities(*p, *itertools.chain(*qs)), dtype=np.float64).reshape(-1)
-        except ZeroDivisionError:
-            raise ValueError("draft: the draft law's probabilities are undefined at this point") from None
-        return p, atoms, False
 
 
-def _split(term: sympy.Expr) -> tuple[sympy.Expr, dict[sympy.Expr, int]]:
-    """A product term as (numerator, {denominator base: power})."""
-    numerator, denominator = [], {}
-    for factor in sympy.Mul.make_args(term):
-        base, power = factor.as_base_exp()
-        if power.is_Integer and power < 0:
-            denominator[base] = denominator.get(base, 0) - int(power)
-        else:
-            numerator.append(factor)
-    return sympy.Mul(*numerator), denominator
-
-
-def _wor_sequence(family: Sequence[sympy.Symbol], ordered: Sequence[int]) -> sympy.Expr:
-    """Π_i q(x_i) / (1 - Σ_{j<i} q(x_j)): one ordered draw without replacement."""
-    factors, drawn = [], []
-    for t in ordered:
-        factors.append(family[t] / (1 - sympy.Add(*drawn)) if drawn else family[t])
-        drawn.append(family[t])
-    return sympy.Mul(*factors)
-
-
-def draft_structure(n: int, k: int, law: str = "iid", *, merge: bool | None = None) -> DraftStructure:
-    """The atoms x and symbolic probabilities D(x) of a draft law on Ω = {0..n-1}.
-
-    iid: D(x) = Π_i q(x_i) per tuple, or multinomial(K; counts) · Π_i q(x_i) per multiset;
-    independent: D(x) = Π_i q_i(x_i) per tuple; wor: the sequential product per tuple of
-    distinct tokens, summed over orderings per set. ``merge=None`` merges exactly the
-    exchangeable laws (iid, wor).
-
-    >>> s = draft_structure(2, 2)
-    >>> s.atoms, s.probabilities
-    (((0, 0), (0, 1), (1, 1)), (q0**2, 2*q0*q1, q1**2))
-    >>> draft_structure(2, 2, "independent").probabilities[1]
-    q1_0*q2_1
-    """
-    n, k, law, merged = _check_arguments(n, k, law, merge)
-    count = _atom_count(n, k, law, merged)
-    estimate = SizeEstimate(f"draft structure (n={n}, k={k}, law={law})", count, 0, unit="draft atoms")
-    check_size(estimate, "use multidraft.theory.optimal_acceptance (min-cut) for numbers", max_variables=ATOM_LIMIT,
-               variables_name="ATOM_LIMIT")  # fmt: skip
-    target = sympy.symbols(f"p0:{n}")
-    if law == "independent":
-        drafts = tuple(sympy.symbols(f"q{i + 1}_0:{n}") for i in range(k))
-    else:
-        drafts = (sympy.symbols(f"q0:{n}"),)
-    atoms = _atom_tokens(n, k, law, merged)
-    probabilities = []
-    for atom in atoms:
-        if law == "independent":
-            probabilities.append(sympy.Mul(*(drafts[i][t] for i, t in enumerate(atom))))
-        elif law == "wor":
-            orders = itertools.permutations(atom) if merged else [atom]
-            probabilities.append(sympy.Add(*(_wor_sequence(drafts[0], x) for x in orders)))
-        else:
-            q = drafts[0]
-            weight = math.factorial(k) // math.prod(math.factorial(atom.count(t)) for t in set(atom)) if merged else 1
-            probabilities.append(weight * sympy.Mul(*(q[t] for t in atom)))
-    return DraftStructure(n, k, law, merged, tuple(atoms), tuple(probabilities), tuple(target), tuple(drafts))
+def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variables: int, max_constraints: int) -> None:
+    """Refuse (n, K, law) before its structure is built: the cone's size, and for drafts without
+    replacement the number of factors of the common denominator."""
+    size = _ConeSize.counted(n, k, law, merged, unit)
+    size.refuse_if_large(max_variables, max_constraints)
+    factors = sum(math.comb(n, j) for j in range(1, k)) if law == "wor" else 0
+    if factors > DENOMINATOR_LIMIT:
+        raise ProblemTooLargeError(
+            f"n={n}, k={k}, law=wor: the exact simplification needs a common denominator of {factors} "
+            f"factors 1 - q(S) (|S| < k), above the limit of {DENOMINATOR_LIMIT} (the cone itself has "
+            f"{size.variables} variables and {size.constraints} constraints); use "
+            "multidraft.theory.optimal_acceptance (min-cut) for numbers"
+        )
 
 
 # --------------------------------------------------------------------------- lineality
@@ -471,6 +237,46 @@ def _canonical(vector: Vector, components, m: int, ray: bool) -> tuple[Vector, V
         scale = max(v) if max(v) > 0 else max(abs(a) for a in u)
         u, v = [a / scale for a in u], [b / scale for b in v]
     return tuple(u), tuple(v)
+
+
+@dataclass(frozen=True)
+class _CanonicalGenerators:
+    """A cone's generators from cddlib, and the distinct canonical ones (see :func:`_generators`)."""
+
+    generators: Generators
+    components: list[tuple[list[int], list[int]]]
+    #: ``(u, v, N)`` per distinct generator in cddlib's order, N the canonical form of
+    #: Σ u_x D(x) on the simplex (``DraftStructure._reduced_combination``).
+    distinct: tuple[tuple[Vector, Vector, object], ...]
+
+
+def _generators(
+    structure: DraftStructure, unit: bool, max_variables: int, max_constraints: int
+) -> _CanonicalGenerators:
+    """The pipeline of both cones: rows ``u_x + v_y >= c`` → generators (cddlib, exact) →
+    lineality check → canonical representatives → deduplication on the simplex.
+
+    Dual polyhedron (``unit=False``): a row per pair (x, y) with c = 1[y ∈ set(x)]; its vertices
+    are kept. Acceptance-one cone (``unit=True``): a row per pair with y ∈ set(x) and c = 0; its
+    extreme rays are kept. Two generators are the same when their v and their Σ u_x D(x) agree
+    on the simplex; the first one cddlib reports stands for both.
+    """
+    _ConeSize.of(structure, unit).refuse_if_large(max_variables, max_constraints)
+    m, n = len(structure.atoms), structure.n
+    rows = []
+    for i, atom in enumerate(structure.atoms):
+        for y in sorted(set(atom)) if unit else range(n):
+            row = [0] * (1 + m + n)
+            row[0], row[1 + i], row[1 + m + y] = 0 if unit else -int(y in atom), 1, 1
+            rows.append(row)
+    generators = enumerate_generators(rows)
+    components = _components(structure, unit)
+    _check_lineality(generators.lineality, components, m)
+    distinct: dict[tuple, tuple[Vector, Vector]] = {}
+    for generator in generators.rays if unit else generators.vertices:
+        u, v = _canonical(generator, components, m, ray=unit)
+        distinct.setdefault((v, structure._reduced_combination(u)), (u, v))
+    return _CanonicalGenerators(generators, components, tuple((u, v, key[1]) for key, (u, v) in distinct.items()))
 
 
 def _subset_of(v: Vector) -> Subset | None:
@@ -563,7 +369,7 @@ class AcceptanceFormulas:
         dominated by the constant 1 of T = ∅ (e.g. |T| < K without replacement)."""
         present = set(self.subsets)
         every = (t for size in range(self.structure.n) for t in itertools.combinations(range(self.structure.n), size))
-        return tuple(t for t in every if t not in present and not (t and _never_contains(self.structure, t)))
+        return tuple(t for t in every if t not in present and not (t and never_contains(self.structure, t)))
 
     @property
     def matches_subset_family(self) -> bool:
@@ -587,11 +393,6 @@ class AcceptanceFormulas:
         """P* = min over the formulas (Fraction for exact input)."""
         values = self.values(target, draft)
         return min(values.tolist()) if values.dtype == object else float(values.min())
-
-
-def _never_contains(structure: DraftStructure, subset: Subset) -> bool:
-    """Whether P_D(set(X) ⊆ T) ≡ 0 on the simplex (T = ∅; |T| < K without replacement)."""
-    return structure._reduced(structure.containment(subset)) == 0
 
 
 def _witness(structure: DraftStructure, subset: Subset) -> tuple[Vector, tuple[Vector, ...]]:
@@ -625,32 +426,17 @@ def dual_formulas(
         cddlib's lineality differs from the expected shifts.
     """
     start = time.perf_counter()
-    m, n = len(structure.atoms), structure.n
-    _refuse_if_large(n, structure.k, structure.law, False, m + n, m * n, max_variables, max_constraints)
-    rows = []
-    for i, atom in enumerate(structure.atoms):
-        for y in range(n):
-            row = [0] * (1 + m + n)
-            row[0], row[1 + i], row[1 + m + y] = -int(y in atom), 1, 1
-            rows.append(row)
-    generators = enumerate_generators(rows)
-    components = _components(structure, unit=False)
-    _check_lineality(generators.lineality, components, m)
-
-    distinct: dict[tuple, tuple[Vector, Vector]] = {}
-    for vertex in generators.vertices:
-        u, v = _canonical(vertex, components, m, ray=False)
-        key = (v, structure._reduced_combination(u))
-        distinct.setdefault(key, (u, v))
-    formulas = sorted((_formula(structure, u, v, key[1]) for key, (u, v) in distinct.items()), key=_order)
+    cone = _generators(structure, False, max_variables, max_constraints)
+    formulas = sorted((_formula(structure, u, v, reduced) for u, v, reduced in cone.distinct), key=_order)
     formulas = _with_witnesses(structure, formulas)
+    generators = cone.generators
     return AcceptanceFormulas(
         structure=structure,
         vertices=len(generators.vertices),
         rays=len(generators.rays),
         lineality=len(generators.lineality),
         formulas=tuple(formulas),
-        duplicates=len(generators.vertices) - len(distinct),
+        duplicates=len(generators.vertices) - len(cone.distinct),
         seconds=time.perf_counter() - start,
     )
 
@@ -753,7 +539,7 @@ def acceptance_formulas(
     ----------
     Khisti et al., ICLR 2025, Remark 2 and Appendix D (double description, K = 3, n = 3).
     """
-    n, k, law, merged = _check_arguments(n, k, law, merge)
+    n, k, law, merged = check_arguments(n, k, law, merge)
     _check_size(n, k, law, merged, False, max_variables, max_constraints)
     structure = draft_structure(n, k, law, merge=merged)
     return dual_formulas(structure, max_variables=max_variables, max_constraints=max_constraints)
@@ -818,7 +604,7 @@ class UnitCone:
         (when it is ≡ 0 the inequality p(T) >= 0 is trivial)."""
         n, present = self.structure.n, set(self.subsets)
         expected = (t for size in range(1, n) for t in itertools.combinations(range(n), size))
-        return tuple(t for t in expected if t not in present and not _never_contains(self.structure, t))
+        return tuple(t for t in expected if t not in present and not never_contains(self.structure, t))
 
     @property
     def matches_subset_family(self) -> bool:
@@ -864,37 +650,21 @@ def unit_cone(
         (a ValueError) More than ``max_variables`` variables or ``max_constraints`` constraints.
     """
     start = time.perf_counter()
-    m, n = len(structure.atoms), structure.n
-    pairs = [(i, y) for i, atom in enumerate(structure.atoms) for y in sorted(set(atom))]
-    _refuse_if_large(n, structure.k, structure.law, True, m + n, len(pairs), max_variables, max_constraints)
-    rows = []
-    for i, y in pairs:
-        row = [0] * (1 + m + n)
-        row[1 + i], row[1 + m + y] = 1, 1
-        rows.append(row)
-    generators = enumerate_generators(rows)
-    components = _components(structure, unit=True)
-    _check_lineality(generators.lineality, components, m)
-
-    seen, nontrivial, trivial = set(), [], []
-    for ray in generators.rays:
-        u, v = _canonical(ray, components, m, ray=True)
-        key = (v, structure._reduced_combination(u))
-        if key in seen:
-            continue
-        seen.add(key)
-        inequality = _inequality(structure, u, v, key[1])
+    cone = _generators(structure, True, max_variables, max_constraints)
+    nontrivial, trivial = [], []
+    for u, v, reduced in cone.distinct:
+        inequality = _inequality(structure, u, v, reduced)
         (trivial if min(u) >= 0 else nontrivial).append(inequality)
     equalities = ()
-    if len(components) > 1:
+    if len(cone.components) > 1:
         equalities = tuple(
             (sympy.Add(*(structure.probabilities[a] for a in atoms)), sympy.Add(*(structure.target[y] for y in tokens)))
-            for atoms, tokens in components
+            for atoms, tokens in cone.components
         )
     return UnitCone(
         structure=structure,
-        rays=len(generators.rays),
-        lineality=len(generators.lineality),
+        rays=len(cone.generators.rays),
+        lineality=len(cone.generators.lineality),
         inequalities=tuple(sorted(nontrivial, key=_order)),
         trivial=tuple(sorted(trivial, key=_order)),
         equalities=equalities,
@@ -938,7 +708,7 @@ def unit_inequalities(
     ----------
     Khisti et al., ICLR 2025, Theorem 2 and Appendix D.
     """
-    n, k, law, merged = _check_arguments(n, k, law, merge)
+    n, k, law, merged = check_arguments(n, k, law, merge)
     _check_size(n, k, law, merged, True, max_variables, max_constraints)
     structure = draft_structure(n, k, law, merge=merged)
     return unit_cone(structure, max_variables=max_variables, max_constraints=max_constraints)

@@ -18,8 +18,9 @@ This module solves that maximisation several ways (theory.md, "Canonical decompo
 * :func:`importance_lp` -- over tuples, any K and any draft law;
 * :func:`importance_from_coupling` -- β read off an optimal transport plan;
 * :func:`pair_importance_lp` -- K = 2 pair form with weights ``w_ij`` (O(n²) variables);
-* :func:`truncated_lp` -- Section 4: LP over the s² weights of the top-s tokens only;
-* :func:`multistage` -- K > 2 by combining drafts pairwise.
+
+and :mod:`multidraft.lp.truncated` builds on it: the truncation of Section 4 (an optimum over
+the tuples of the top-s tokens only, any K) and the multi-stage selection for K > 2.
 
 Every result is an :class:`ImportanceSelection`: ``acceptance``, the intermediate law
 ``intermediate`` (checked to be a probability distribution) and
@@ -28,7 +29,6 @@ Every result is an :class:`ImportanceSelection`: ``acceptance``, the intermediat
 
 from __future__ import annotations
 
-import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -38,16 +38,13 @@ import numpy as np
 from multidraft.lp._solve import (
     FEASIBILITY_TOLERANCE,
     MAX_VARIABLES,
-    SMALL_LP_BACKENDS,
     as_target,
     certify,
     check_solver,
     lp_size,
     solve,
-    solve_small_lp,
 )
 from multidraft.lp.transport import TransportSolution, law_tuples
-from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import check_law
 from multidraft.theory.limits import optimum_advice
 
@@ -55,24 +52,10 @@ __all__ = [
     "ImportanceSelection",
     "TupleSelection",
     "PairSelection",
-    "TruncatedSelection",
-    "MultistageSelection",
-    "RANK_KEYS",
-    "OUTSIDE_RULES",
     "importance_lp",
     "importance_from_coupling",
     "pair_importance_lp",
-    "truncated_lp",
-    "multistage",
-    "rank_key_values",
 ]
-
-#: Ranking keys of :func:`truncated_lp`.
-RANK_KEYS = ("published", "ratio")
-#: Fixed selection rules of :func:`truncated_lp` for pairs with a token outside the top s.
-OUTSIDE_RULES = ("ranked", "first")
-#: Peak memory per inner-LP variable of :func:`truncated_lp` (about 235 MiB at s = 700).
-TRUNCATED_BYTES_PER_VARIABLE = 500
 
 
 def _check_drafts(drafts: object, k: int, n: int) -> np.ndarray:
@@ -219,72 +202,6 @@ class PairSelection(ImportanceSelection):
         drafts = _check_drafts(drafts, 2, len(self.intermediate))
         first = self.weights[drafts[..., 0], drafts[..., 1]]
         return np.stack([first, 1.0 - first], axis=-1)
-
-
-@dataclass(frozen=True, eq=False)
-class TruncatedSelection(ImportanceSelection):
-    """K = 2 truncated selection (Section 4): an LP over the top-s tokens, a fixed rule elsewhere.
-
-    Attributes (besides the base ones)
-    ----------------------------------
-    top : ndarray, shape (s,)
-        The kept tokens Ω₁, best ranked first.
-    rank : ndarray, shape (n,)
-        Rank of every token (``outside="ranked"``); with ``outside="first"`` tokens outside Ω₁
-        all share rank s (no full sort is made).
-    weights : ndarray, shape (s, s)
-        ``weights[a, b]``: probability of selecting the first draft for the pair
-        ``(top[a], top[b])`` (1 on the diagonal).
-    s : int
-    rank_key, outside : str
-    """
-
-    top: np.ndarray
-    rank: np.ndarray
-    weights: np.ndarray
-    s: int
-    rank_key: str
-    outside: str
-
-    @property
-    def k(self) -> int:
-        return 2
-
-    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
-        drafts = _check_drafts(drafts, 2, len(self.intermediate))
-        rank_a, rank_b = self.rank[drafts[..., 0]], self.rank[drafts[..., 1]]
-        inner = (rank_a < self.s) & (rank_b < self.s)
-        learned = self.weights[np.minimum(rank_a, self.s - 1), np.minimum(rank_b, self.s - 1)]
-        # Outside Ω₁ × Ω₁ select the better-ranked token; equal ranks (same token, or two
-        # tokens outside Ω₁ under the sort-free rule) select the first draft.
-        first = np.where(inner, learned, (rank_a <= rank_b).astype(np.float64))
-        return np.stack([first, 1.0 - first], axis=-1)
-
-
-@dataclass(frozen=True, eq=False)
-class MultistageSelection(ImportanceSelection):
-    """K > 2 drafts combined pairwise: stage j selects between the token kept so far (law
-    ``r_{j-1}``) and draft j + 1 (law ``q_{j+1}``); ``intermediate`` is the law after the last
-    stage, and ``stages[j]`` the pair selection of stage j."""
-
-    stages: tuple[ImportanceSelection, ...]
-
-    @property
-    def k(self) -> int:
-        return len(self.stages) + 1
-
-    def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
-        drafts = _check_drafts(drafts, self.k, len(self.intermediate))
-        flat = drafts.reshape(-1, self.k)
-        held = np.zeros(flat.shape)  # P(the token kept after stage j came from position i)
-        held[:, 0] = 1.0
-        for j, stage in enumerate(self.stages):
-            newcomer = flat[:, j + 1]
-            for i in range(j + 1):
-                keep = stage.selection_probabilities(np.stack([flat[:, i], newcomer], axis=-1))[:, 0]
-                held[:, j + 1] += held[:, i] * (1.0 - keep)
-                held[:, i] *= keep
-        return held.reshape(drafts.shape)
 
 
 def _distinct_pairs(tuples: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -440,29 +357,14 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
     return replace(selection, seconds=solution.seconds + time.perf_counter() - start)
 
 
-def _distribution(values: object, name: str) -> np.ndarray:
-    """:func:`~multidraft.theory.distributions.as_distribution` with a two-reduction fast path.
-
-    A float64 vector whose minimum is >= 0 and whose sum is finite and within the tolerance of
-    one has no NaN, no infinity and no negative entry, so it passes every check of
-    ``as_distribution``; anything else is handed to it for the precise error message. This
-    keeps validation at about 0.1 ms for n = 49152 on the per-position hot path.
-    """
-    from multidraft.theory.distributions import SUM_TOLERANCE, as_distribution
-
-    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim == 1 and values.size:
-        total = float(values.sum())
-        if values.min() >= 0 and abs(total - 1.0) <= SUM_TOLERANCE:
-            return values / total
-    return as_distribution(values, name)
-
-
 def _pair_drafts(target: object, draft: object, draft2: object | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    q1 = _distribution(draft, "draft")
-    q2 = q1 if draft2 is None else _distribution(draft2, "draft2")
+    from multidraft.theory.distributions import as_distribution
+
+    q1 = as_distribution(draft, "draft")
+    q2 = q1 if draft2 is None else as_distribution(draft2, "draft2")
     if len(q2) != len(q1):
         raise ValueError(f"draft2: length {len(q2)} differs from draft's {len(q1)}")
-    p = _distribution(target, "target")
+    p = as_distribution(target, "target")
     if len(p) != len(q1):
         raise ValueError(f"target: length {len(p)} does not match the vocabulary n={len(q1)} of the drafts")
     return p, q1, q2
@@ -537,250 +439,3 @@ def pair_importance_lp(
     weights = np.ones((n, n))
     weights[first, second] = values
     return PairSelection(acceptance, r, status, solver, time.perf_counter() - start, weights)
-
-
-def rank_key_values(target: np.ndarray, draft: np.ndarray, draft2: np.ndarray, rank_key: str) -> np.ndarray:
-    """Ranking key of :func:`truncated_lp` (larger = ranked first).
-
-    * ``"published"``: ``p(k) - q₁(k) q₂(k)`` (Khisti et al., Section 4): the target mass not
-      already delivered by the pair (k, k).
-    * ``"ratio"``: ``p(k) / q̄(k)`` with ``q̄ = (q₁ + q₂)/2``, i.e. the draft/target ratio q/p of
-      theory.md taken in *increasing* order: the min-cut argument says an optimal selection
-      sends every tuple that contains an under-drafted token (small q/p, outside the optimal
-      cut set) to that token, so those tokens should win the fixed rule. ``q̄ = 0 < p`` ranks
-      first; ``p = 0`` ranks last. (Taken literally, q/p *decreasing* would favour over-drafted
-      tokens; benchmarks/bench_lp.py compares the keys.)
-    """
-    if rank_key == "published":
-        return target - draft * draft2
-    if rank_key == "ratio":
-        mean = 0.5 * (draft + draft2)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(mean > 0, target / np.where(mean > 0, mean, 1.0), np.where(target > 0, np.inf, 0.0))
-    raise ValueError(f"rank_key: unknown key {rank_key!r}; choose one of {', '.join(RANK_KEYS)}")
-
-
-def truncated_lp(
-    target: object,
-    draft: object,
-    draft2: object | None = None,
-    *,
-    s: int = 5,
-    rank_key: str = "published",
-    outside: str = "ranked",
-    backend: str = "highspy",
-    max_variables: int = MAX_VARIABLES,
-    verbose: bool | None = None,
-) -> TruncatedSelection:
-    """Truncated importance-weighted LP (Khisti et al., ICLR 2025, Section 4), K = 2.
-
-    Rank the tokens by ``rank_key`` (see :func:`rank_key_values`) and keep the top s, Ω₁.
-    Every pair with a token outside Ω₁ gets a fixed weight; only the ``s(s - 1)`` weights of
-    pairs inside Ω₁ are optimised. With ``outside="ranked"`` (the paper's rule) such a pair
-    selects its better-ranked token, which gives the closed form, for k ∉ Ω₁,
-
-        r(k) = q₁(k) q₂(k) + q₁(k) q₂(A_k) + q₂(k) q₁(A_k),   A_k = tokens ranked after k,
-
-    and, for k ∈ Ω₁, ``r(k) = q₁(k) q₂(k) + q₁(k) q₂(Ω₂) + q₂(k) q₁(Ω₂)`` (Ω₂ = Ω \\ Ω₁) plus
-    the inner part of :func:`pair_importance_lp` restricted to Ω₁ × Ω₁. The inner LP is
-    ``max Σ_{k∈Ω₁} z_k`` with ``z_k <= p(k)``, ``z_k <= r(k)``, ``0 <= w <= 1``; tokens outside
-    Ω₁ contribute the constant ``Σ_{k∉Ω₁} min(p(k), r(k))``.
-
-    ``outside="first"`` is the sort-free O(n) variant: Ω₁ by ``argpartition`` (the same set as
-    the full sort, up to ties at the s-th key), pairs with exactly one token in Ω₁ select it,
-    pairs with both tokens outside select the first draft, so ``r(k) = q₁(k) q₂(Ω₂)`` for
-    k ∉ Ω₁. It is lossless for the same reason as every fixed rule (Theorem 1: the single-draft
-    step against r outputs p exactly); its acceptance differs from the ranked rule, and unlike
-    the ranked rule it is not guaranteed non-decreasing in s.
-
-    Losslessness checks made here: r is recomputed from the clipped weights and must be a
-    probability distribution, every weight lies in [0, 1] (selection only among the drafts), and
-    the solver's ``z_k`` may exceed ``min(p(k), r(k))`` by at most the feasibility tolerance. With the ranked rule the
-    acceptance is non-decreasing in s and equals :func:`pair_importance_lp` at s = n (tested).
-
-    The small inner LP goes to HiGHS without a modelling layer (see
-    :func:`~multidraft.lp._solve.solve_small_lp`): cvxpy's canonicalisation, and even
-    ``scipy.optimize.linprog``'s option checks (``backend="linprog"``, the same HiGHS solver),
-    cost milliseconds that dominate at this size on the per-position hot path of decoding.
-    Cost: one O(n log n) argsort (O(n) with ``outside="first"``), O(n) closed forms, and an LP
-    with ``s²`` variables.
-
-    Parameters
-    ----------
-    target, draft, draft2 : array_like, shape (n,)
-        p, q₁ and q₂ (``draft2=None``: iid drafts).
-    s : int
-        Tokens kept in the LP (``s >= n`` keeps all: the full pair LP).
-    rank_key : {"published", "ratio"}
-    outside : {"ranked", "first"}
-    backend : {"highspy", "linprog"}
-        How HiGHS is called for the inner LP.
-    max_variables : int
-        Size guard on the inner LP's ``s²`` variables (about :data:`TRUNCATED_BYTES_PER_VARIABLE`
-        bytes each), checked before anything is built.
-    verbose : bool or None
-        Let HiGHS's log through (None: the setting of :func:`~multidraft.lp.solver_output`).
-
-    Returns
-    -------
-    TruncatedSelection
-
-    Raises
-    ------
-    ValueError
-        Bad distributions, s, rank_key, outside or backend.
-    ProblemTooLargeError
-        ``s²`` beyond ``max_variables`` or the memory limit (the message gives the largest s).
-    SolverError
-        Inner LP status other than optimal, or a failed re-check.
-
-    Examples
-    --------
-    >>> selection = truncated_lp([0.5, 0.3, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25], s=2)
-    >>> selection.top.tolist(), round(selection.acceptance, 6)
-    ([0, 1], 0.9)
-
-    Keeping every token recovers the optimum ``P* = 0.9375`` (min-cut at T = {1, 2, 3}):
-
-    >>> round(truncated_lp([0.5, 0.3, 0.1, 0.1], [0.25] * 4, s=4).acceptance, 6)
-    0.9375
-    """
-    start = time.perf_counter()
-    p, q1, q2 = _pair_drafts(target, draft, draft2)
-    n = len(p)
-    s = check_count(s, "s", meaning="the number of tokens kept")
-    if outside not in OUTSIDE_RULES:
-        raise ValueError(f"outside: unknown rule {outside!r}; choose one of {', '.join(OUTSIDE_RULES)}")
-    if backend not in SMALL_LP_BACKENDS:
-        raise ValueError(f"backend: unknown small-LP backend {backend!r}; choose one of {', '.join(SMALL_LP_BACKENDS)}")
-    s = min(s, n)
-    largest = math.isqrt(max_variables)
-    what = f"truncated LP (n={n}, s={s})"
-    lp_size(what, s * s, s, f"use s <= {largest} (or raise max_variables)", max_variables=max_variables,
-            bytes_per_variable=TRUNCATED_BYTES_PER_VARIABLE)  # fmt: skip
-    key = rank_key_values(p, q1, q2, rank_key)
-    total1, total2 = q1.sum(), q2.sum()
-
-    r = np.empty(n)
-    if outside == "ranked":
-        order = np.argsort(-key)  # ties: any order is lossless; this one is deterministic
-        top = order[:s]
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.arange(n)
-        sorted1 = q1[order]
-        after1 = total1 - np.cumsum(sorted1)  # draft mass ranked strictly after each token
-        if draft2 is None:
-            r[order] = sorted1 * (sorted1 + 2.0 * after1)
-        else:
-            sorted2 = q2[order]
-            r[order] = sorted1 * (sorted2 + total2 - np.cumsum(sorted2)) + sorted2 * after1
-    else:
-        top = np.argpartition(-key, s - 1)[:s] if s < n else np.arange(n)
-        top = top[np.argsort(-key[top], kind="stable")]
-        rank = np.full(n, s, dtype=np.int64)
-        rank[top] = np.arange(s)
-        np.multiply(q1, total2 - q2[top].sum(), out=r)
-
-    # Inside Ω₁: fixed part ``base`` (all inner pairs (i, k) selecting k), then the inner LP.
-    inner1, inner2, inner_p = q1[top], q2[top], p[top]
-    out1, out2 = total1 - inner1.sum(), total2 - inner2.sum()
-    outer = np.outer(inner1, inner2)
-    base = inner1 * out2 + inner2 * out1 + outer.sum(axis=0)
-    first, second = np.nonzero(~np.eye(s, dtype=bool))
-    mass = outer[first, second]
-    pairs = len(mass)
-    solver = f"HiGHS ({backend})"
-    size = (pairs + s, s)
-    # The inner masses can be tiny (tokens far down the distribution); HiGHS's tolerances are
-    # absolute, so the LP is solved in units of its largest coefficient.
-    scale = max(float(inner_p.max()), float(base.max()), float(mass.max()) if pairs else 0.0)
-    if pairs and scale > 0:
-        # x = [w, z]: minimise -Σ z  s.t.  z_k - Σ_j w_kj M_kj + Σ_i w_ik M_ik <= base_k (scaled).
-        columns = (
-            np.concatenate([np.arange(0, 2 * pairs + 1, 2), 2 * pairs + np.arange(1, s + 1)]),
-            np.concatenate([np.stack([first, second], axis=1).reshape(-1), np.arange(s)]),
-            np.concatenate([np.stack([-mass, mass], axis=1).reshape(-1) / scale, np.ones(s)]),
-        )
-        x, _ = solve_small_lp(
-            np.concatenate([np.zeros(pairs), -np.ones(s)]),
-            columns,
-            base / scale,
-            np.zeros(pairs + s),
-            np.concatenate([np.ones(pairs), inner_p / scale]),
-            backend,
-            what,
-            verbose,
-        )
-        w, z = np.clip(x[:pairs], 0.0, 1.0), x[pairs:] * scale
-    else:  # s = 1 or no inner mass: nothing to optimise
-        w, z = np.zeros(pairs), np.minimum(inner_p, base)
-    moved = mass * w
-    inner_r = base + np.bincount(first, moved, minlength=s) - np.bincount(second, moved, minlength=s)
-    r[top] = inner_r
-    r = _certified_intermediate(r, what, solver, *size)
-    _certify_objective(z, inner_p, r[top], what, solver, size)
-    weights = np.ones((s, s))
-    weights[first, second] = w
-    return TruncatedSelection(
-        acceptance=_acceptance(p, r),
-        intermediate=r,
-        status="optimal",
-        solver=solver,
-        seconds=time.perf_counter() - start,
-        top=top,
-        rank=rank,
-        weights=weights,
-        s=s,
-        rank_key=rank_key,
-        outside=outside,
-    )
-
-
-def multistage(
-    target: object,
-    drafts: list,
-    *,
-    s: int | None = None,
-    rank_key: str = "published",
-    solver: str = "HIGHS",
-    verbose: bool | None = None,
-) -> MultistageSelection:
-    """Multi-stage selection for K >= 2 independent drafts ``X_i ~ q_i`` (Khisti et al., Section 4).
-
-    Stage 1 combines drafts 1 and 2 by a pair LP into a token with law ``r₁``; stage j combines
-    the kept token (law ``r_{j-1}``, independent of ``X_{j+1}``) with draft j + 1 into ``r_j``,
-    each stage maximising ``Σ min(p, r_j)``. The single-draft step at the end uses
-    ``r_{K-1}``, so the scheme is lossless and its acceptance ``Σ min(p, r_{K-1})`` is at most
-    P* (the stages are greedy). ``s=None``: full :func:`pair_importance_lp` per stage; an
-    integer s: :func:`truncated_lp` with that s and ``rank_key``. Each stage has the size guard
-    of its LP, so a problem too large is refused at the first stage, before any is solved.
-
-    >>> q = [0.4, 0.3, 0.2, 0.1]
-    >>> selection = multistage([0.1, 0.2, 0.3, 0.4], [q, q, q])
-    >>> selection.k, selection.selection_probabilities([[0, 1, 3]]).shape
-    (3, (1, 3))
-    """
-    start = time.perf_counter()
-    if isinstance(drafts, np.ndarray) and drafts.ndim == 1:
-        raise ValueError("drafts: multistage needs a list of K >= 2 draft distributions")
-    drafts = list(drafts)
-    if len(drafts) < 2:
-        raise ValueError(f"drafts: multistage needs K >= 2 draft distributions, got {len(drafts)}")
-    stages: list[ImportanceSelection] = []
-    current = drafts[0]
-    for following in drafts[1:]:
-        if s is None:
-            stage = pair_importance_lp(target, current, following, solver=solver, verbose=verbose)
-        else:
-            stage = truncated_lp(target, current, following, s=s, rank_key=rank_key, verbose=verbose)
-        stages.append(stage)
-        current = stage.intermediate
-    last = stages[-1]
-    return MultistageSelection(
-        acceptance=last.acceptance,
-        intermediate=last.intermediate,
-        status=last.status,
-        solver=last.solver,
-        seconds=time.perf_counter() - start,
-        stages=tuple(stages),
-    )

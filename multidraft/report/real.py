@@ -61,16 +61,6 @@ class RealModelSection:
     timings: dict
 
 
-#: Fields of :meth:`multidraft.decoding.Results.summary` that are wall-clock measurements.
-_TIMING_FIELDS = (
-    "tokens_per_second",
-    "seconds_drafting",
-    "seconds_verification",
-    "seconds_selection",
-    "seconds_theory",
-)
-
-
 def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score interval for a proportion: ``(p̂ + z²/2N ± z sqrt(p̂(1-p̂)/N + z²/4N²)) / (1 + z²/N)``.
 
@@ -141,7 +131,7 @@ def real_model_section(
     on stderr with a step per measurement (or the report's bar); the measurements themselves
     show none.
     """
-    from multidraft.decoding import DEFAULT_PROMPTS, load_model, measure  # noqa: PLC0415
+    from multidraft.decoding import DEFAULT_PROMPTS, TIMING_FIELDS, Sampling, load_model, measure  # noqa: PLC0415
     from multidraft.decoding.profiling import profile_latency  # noqa: PLC0415
     from multidraft.theory.speed import iteration_seconds  # noqa: PLC0415
 
@@ -162,8 +152,9 @@ def real_model_section(
                 prompts=prompts,
                 max_new_tokens=grid.max_new_tokens,
                 seed=config.seed + index,
-                draft_temperatures=(temperature,),
+                draft_sampling=Sampling(temperature),
                 without_replacement=wor,
+                baseline=False,
                 progress=False,
             )
             for index, (scheme, wor, k, temperature) in enumerate(bar.track(settings, _measurement_label))
@@ -198,7 +189,7 @@ def real_model_section(
             )
         )  # fmt: skip
         summary = result.summary()
-        timings.append({key: summary.pop(key) for key in _TIMING_FIELDS} | {"predicted_speedup": speedup})
+        timings.append({key: summary.pop(key) for key in TIMING_FIELDS} | {"predicted_speedup": speedup})
         data.append(summary | {"law": law, "empirical_ci95": list(interval)})
         labels.append(f"{scheme} {law} K={k} T={temperature:g}")
         empirical.append(result.empirical_acceptance)

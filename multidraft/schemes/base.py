@@ -20,7 +20,10 @@ Every scheme answers, with one signature style (DESIGN.md, "The core objects"):
   scheme provides one (``batch_capable``).
 
 Subclasses implement four hooks: ``_prepare`` (the quantities that do not depend on the drafts),
-``_conditional``, ``_sample`` and optionally ``_closed_form``.
+``_conditional``, ``_sample`` and optionally ``_closed_form``, and state what they are in class
+attributes (the laws and K they support, whether they are optimal, for which laws they solve an
+LP or run at any vocabulary size), which the registry tests read: a new scheme is tested by
+registering it.
 """
 
 from __future__ import annotations
@@ -173,6 +176,18 @@ class Scheme(ABC):
         Registry name (``"specinfer"``, ...).
     supported_laws : tuple of str
         ``law.name`` values the scheme accepts.
+    k_range : tuple (int, int or None)
+        Smallest and largest number of drafts K the scheme accepts (None: no upper bound).
+    optimal : bool
+        The acceptance equals the optimum P* for every law and K the scheme supports (exactly,
+        or up to the LP's tolerance for LP weights).
+    lp_laws : tuple of str
+        ``law.name`` values for which running the scheme solves a linear program
+        (:mod:`multidraft.lp`: float weights, slower per call); empty for LP-free schemes.
+    any_vocabulary_laws : tuple of str
+        ``law.name`` values for which :meth:`acceptance` and :meth:`select` run at any
+        vocabulary size n, for every supported K (closed forms, no enumeration of draft tuples,
+        no LP that grows faster than n). :meth:`output_distribution` always enumerates.
     exact_capable : bool
         ``acceptance(..., exact=True)`` returns a Fraction.
     exact_output : bool
@@ -186,17 +201,16 @@ class Scheme(ABC):
 
     name: ClassVar[str]
     supported_laws: ClassVar[tuple[str, ...]]
+    k_range: ClassVar[tuple[int, int | None]] = (1, None)
+    optimal: ClassVar[bool] = False
+    lp_laws: ClassVar[tuple[str, ...]] = ()
+    any_vocabulary_laws: ClassVar[tuple[str, ...]] = ()
     exact_capable: ClassVar[bool] = False
     exact_output: ClassVar[bool] = False
     batch_capable: ClassVar[bool] = False
     batch_laws: ClassVar[tuple[str, ...] | None] = None
-    #: Human-readable restriction on K, appended to the unsupported-law message.
-    k_rule: ClassVar[str] = ""
 
     # -- hooks ---------------------------------------------------------------------------------
-
-    def _supports_k(self, k: int) -> bool:
-        return True
 
     @abstractmethod
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Any:
@@ -219,9 +233,23 @@ class Scheme(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
+    @classmethod
+    def supports_k(cls, k: int) -> bool:
+        """Whether ``k`` drafts lie in the scheme's ``k_range``."""
+        low, high = cls.k_range
+        return low <= k and (high is None or k <= high)
+
+    @classmethod
+    def k_rule(cls) -> str:
+        """``k_range`` in words (``"K = 2"``, ``"K >= 2"``, ``"2 <= K <= 4"``; empty for any K)."""
+        low, high = cls.k_range
+        if high is None:
+            return "" if low <= 1 else f"K >= {low}"
+        return f"K = {low}" if low == high else f"{low} <= K <= {high}"
+
     def supports(self, law: DraftLaw) -> bool:
         """Whether the scheme applies to ``law`` (its name and its number of drafts)."""
-        return isinstance(law, DraftLaw) and law.name in self.supported_laws and self._supports_k(law.k)
+        return isinstance(law, DraftLaw) and law.name in self.supported_laws and self.supports_k(law.k)
 
     def supports_batch(self, law: DraftLaw) -> bool:
         """Whether :meth:`select_batch` applies to drafts from ``law``."""
@@ -237,7 +265,7 @@ class Scheme(ABC):
         if not isinstance(law, DraftLaw):
             raise ValueError(f"law: expected a DraftLaw (IID, Independent, ...), got {type(law).__name__}")
         if not self.supports(law):
-            rule = f" ({self.k_rule})" if self.k_rule else ""
+            rule = f" ({self.k_rule()})" if self.k_rule() else ""
             raise ValueError(
                 f"scheme {self.name!r} supports the {', '.join(self.supported_laws)} laws{rule}; "
                 f"got the {law.name} law with k={law.k}"

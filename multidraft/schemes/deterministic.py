@@ -27,6 +27,8 @@ class DeterministicSet(Scheme):
 
     name = "deterministic"
     supported_laws = ("deterministic",)
+    optimal = True
+    any_vocabulary_laws = supported_laws
     exact_capable = True
     exact_output = True
 

@@ -45,6 +45,8 @@ class GreedyVerifier(Scheme):
 
     name = "greedy"
     supported_laws = ("greedy",)
+    optimal = True
+    any_vocabulary_laws = supported_laws
     exact_capable = True
     exact_output = True
 

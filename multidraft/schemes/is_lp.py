@@ -18,6 +18,8 @@ class ImportanceLP(ImportanceScheme):
 
     name = "is-lp"
     supported_laws = ("iid", "independent", "wor")
+    optimal = True  # Theorem 1: the importance LP's optimum is P*
+    lp_laws = supported_laws
 
     def __init__(self, *, solver: str = "HIGHS") -> None:
         self.solver = solver

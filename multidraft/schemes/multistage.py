@@ -18,7 +18,8 @@ class Multistage(ImportanceScheme):
 
     name = "multistage"
     supported_laws = ("iid", "independent")
-    k_rule = "K >= 2"
+    k_range = (2, None)
+    lp_laws = supported_laws
 
     def __init__(self, *, s: int | None = None) -> None:
         self.s = None if s is None else check_count(s, "s", meaning="the number of tokens kept (None keeps every token)")
@@ -26,10 +27,7 @@ class Multistage(ImportanceScheme):
     def __repr__(self) -> str:
         return f"Multistage(s={self.s})"
 
-    def _supports_k(self, k: int) -> bool:
-        return k >= 2
-
     def selection(self, target, law: DraftLaw):
-        from multidraft.lp.importance import multistage
+        from multidraft.lp.truncated import multistage
 
         return multistage(target, law.marginals(), s=self.s)

@@ -14,18 +14,28 @@ asked).
   :func:`multidraft.theory.verifier.optimal_selection_rule` (the optimal law r* realised by
   random positions; its computed law r is used in the single-draft step, so the output is
   exactly p and ``Σ min(p, r) = P*`` up to about 1e-11).
-* **other laws** (small n): solve the transport LP over draft tuples and read importance
-  weights off its optimal plan (``importance_from_coupling``, Theorem 1 direction "⇒").
+* **greedy and deterministic drafts, any vocabulary size**: their closed-form verifiers
+  (:class:`~multidraft.schemes.greedy.GreedyVerifier`, single-draft sampling of the one random
+  draft; :class:`~multidraft.schemes.deterministic.DeterministicSet`, sample p), which reach
+  those laws' optimum p(G) + Σ_{y ∉ G} min(p, q̃), resp. p(S).
+* **independent (non-identical) drafts** (small n): solve the transport LP over draft tuples
+  and read importance weights off its optimal plan (``importance_from_coupling``, Theorem 1
+  direction "⇒").
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from multidraft.schemes._importance import ImportanceScheme, _Plan
+from multidraft.schemes.base import Scheme
+from multidraft.schemes.deterministic import DeterministicSet
+from multidraft.schemes.greedy import GreedyVerifier
 from multidraft.theory.laws import IID, DraftLaw
 from multidraft.theory.optimal import optimal_acceptance
 from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, optimal_selection_rule
@@ -43,6 +53,18 @@ class _RuleSelection:
         return self.rule.choice_probabilities(np.asarray(drafts, dtype=np.int64))
 
 
+@dataclass(frozen=True)
+class _Delegated:
+    """The plan of a closed-form optimal verifier that ``optimal`` runs for its law."""
+
+    scheme: Scheme
+    plan: Any
+
+
+#: Laws whose optimum a closed-form scheme already reaches at any vocabulary size.
+_CLOSED_FORM_VERIFIERS = {"greedy": GreedyVerifier, "deterministic": DeterministicSet}
+
+
 class Optimal(ImportanceScheme):
     """The optimal verifier (iid: exact at any vocabulary size) or the optimal transport
     coupling (other laws, small n), then the single-draft step against the selection's law.
@@ -54,6 +76,9 @@ class Optimal(ImportanceScheme):
 
     name = "optimal"
     supported_laws = ("iid", "independent", "wor", "greedy", "deterministic")
+    optimal = True
+    any_vocabulary_laws = VERIFIER_LAWS + tuple(_CLOSED_FORM_VERIFIERS)
+    lp_laws = ("independent", "wor")  # the transport LP
     exact_capable = True
     batch_capable = True
     batch_laws = VERIFIER_LAWS
@@ -70,11 +95,24 @@ class Optimal(ImportanceScheme):
 
         return importance_from_coupling(transport_lp(target, law, solver=self.solver), target, law)
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan | _Delegated:
+        if law.name in _CLOSED_FORM_VERIFIERS:
+            scheme = _CLOSED_FORM_VERIFIERS[law.name]()
+            return _Delegated(scheme, scheme._prepare(p, law, exact))
         if law.name not in VERIFIER_LAWS:
             return super()._prepare(p, law, exact)
         rule = optimal_selection_rule(np.asarray(p, dtype=np.float64), law)
         return _Plan(_RuleSelection(rule), rule.accept, rule.residual, rule.selection_law)
+
+    def _conditional(self, plan: _Plan | _Delegated, tuples: np.ndarray) -> np.ndarray:
+        if isinstance(plan, _Delegated):
+            return plan.scheme._conditional(plan.plan, tuples)
+        return super()._conditional(plan, tuples)
+
+    def _sample(self, plan: _Plan | _Delegated, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if isinstance(plan, _Delegated):
+            return plan.scheme._sample(plan.plan, tuples, rng)
+        return super()._sample(plan, tuples, rng)
 
     def _choose(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if isinstance(plan.selection, _RuleSelection):
@@ -82,7 +120,7 @@ class Optimal(ImportanceScheme):
         return super()._choose(plan, tuples, rng)
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        return optimal_acceptance(list(p), law, exact=exact).value
+        return optimal_acceptance(list(p) if exact else p, law, exact=exact).value
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched optimal verifier for iid drafts: ``target [B, n]``, ``drafts [B, K, n]`` (only

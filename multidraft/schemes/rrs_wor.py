@@ -47,6 +47,7 @@ class RRSWithoutReplacement(Scheme):
 
     name = "rrs-wor"
     supported_laws = ("wor",)
+    any_vocabulary_laws = ()  # closed-form acceptance for K <= 2 only; K > 2 enumerates
     exact_capable = True
     exact_output = True
     batch_capable = True

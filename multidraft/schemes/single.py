@@ -43,14 +43,12 @@ class Single(Scheme):
 
     name = "single"
     supported_laws = ("iid", "independent", "wor", "greedy", "deterministic")
+    k_range = (1, 1)
+    optimal = True  # with one draft, P* = Σ min(p, q) (min-cut)
+    any_vocabulary_laws = supported_laws
     exact_capable = True
     exact_output = True
     batch_capable = True
-    k_rule = "K = 1"
-
-    def _supports_k(self, k: int) -> bool:
-        return k == 1
-
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
         q = law.marginal(0, exact)
         return _Plan(*single_draft_step(p, q))

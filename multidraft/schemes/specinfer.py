@@ -9,6 +9,10 @@ residuals do not depend on the drafts, and
 (theory.md, "Published baseline schemes"). A rejected token has residual mass zero from then
 on, so this is also ``P(Y ∈ set(X))``. Works for iid drafts (q_i = q), independent
 non-identical drafts, and a deterministic draft set (q_i one-hot: a top-k tree).
+
+The product telescopes (:func:`rrs_acceptance`), so the acceptance costs one pass of four
+vector operations per draft and never forms the per-step acceptance matrix, which only the
+sampler needs.
 """
 
 from __future__ import annotations
@@ -28,7 +32,45 @@ from multidraft.schemes.base import (
 )
 from multidraft.theory.laws import DraftLaw
 
-__all__ = ["SpecInfer", "rrs_residuals"]
+__all__ = ["SpecInfer", "rrs_acceptance", "rrs_residuals"]
+
+
+def rrs_acceptance(p: np.ndarray, drafts) -> float | Fraction:
+    """Acceptance of recursive rejection sampling with draft laws ``q_1, ..., q_K``:
+
+        1 - Π_i (1 - Σ_y min(r_{i-1}(y), q_i(y))) = 1 - Π_i σ_i,
+
+    with ``v_0 = p``, ``σ_0 = 1``, ``v_i = (v_{i-1}/σ_{i-1} - q_i)_+`` and ``σ_i = Σ_y v_i(y)``:
+    ``v_{i-1}/σ_{i-1}`` is the residual ``r_{i-1}`` and ``1 - Σ min(r_{i-1}, q_i) =
+    Σ (r_{i-1} - q_i)_+ = σ_i``. A residual of zero mass gives a factor 0 and ends the
+    product. ``drafts`` is any sequence of K arrays [n], float64 or Fraction object arrays alike.
+    Float cost: one array allocated, then four in-place O(n) passes per draft (the published
+    form, written directly, allocates several arrays per draft, and large fresh allocations
+    cost page faults).
+
+    >>> round(rrs_acceptance(np.array([0.5, 0.5, 0.0]), [np.full(3, 1 / 3)] * 2), 12)
+    0.888888888889
+    """
+    if p.dtype == object:
+        miss, residual = Fraction(1), p
+        for q in drafts:
+            residual = positive_part(residual - q)
+            mass = residual.sum()
+            miss, residual = miss * mass, residual / mass if mass else residual
+        return 1 - miss
+    miss, weights = 1.0, None
+    for q in drafts:
+        if weights is None:
+            weights = np.subtract(p, q)  # the only allocation
+        else:
+            weights /= mass
+            weights -= q
+        np.maximum(weights, 0.0, out=weights)
+        mass = float(weights.sum())
+        miss *= mass
+        if mass == 0.0:
+            break
+    return 1.0 - miss
 
 
 def rrs_residuals(p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
@@ -46,8 +88,6 @@ def rrs_residuals(p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
 class _Plan:
     step: np.ndarray  # [K, n]: min(1, r_{i-1}/q_i)
     residual: np.ndarray  # [n]: r_K
-    drafts: np.ndarray  # [K, n]
-    residuals: np.ndarray  # [K+1, n]
 
 
 class SpecInfer(Scheme):
@@ -60,6 +100,7 @@ class SpecInfer(Scheme):
 
     name = "specinfer"
     supported_laws = ("iid", "independent", "deterministic")
+    any_vocabulary_laws = supported_laws
     exact_capable = True
     exact_output = True
     batch_capable = True
@@ -68,7 +109,7 @@ class SpecInfer(Scheme):
         drafts = law.marginals(exact)
         residuals = rrs_residuals(p, drafts)
         step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
-        return _Plan(step, residuals[-1], drafts, residuals)
+        return _Plan(step, residuals[-1])
 
     def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
         return sequential_conditional(plan.step, plan.residual, tuples)
@@ -77,11 +118,7 @@ class SpecInfer(Scheme):
         return sequential_sample(plan.step, plan.residual, tuples, rng)
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        plan = self._prepare(p, law, exact)
-        miss = Fraction(1) if exact else 1.0
-        for r, q in zip(plan.residuals[:-1], plan.drafts):
-            miss = miss * (1 - np.minimum(r, q).sum())
-        return 1 - miss
+        return rrs_acceptance(p, law.marginals(exact))
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched RRS: ``target [B, n]``, ``drafts [B, K, n]`` (q_i per row), ``tokens [B, K]``

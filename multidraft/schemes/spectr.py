@@ -82,6 +82,7 @@ class SpecTr(Scheme):
 
     name = "spectr"
     supported_laws = ("iid",)
+    any_vocabulary_laws = supported_laws
     batch_capable = True
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
@@ -119,11 +120,13 @@ class SpecTr(Scheme):
 
         Draft i passes under ρ iff ``ρ < c_i = p(X_i)/(U_i q(X_i))``. Since the validity
         function G (below) increases in ρ, ``ρ* < c_i`` iff ``G(c_i) > 0``: the drafts are decided
-        in order by evaluating G at their thresholds (no evaluation when ``c_i <= 1``, a sure
-        failure, or ``c_i > K``, a sure pass), and ρ* itself is computed only for the rows that
-        reject every draft and need the residual (safeguarded Newton, :func:`_batch_rho`,
-        started from the largest failed threshold; it returns a valid ρ within a relative
-        ``64 eps`` of ρ*, so the draw is lossless up to floating-point rounding).
+        in order by evaluating G at their thresholds (no evaluation when ``c_i`` is at most the
+        largest threshold that already failed, or 1: a sure failure; or ``c_i > K``: a sure
+        pass), and ρ* itself is computed only for the rows that reject every draft and need the
+        residual (safeguarded Newton, :func:`_batch_rho`, started from the largest failed
+        threshold; it returns a valid ρ within a relative ``64 eps`` of ρ*, so the draw is
+        lossless up to floating-point rounding). Every evaluation touches only the rows that
+        need it, in cache-sized row blocks (:class:`_RowSums`).
         """
         import torch
 
@@ -131,6 +134,7 @@ class SpecTr(Scheme):
 
         k = _torch.check_batch(target, drafts[:, :1].expand_as(drafts), tokens)
         q = drafts[:, 0]
+        sums = _RowSums(target, q)
         px = target.gather(1, tokens)
         qx = q.gather(1, tokens)
         threshold = px / (_torch.uniforms(tokens.shape, target, generator) * qx)  # c_i, [B, K]
@@ -143,7 +147,7 @@ class SpecTr(Scheme):
             ask = (c > low[rows]) & ~passes
             if bool(ask.any()):
                 asked = rows[ask]
-                value, _, _ = _validity(target.index_select(0, asked), q.index_select(0, asked), c[ask], k)
+                value, _, _ = _validity(sums, asked, c[ask], k)
                 passes[ask] = value > 0
                 failed = asked[value <= 0]
                 low[failed] = torch.maximum(low[failed], c[ask][value <= 0])
@@ -151,79 +155,133 @@ class SpecTr(Scheme):
             rows = rows[~passes]
             if rows.numel() == 0:
                 return output, (tokens == output[:, None]).any(dim=1)
-        # Every draft rejected: sample the residual p - min(q, p/ρ) (1 - (1 - β)^K)/β.
-        p_r, q_r = target.index_select(0, rows), q.index_select(0, rows)
-        rho, beta = _batch_rho(p_r, q_r, k, low=low[rows])
-        # β = 0 (disjoint supports): γ -> K, and kept = 0 leaves the residual p.
+        # Every draft rejected: sample the residual p - min(q, p/ρ) γ, γ = (1 - (1 - β)^K)/β, on
+        # copies of those rows (formed in place as p - min(ρq, p) γ/ρ).
+        rejected = _RowSums(target.index_select(0, rows), q.index_select(0, rows))
+        rho, beta = _batch_rho(rejected, k, low=low[rows])
+        # β = 0 (disjoint supports): γ -> K, and min(ρq, p) = 0 leaves the residual p.
         gamma = torch.where(beta > 0, (1.0 - (1.0 - beta) ** k) / beta.clamp_min(torch.finfo(beta.dtype).tiny), float(k))
-        kept = torch.minimum(q_r, p_r / rho[:, None])
-        residual = p_r.addcmul_(kept, -gamma[:, None]).clamp_min_(0)
+        p_r, kept = rejected.p, rejected.q
+        torch.minimum(kept.mul_(rho.to(kept.dtype)[:, None]), p_r, out=kept)
+        residual = p_r.addcmul_(kept, (-gamma / rho).to(p_r.dtype)[:, None]).clamp_min_(0)
         output[rows] = _torch.sample_rows(residual, generator)
         return output, (tokens == output[:, None]).any(dim=1)
 
 
-def _validity(p, q, rho, k: int):
-    """``G(ρ) = h - 1 + (1 - h/ρ)^K``, ``G'(ρ)`` and ``β = h/ρ`` per row, ``h = Σ min(ρq, p)``,
-    ``h' = Σ_{ρq < p} q`` (float64 results; one scratch buffer, in the input dtype)."""
-    import torch
+#: Entries of one row block of :class:`_RowSums` on a CPU: small enough to stay in cache and to
+#: be served again by the allocator (a fresh temporary of a [256, 49152] batch costs more in
+#: page faults than its arithmetic).
+_BLOCK_ENTRIES = 1 << 17
 
-    wide = torch.float64
-    scratch = torch.mul(q, rho.to(q.dtype)[:, None])
-    below = scratch < p  # tokens where min(ρq, p) = ρq
-    h = torch.minimum(scratch, p, out=scratch).sum(dim=1).to(wide)
-    slope = scratch.copy_(q).masked_fill_(~below, 0).sum(dim=1).to(wide)
+
+class _RowSums:
+    """``h_b(ρ_b) = Σ_y min(ρ_b q_b(y), p_b(y))`` and its slope ``h'_b = Σ_{ρ_b q_b < p_b} q_b``
+    for rows b of ``p, q [B, n]`` (torch; results in float64, arithmetic in the input dtype).
+
+    The rows are processed in blocks with scratch buffers allocated once, so an evaluation
+    streams each row through the cache once and allocates nothing of the batch's size; a
+    subset of rows is first copied block by block (``index_select``). On an accelerator one
+    block holds every row.
+    """
+
+    def __init__(self, p, q) -> None:
+        import torch
+
+        self.p, self.q = p, q
+        rows, n = p.shape
+        self.block = max(1, _BLOCK_ENTRIES // max(n, 1)) if p.device.type == "cpu" else max(rows, 1)
+        shape = (min(self.block, rows), n)
+        self.scaled = torch.empty(shape, dtype=p.dtype, device=p.device)
+        self.mask = torch.empty(shape, dtype=torch.bool, device=p.device)
+        self.p_rows, self.q_rows = torch.empty_like(self.scaled), torch.empty_like(self.scaled)
+        self.zero = torch.zeros((), dtype=p.dtype, device=p.device)
+
+    def __len__(self) -> int:
+        return self.p.shape[0]
+
+    def __call__(self, rows, rho, slope: bool = False):
+        """``(h [R], h' [R] or None)`` at ``rho [R]`` (float64) for the row indices ``rows [R]``
+        (None: every row, in order)."""
+        import torch
+
+        wide = torch.float64
+        h = torch.empty(len(rho), dtype=wide, device=rho.device)
+        derivative = torch.empty_like(h) if slope else None
+        for start in range(0, len(rho), self.block):
+            stop = min(start + self.block, len(rho))
+            m = stop - start
+            if rows is None:
+                p, q = self.p[start:stop], self.q[start:stop]
+            else:
+                p = torch.index_select(self.p, 0, rows[start:stop], out=self.p_rows[:m])
+                q = torch.index_select(self.q, 0, rows[start:stop], out=self.q_rows[:m])
+            scaled = torch.mul(q, rho[start:stop].to(q.dtype)[:, None], out=self.scaled[:m])
+            if slope:
+                over = torch.ge(scaled, p, out=self.mask[:m])  # where min(ρq, p) = p
+            h[start:stop] = torch.minimum(scaled, p, out=scaled).sum(dim=1).to(wide)
+            if slope:
+                derivative[start:stop] = torch.where(over, self.zero, q, out=scaled).sum(dim=1).to(wide)
+        return h, derivative
+
+
+def _validity(sums: _RowSums, rows, rho, k: int, slope: bool = False):
+    """``G(ρ) = h - 1 + (1 - h/ρ)^K``, ``G'(ρ)`` (when ``slope``, else None) and ``β = h/ρ`` for
+    the given rows, ``h = Σ min(ρq, p)``, ``h' = Σ_{ρq < p} q`` (float64)."""
+    h, h_slope = sums(rows, rho, slope)
     beta = h / rho
     miss = (1.0 - beta).clamp_min(0)
     value = h - 1.0 + miss**k
-    derivative = slope + k * miss ** (k - 1) * (h - rho * slope) / rho**2
+    derivative = h_slope + k * miss ** (k - 1) * (h - rho * h_slope) / rho**2 if slope else None
     return value, derivative, beta
 
 
-def _batch_rho(p, q, k: int, low=None, iterations: int = 60):
-    """Per-row valid ρ near ρ* and ``β(ρ)`` for ``p, q [R, n]`` (torch).
+def _batch_rho(sums: _RowSums, k: int, low=None, iterations: int = 60):
+    """Per-row valid ρ near ρ* and ``β(ρ)`` for every row of ``sums`` (torch).
 
     Newton steps on ``G(ρ) = h(ρ) - 1 + (1 - h(ρ)/ρ)^K`` (:func:`_validity`), safeguarded by a
     bracket ``[lo, hi]`` with ``G(lo) < 0 <= G(hi)`` (bisection when a step leaves it; a step that
-    converged on the invalid side is pushed just past the root). ``low``: a known lower bound
-    (``G(low) <= 0``), default 1. Returns ``(hi, β(hi))`` in the input dtype: a valid ρ within a
-    relative ``64 eps`` of ρ* (eps of the input dtype).
+    converged on the invalid side is pushed just past the root); each iteration evaluates only
+    the rows not yet converged. ``low``: a known lower bound (``G(low) <= 0``), default 1.
+    Returns ``(hi, β(hi))`` in float64: a valid ρ within a relative ``64 eps`` of ρ* (eps of the
+    input dtype).
     """
     import torch
 
     wide = torch.float64
-    rows = p.shape[0]
-    tolerance = 64 * torch.finfo(p.dtype).eps
-    low = torch.ones(rows, dtype=wide, device=p.device) if low is None else low.to(wide).clone()
+    count = len(sums)
+    device = sums.p.device
+    tolerance = 64 * torch.finfo(sums.p.dtype).eps
+    low = torch.ones(count, dtype=wide, device=device) if low is None else low.to(wide).clone()
     # Start the Newton iteration at the known lower end (G(low) <= 0; G(low) >= 0 means ρ* = low).
     rho = low.clone()
-    value, derivative, beta = _validity(p, q, rho, k)
+    value, derivative, beta = _validity(sums, None, rho, k, slope=True)
     converged = value >= 0
     high = torch.where(converged, low, torch.full_like(low, float(k)))
     beta_high = beta.clone()
     found = converged.clone()  # whether beta_high belongs to high
     for _ in range(iterations):
         converged = converged | ((high - low) <= tolerance * high)
-        if bool(converged.all()):
+        active = torch.nonzero(~converged).squeeze(1)
+        if active.numel() == 0:
             break
-        newton = rho - value / torch.where(derivative > 0, derivative, torch.ones_like(derivative))
-        step = (newton - rho).abs()
+        r, v, d, lo, hi = rho[active], value[active], derivative[active], low[active], high[active]
+        newton = r - v / torch.where(d > 0, d, torch.ones_like(d))
+        step = (newton - r).abs()
         # Converged on the invalid side: step just past the root.
-        nudge = (value < 0) & (step <= tolerance * rho)
-        newton = torch.where(nudge, rho + torch.maximum(2 * step, tolerance * rho), newton)
-        usable = (derivative > 0) & (newton > low) & (newton < high)
-        candidate = torch.where(usable, newton, 0.5 * (low + high))
-        candidate = torch.where(converged, high, candidate)
-        value, derivative, beta = _validity(p, q, candidate, k)
-        valid = value >= 0
-        update = valid & ~converged
-        high = torch.where(update, candidate, high)
-        beta_high = torch.where(update, beta, beta_high)
-        found = found | update
-        low = torch.where(~valid & ~converged, candidate, low)
+        nudge = (v < 0) & (step <= tolerance * r)
+        newton = torch.where(nudge, r + torch.maximum(2 * step, tolerance * r), newton)
+        usable = (d > 0) & (newton > lo) & (newton < hi)
+        candidate = torch.where(usable, newton, 0.5 * (lo + hi))
+        v, d, b = _validity(sums, None if len(active) == count else active, candidate, k, slope=True)
+        valid = v >= 0
+        high[active] = torch.where(valid, candidate, hi)
+        beta_high[active] = torch.where(valid, b, beta_high[active])
+        found[active] = found[active] | valid
+        low[active] = torch.where(valid, lo, candidate)
         # Converged on the valid side: the Newton step from here is below tolerance.
-        converged = converged | (update & (value <= tolerance * derivative * candidate))
-        rho = candidate
-    if not bool(found.all()):  # ρ* within tolerance of K: high = K was never evaluated
-        _, _, beta_k = _validity(p, q, high, k)
-        beta_high = torch.where(found, beta_high, beta_k)
-    return high.to(p.dtype), beta_high.to(p.dtype)
+        converged[active] = valid & (v <= tolerance * d * candidate)
+        rho[active], value[active], derivative[active] = candidate, v, d
+    missing = torch.nonzero(~found).squeeze(1)
+    if missing.numel():  # ρ* within tolerance of K: high = K was never evaluated
+        _, _, beta_high[missing] = _validity(sums, missing, high[missing], k)
+    return high, beta_high

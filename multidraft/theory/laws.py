@@ -446,6 +446,12 @@ class IID(_RatioPrefixLaw):
         self._check_position(position)
         return super().marginal(0, exact)
 
+    def marginals(self, exact: bool = False) -> np.ndarray:
+        """q in every row; in float mode a read-only view (no K copies of a large vocabulary)."""
+        if exact:
+            return super().marginals(exact)
+        return np.broadcast_to(self.draft, (self.k, self.n))
+
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
     ) -> np.ndarray:
@@ -463,9 +469,10 @@ class IID(_RatioPrefixLaw):
 class Independent(DraftLaw):
     """Drafts drawn independently from non-identical distributions: ``X_i ~ q_i``.
 
-    ``P(set(X) ⊆ T) = Π_i q_i(T)``. An optimal cut is an upper set of a positive linear score
-    ``Σ_i w_i q_i(y)/p(y)`` (theory.md), not of a single sort, so there is no prefix scan:
-    the optimum uses the subset method (small n) or the LP.
+    ``P(set(X) ⊆ T) = Π_i q_i(T)``. An optimal cut is a threshold set of the linear score
+    ``Σ_i q_i(y) Π_{j≠i} q_j(T) - p(y)``, whose weights depend on the cut itself, not a prefix
+    of one sort: the optimum uses ``method="threshold"`` (a branch and bound over the draft
+    masses, :mod:`multidraft.theory._independent`), the subset method (small n) or the LP.
     """
 
     name = "independent"
@@ -529,6 +536,14 @@ class Independent(DraftLaw):
             self._require_exact()
             return np.array(self._exact_drafts[position], dtype=object)
         return self.drafts[position].copy()
+
+    def marginals(self, exact: bool = False) -> np.ndarray:
+        """The drafts q_i as rows; in float mode a read-only view (no copy)."""
+        if exact:
+            return super().marginals(exact)
+        view = self.drafts.view()
+        view.flags.writeable = False
+        return view
 
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None

@@ -130,6 +130,7 @@ def optimum_advice(law: object, *, lp: bool = True) -> str:
     """Where to get the optimal acceptance of ``law`` instead, naming only routes that accept it.
 
     * a law with prefix structure (iid, wor, greedy, deterministic): the O(n log n) sorted scan;
+    * independent drafts (the Independent law): the threshold-set search, at any vocabulary;
     * otherwise, at most ``SUBSETS_LIMIT`` draftable tokens: the subset min-cut;
     * otherwise the transport LP (``lp=False`` when the LP itself is what was refused: then
       there is no exact route at this size and the advice says how to shrink the problem).
@@ -138,12 +139,14 @@ def optimum_advice(law: object, *, lp: bool = True) -> str:
     >>> optimum_advice(IID([0.5, 0.5], 2))
     "use multidraft.theory.optimal_acceptance(target, law, method='sorted') (prefix scan, O(n log n))"
     >>> optimum_advice(Independent([[0.5, 0.5], [0.2, 0.8]]))
-    "use multidraft.theory.optimal_acceptance(target, law, method='subsets') (min-cut over the subsets of the 2 draftable tokens)"
+    "use multidraft.theory.optimal_acceptance(target, law, method='threshold') (exact threshold-set search, any vocabulary)"
     """
     from multidraft.theory.laws import SUBSETS_LIMIT
 
     if law.has_prefix_structure:
         return "use multidraft.theory.optimal_acceptance(target, law, method='sorted') (prefix scan, O(n log n))"
+    if law.independent_drafts:
+        return "use multidraft.theory.optimal_acceptance(target, law, method='threshold') (exact threshold-set search, any vocabulary)"
     draftable = int(law.support.sum())
     if draftable <= SUBSETS_LIMIT:
         return (

@@ -15,7 +15,12 @@ Two independent routes compute it:
   argument in theory.md for iid, proof by the exponential race in
   :class:`~multidraft.theory.laws.WithoutReplacement` for wor), Greedy (its K-1
   fixed tokens first, then the rest by q̃/p) and Deterministic (the draft set first).
-  Independent (non-identical) drafts have no single-order structure.
+* ``method="threshold"``: independent drafts (Independent, non-identical, any K; IID too, as a
+  cross-check of the sorted scan). Their optimal cut is a
+  threshold set of the score ``Σ_i q_i(y) Π_{j≠i} q_j(T) - p(y)``, whose weights depend on the
+  cut itself; a branch and bound over boxes of the draft masses ``(q_1(T), ..., q_K(T))``
+  finds it (proof of completeness in :mod:`multidraft.theory._independent` and
+  docs/independent_optimum.md). Tens of milliseconds at n = 49152.
 
 ``exact=True`` runs either route in :class:`fractions.Fraction` arithmetic end to end.
 Every result carries its certificate: the minimising set T, whose cut value equals the
@@ -30,6 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from multidraft.theory._independent import product_cut
 from multidraft.theory.distributions import as_distribution, as_exact_distribution
 from multidraft.theory.limits import optimum_advice
 from multidraft.theory.laws import (
@@ -55,7 +61,7 @@ __all__ = [
 ]
 
 #: Methods accepted by :func:`optimal_acceptance`.
-METHODS = ("auto", "sorted", "subsets")
+METHODS = ("auto", "sorted", "subsets", "threshold")
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ class OptimalAcceptance:
     certificate : numpy.ndarray of int64 (read-only)
         A minimising token set T, sorted ascending.
     method : str
-        ``"sorted"`` or ``"subsets"``.
+        ``"sorted"``, ``"subsets"`` or ``"threshold"``.
     exact : bool
         Whether ``value`` is an exact Fraction.
     law : str
@@ -157,10 +163,12 @@ def optimal_acceptance(
         Target distribution p (Fractions or ``"a/b"`` strings for ``exact=True``).
     law : DraftLaw
         The draft law D (IID, Independent, WithoutReplacement, Greedy, Deterministic).
-    method : {"auto", "sorted", "subsets"}
-        ``sorted``: O(n log n) prefix scan (laws with prefix structure); ``subsets``: all
-        subsets of the tokens that are draftable and have p > 0 (at most 22 such tokens);
-        ``auto``: sorted where valid, else subsets.
+    method : {"auto", "sorted", "subsets", "threshold"}
+        ``sorted``: O(n log n) prefix scan (laws with prefix structure); ``threshold``: the
+        branch and bound over threshold sets (laws of independent drafts: Independent, IID);
+        ``subsets``: all subsets of the tokens that are draftable and have p > 0 (at most 22
+        such tokens); ``auto``: sorted where valid, threshold for Independent laws, else
+        subsets.
     exact : bool
         Fraction arithmetic end to end; needs exact target and draft probabilities.
 
@@ -173,6 +181,8 @@ def optimal_acceptance(
     ------
     ValueError
         Bad target, unknown method, a method the law does not support, n too large for subsets.
+    RuntimeError
+        ``threshold`` could not settle the optimum (a search limit; never a wrong number).
 
     Examples
     --------
@@ -186,11 +196,23 @@ def optimal_acceptance(
     >>> cut_value(["1/3", "1/6", "1/2"], law, result.certificate, exact=True) == result.value
     True
 
+    Two different drafts (Independent law): the threshold search, checked against all subsets.
+
+    >>> from multidraft.theory.laws import Independent
+    >>> pair = Independent([["1/5", "3/10", "1/2"], ["1/10", "1/10", "4/5"]])
+    >>> found = optimal_acceptance(["1/2", "3/10", "1/5"], pair, exact=True)
+    >>> found.value, found.certificate.tolist(), found.method
+    (Fraction(39, 50), [1, 2], 'threshold')
+    >>> optimal_acceptance(["1/2", "3/10", "1/5"], pair, method="subsets", exact=True).value
+    Fraction(39, 50)
+
     References
     ----------
     Khisti et al., "Multi-Draft Speculative Sampling: Canonical Decomposition and Theoretical
     Limits", ICLR 2025, Theorems 2-3 and Remark 2; Hu et al. 2025. Complexity: sorted
-    O(n log n) (WOR with K > 2: O(n·G·K) for G ≈ 100 quadrature nodes); subsets O(n 2^n).
+    O(n log n) (WOR with K > 2: O(n·G·K) for G ≈ 150-250 quadrature nodes); subsets O(n 2^n);
+    threshold O(n log n) plus O(K n) per deciding round (no proved bound on the number of
+    boxes; at most 33 measured).
     Exact mode orders tokens by exact ratios and sums Fractions throughout (the sorted scan
     for WOR with K > 1 enumerates the law's tuples).
     """
@@ -200,7 +222,14 @@ def optimal_acceptance(
     if exact:
         law._require_exact()
     if method == "auto":
-        method = "sorted" if law.has_prefix_structure else "subsets"
+        method = "sorted" if law.has_prefix_structure else "threshold" if law.independent_drafts else "subsets"
+    if method == "threshold":
+        if not law.independent_drafts:
+            raise ValueError(
+                f"method 'threshold' needs independent drafts (IID, Independent); the {law.name} law "
+                "needs method='sorted' or 'subsets'"
+            )
+        return _threshold(p, law, exact)
     if method == "sorted":
         if not law.has_prefix_structure:
             raise ValueError(
@@ -216,13 +245,40 @@ def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     contained = law.prefix_containment(order, exact=exact)
     if exact:
         prefix_p = np.array(list(itertools.accumulate((p[t] for t in order.tolist()), initial=Fraction(0))), dtype=object)
-    else:
-        prefix_p = np.zeros(law.n + 1)
-        np.cumsum(p[order], out=prefix_p[1:])
-    values = prefix_p + 1 - contained
-    best = int(np.argmin(values)) if not exact else min(range(len(values)), key=values.__getitem__)
-    value = values[best] if exact else float(min(values[best], 1.0))
+        values = prefix_p + 1 - contained
+        best = min(range(len(values)), key=values.__getitem__)
+        return OptimalAcceptance(values[best], _certificate(order[:best], law.n), "sorted", exact, law.name)
+    values = _prefix_cut_values(p, order, contained)  # p(T_j) - P(set(X) ⊆ T_j)
+    best = int(np.argmin(values))
+    value = float(min(1.0 + values[best], 1.0))
     return OptimalAcceptance(value, _certificate(order[:best], law.n), "sorted", exact, law.name)
+
+
+def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) -> np.ndarray:
+    """``p(T_j) - contained_j`` for the prefixes T_j of ``order`` along the last axis
+    (``[..., n + 1]``; the cut value is one more): a gather, a prefix sum and a subtraction
+    into one array, so the scan adds a few passes, and no allocation, to the sort."""
+    values = np.empty(contained.shape)
+    values[..., 0] = 0.0
+    if p.ndim == 1:
+        np.take(p, order, out=values[1:])
+    else:
+        values[..., 1:] = np.take_along_axis(p, order, axis=-1)
+    np.cumsum(values[..., 1:], axis=-1, out=values[..., 1:])
+    return np.subtract(values, contained, out=values)
+
+
+def _threshold(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
+    """The threshold-set search of :func:`~multidraft.theory._independent.product_cut` on the
+    law's draft marginals; the value is recomputed from the certificate as :func:`cut_value` does."""
+    tokens = product_cut(p, law.marginals(exact=exact), exact=exact).certificate
+    if exact:
+        value = sum((p[t] for t in tokens.tolist()), Fraction(0)) + 1 - law.containment_exact(tokens.tolist())
+    else:
+        mask = np.zeros(law.n, dtype=bool)
+        mask[tokens] = True
+        value = float(min(p[mask].sum() + 1.0 - law.containment(mask), 1.0))
+    return OptimalAcceptance(value, _certificate(tokens, law.n), "threshold", exact, law.name)
 
 
 def _subsets(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
@@ -265,34 +321,48 @@ def unit_acceptance(
     return UnitAcceptance(bool(holds), None if holds else optimum.certificate, optimum)
 
 
+#: Largest number of entries of the ``[rows, n]`` arrays one block of the batched scan works on
+#: (a whole batch at n = 131072 would allocate arrays of 10⁸ bytes, whose page faults cost more
+#: than the scan).
+_BATCH_BLOCK_ENTRIES = 1 << 19
+
+
 def optimal_acceptance_batch(target: object, draft: object, k: int, law: str = "iid") -> np.ndarray:
     """Optimal acceptance for a batch of (p, q) pairs ``[B, n]`` under an iid or wor law.
 
-    The same prefix scan as :func:`optimal_acceptance` (``method="sorted"``), vectorised over
-    the batch: ``P*_b = min_j [p_b(T_j) + 1 - P(set(X) ⊆ T_j)]`` over the prefixes of the
-    decreasing-q/p order of row b.
+    The same prefix scan as :func:`optimal_acceptance` (``method="sorted"``) for every row:
+    ``P*_b = min_j [p_b(T_j) + 1 - P(set(X) ⊆ T_j)]`` over the prefixes of the decreasing-q/p
+    order of row b, vectorised over blocks of rows small enough to stay in cache.
 
     >>> optimal_acceptance_batch([[0.5, 0.5], [1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]], k=2)
     array([1.  , 0.75])
     """
     k = check_k(k)
-    p = as_distribution(target, "target", batched=True)
-    q = as_distribution(draft, "draft", batched=True)
-    if p.shape != q.shape or p.ndim != 2:
-        raise ValueError(f"target and draft: expected equal shapes [B, n], got {p.shape} and {q.shape}")
-    order = ratio_order(p, q)
-    sorted_q = np.take_along_axis(q, order, axis=-1)
-    if law == "iid":
-        contained = iid_prefix_containment(sorted_q, k)
-    elif law == "wor":
-        support = np.count_nonzero(q, axis=-1)
-        if (support < k).any():
-            raise ValueError(f"k: without replacement needs k <= the draft support size, got k={k} > {support.min()}")
-        contained = wor_prefix_containment(sorted_q, k)
-    else:
+    if law not in ("iid", "wor"):
         raise ValueError(f"law: batched optimum supports 'iid' and 'wor', got {law!r}")
-    prefix_p = np.concatenate([np.zeros((p.shape[0], 1)), np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)], axis=-1)
-    return np.minimum((prefix_p + 1.0 - contained).min(axis=-1), 1.0)
+    target, draft = (
+        values if isinstance(values, np.ndarray) and values.dtype.kind in "fiu" else as_distribution(values, name, batched=True)
+        for values, name in ((target, "target"), (draft, "draft"))
+    )
+    if target.shape != draft.shape or target.ndim != 2:
+        raise ValueError(f"target and draft: expected equal shapes [B, n], got {target.shape} and {draft.shape}")
+    out = np.empty(target.shape[0])
+    block = max(1, _BATCH_BLOCK_ENTRIES // max(target.shape[1], 1))
+    for start in range(0, target.shape[0], block):
+        rows = slice(start, start + block)
+        p = as_distribution(target[rows], "target", batched=True)
+        q = as_distribution(draft[rows], "draft", batched=True)
+        order = ratio_order(p, q)
+        sorted_q = np.take_along_axis(q, order, axis=-1)
+        if law == "iid":
+            contained = iid_prefix_containment(sorted_q, k)
+        else:
+            support = np.count_nonzero(q, axis=-1)
+            if (support < k).any():
+                raise ValueError(f"k: without replacement needs k <= the draft support size, got k={k} > {support.min()}")
+            contained = wor_prefix_containment(sorted_q, k)
+        out[rows] = np.minimum(1.0 + _prefix_cut_values(p, order, contained).min(axis=-1), 1.0)
+    return out
 
 
 def single_draft_acceptance(target: object, draft: object, exact: bool = False) -> float | Fraction:

@@ -149,16 +149,15 @@ class CurtainRule:
         return out
 
 
-def _water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str) -> float:
+def _water_level(values: np.ndarray, masses: np.ndarray, density: np.ndarray, total: float, clip: str) -> float:
     """The level λ with ``Σ min(v_i, λ m_i) = total`` (``clip="min"``) or ``Σ max(v_i, λ m_i)
-    = total`` (``clip="max"``), for ``v/m`` sorted increasingly and m > 0.
+    = total`` (``clip="max"``), for ``density = v/m`` sorted increasingly and m > 0.
 
     Both sums are piecewise linear and increasing in λ: locate the bracketing breakpoints
     λ_j = v_j/m_j on prefix sums, then solve on that segment with the segment's sums taken
     directly (no cancelling differences of prefix sums). Returns inf (``min``: every token
     keeps v) or 0 (``max``: likewise) when the plain sum already reaches the total.
     """
-    density = values / masses
     value_before = np.cumsum(values) - values  # Σ_{i<j} v_i
     mass_before = np.cumsum(masses) - masses  # Σ_{i<j} m_i
     mass_total, value_total = mass_before[-1] + masses[-1], value_before[-1] + values[-1]
@@ -176,31 +175,43 @@ def _water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str
     return (total - values[j:].sum()) / masses[:j].sum() if j > 0 else 0.0
 
 
-def _part_groups(p: np.ndarray, q: np.ndarray, tokens: np.ndarray, weight_total: float, clip: str):
-    """Groups of one part (U or T*), tokens given by increasing p/q with q > 0: free tokens (r = p)
-    alone, the pool (r ∝ q) as one group; ordered by decreasing density r/q.
+def _part_layout(values: np.ndarray, masses: np.ndarray, lo: float, hi: float, k: int, clip: str):
+    """The nested layout of one part, U (``clip="min"``, r* = min(p, λq)) or T* (``"max"``,
+    r* = max(p, μq)), in [lo, hi), for its tokens' p and q sorted by increasing p/q (q > 0).
 
-    Returns ``(group_tokens, mass, weight, pool_tokens)``: ``group_tokens`` lists the free tokens
-    in group order (the pool, if any, is the extra group at the front for ``min`` and the back
-    for ``max``).
+    The free tokens (r* = p) are a prefix of U and a suffix of T* in that order; the pool
+    (r* ∝ q) is one group. Groups go by decreasing density: U's pool first, then its free
+    tokens from the highest p/q; T*'s free tokens from the highest p/q, then its pool.
+
+    Returns ``(group_of_token, (group, start, end), group_density)``: the group of each token
+    of the part (in the given order), the pieces, and each group's realised weight / length.
     """
-    values, masses = p[tokens], q[tokens]
-    level = _water_level(values, masses, weight_total, clip)
-    if clip == "min":  # U: r = min(p, λ q); free where p < λ q (low densities, the first tokens)
-        free = values < level * masses
-        free_tokens, pool = tokens[free][::-1], tokens[~free]  # decreasing density
-        mass, weight = q[free_tokens], p[free_tokens]
-        if pool.size:
-            mass = np.concatenate([[q[pool].sum()], mass])
-            weight = np.concatenate([[max(weight_total - weight.sum(), 0.0)], weight])
-    else:  # T*: r = max(p, μ q); free where p > μ q (high densities, the last tokens)
-        free = values > level * masses
-        free_tokens, pool = tokens[free][::-1], tokens[~free]
-        mass, weight = q[free_tokens], p[free_tokens]
-        if pool.size:
-            mass = np.concatenate([mass, [q[pool].sum()]])
-            weight = np.concatenate([weight, [max(weight_total - weight.sum(), 0.0)]])
-    return free_tokens, mass, weight, pool
+    size = len(values)
+    density = values / masses
+    total = float(interval_weight(lo, hi, k))  # h(U) = W(0, q(U)); q(T*)^K = W(q(U), 1)
+    level = _water_level(values, masses, density, total, clip)
+    if clip == "min":
+        free = int(np.searchsorted(density, level, side="left"))  # density < λ
+        free_values, free_masses = values[:free][::-1], masses[:free][::-1]
+        pooled = size > free
+        group_of_token = np.full(size, 0, dtype=np.int64)
+        group_of_token[:free] = np.arange(free, 0, -1) - (0 if pooled else 1)
+        pool_mass, pool_weight = masses[free:].sum(), max(total - free_values.sum(), 0.0)
+        mass = np.concatenate([[pool_mass], free_masses]) if pooled else free_masses
+        weight = np.concatenate([[pool_weight], free_values]) if pooled else free_values
+    else:
+        pool = int(np.searchsorted(density, level, side="right"))  # density <= μ
+        free_values, free_masses = values[pool:][::-1], masses[pool:][::-1]
+        group_of_token = np.full(size, size - pool, dtype=np.int64)
+        group_of_token[pool:] = np.arange(size - pool - 1, -1, -1)
+        pool_mass, pool_weight = masses[:pool].sum(), max(total - free_values.sum(), 0.0)
+        mass = np.concatenate([free_masses, [pool_mass]]) if pool else free_masses
+        weight = np.concatenate([free_values, [pool_weight]]) if pool else free_values
+    if k == 1:  # w = 1: any tiling realises r = q; lay the groups side by side
+        end = lo + np.cumsum(mass)
+        return group_of_token, (np.arange(len(mass)), end - mass, end), np.ones(len(mass))
+    group, start, end, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
+    return group_of_token, (group, start, end), realised_weight / realised_length
 
 
 def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule:
@@ -249,39 +260,35 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule:
         raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
     q, k, n = law.draft, law.k, law.n
     order = law.scan_order(p)
+    p_sorted, q_sorted = p[order], q[order]
     contained = law.prefix_containment(order)
-    prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
+    prefix_p = np.concatenate([[0.0], np.cumsum(p_sorted)])
     best = int(np.argmin(prefix_p + 1.0 - contained))
     optimum = float(min(prefix_p[best] + 1.0 - contained[best], 1.0))
-    cut, rest = order[:best], order[best:]
-    parts = [part[q[part] > 0] for part in (rest, cut)]  # undraftable tokens: r = 0, no positions
-    boundary = float(q[parts[0]].sum())  # q(U): U's sets tile [0, q(U)), T*'s tile [q(U), 1)
-
-    token_group = np.full(n, -1, dtype=np.int64)
-    layouts = []
+    # In the scan order T* = [0, best) and U = [best, n); undraftable tokens (q = 0) come last
+    # (ratio 0) and get r = 0 and no positions.
+    draftable = int(np.count_nonzero(q_sorted))
+    best = min(best, draftable)
+    boundary = float(q_sorted[best:draftable].sum())  # q(U): U's sets tile [0, q(U)), T*'s [q(U), 1)
+    group_sorted = np.full(n, -1, dtype=np.int64)
+    pieces, densities = [], []
     groups = 0
-    for tokens, clip, lo, hi in ((parts[0], "min", 0.0, boundary), (parts[1], "max", boundary, 1.0)):
-        if tokens.size == 0:
+    for span, clip, lo, hi in ((slice(best, draftable), "min", 0.0, boundary), (slice(0, best), "max", boundary, 1.0)):
+        if span.stop <= span.start:
             continue
-        total = float(interval_weight(lo, hi, k))  # h(U) = W(0, q(U)); q(T*)^K = W(q(U), 1)
-        free, mass, weight, pool = _part_groups(p, q, tokens, total, clip)
-        first_free = 1 if clip == "min" and pool.size else 0
-        token_group[free] = groups + first_free + np.arange(len(free))
-        if pool.size:
-            token_group[pool] = groups + (0 if clip == "min" else len(free))
-        if k == 1:  # w = 1: any tiling realises r = q; lay the groups side by side
-            end = lo + np.cumsum(mass)
-            layouts.append((np.arange(len(mass)) + groups, end - mass, end, mass, mass))
-        else:
-            g, a, b, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
-            layouts.append((g + groups, a, b, realised_weight, realised_length))
-        groups += len(mass)
-    group, start, end, group_weight, group_length = (np.concatenate(column) for column in zip(*layouts))
+        group_of_token, (g, a, b), density = _part_layout(p_sorted[span], q_sorted[span], lo, hi, k, clip)
+        group_sorted[span] = group_of_token + groups
+        pieces.append((g + groups, a, b))
+        densities.append(density)
+        groups += len(density)
+    token_group = np.empty(n, dtype=np.int64)
+    token_group[order] = group_sorted
+    group, start, end = (np.concatenate(column) for column in zip(*pieces))
     in_cut = np.zeros(n, dtype=bool)
-    in_cut[cut] = True
+    in_cut[order[:best]] = True
     certificate = np.flatnonzero(in_cut)
     certificate.flags.writeable = False
-    rule = _rule(p, q, k, optimum, certificate, token_group, group, start, end, group_weight / group_length, None)
+    rule = _rule(p, q, k, optimum, certificate, token_group, group, start, end, np.concatenate(densities), None)
     if np.isfinite(rule.selection_law).all() and rule.acceptance >= optimum - FIT_TOLERANCE:
         return rule
     # A failed fit (never seen; guards against rounding gone wrong): one shared position set,

@@ -1,0 +1,154 @@
+"""What a measurement runs: one frozen, validated configuration, checked before any model loads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from multidraft.decoding.drafting import Sampling
+from multidraft.decoding.generation import check_without_replacement, resolve_scheme
+from multidraft.decoding.models import resolve_device
+from multidraft.decoding.verification import representative_law
+from multidraft.theory.distributions import check_count
+from multidraft.theory.laws import check_k
+
+__all__ = ["DEFAULT_PROMPTS", "MeasureConfig", "check_prompts"]
+
+#: Prompts used when none are given (open-ended, so that sampling matters).
+DEFAULT_PROMPTS = (
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain how a refrigerator works to a ten-year-old.",
+    "List some ideas for a weekend trip in the mountains and say why each is fun.",
+    "Describe the taste of your favourite fruit without naming it.",
+)
+#: Seeds are non-negative and fit a torch generator with room for the baseline's seed + 1.
+SEED_LIMIT = 2**63 - 1
+
+
+def check_prompts(prompts: Sequence[str] | None) -> tuple[str, ...]:
+    """The prompts as a tuple of non-empty strings (``None``: :data:`DEFAULT_PROMPTS`)."""
+    if prompts is None:
+        return DEFAULT_PROMPTS
+    if isinstance(prompts, str):
+        raise ValueError("prompts: expected a sequence of strings, got one string (wrap it in a list)")
+    prompts = tuple(prompts)
+    if len(prompts) == 0:
+        raise ValueError("prompts: the prompt list is empty; give at least one prompt (or None for the defaults)")
+    for text in prompts:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"prompts: every prompt must be a non-empty string, got {text!r}")
+    return prompts
+
+
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """The settings of one :func:`~multidraft.decoding.measure` run, validated on construction
+    (no model needed, so every bad value is refused before a model loads).
+
+    Attributes
+    ----------
+    k, length : int
+        Number of drafts K and tokens per draft L (>= 1).
+    scheme : Scheme
+        The selection rule (a registry name is resolved on construction); it must support
+        the root law of the drafts.
+    prompts : tuple of str
+        Non-empty prompts (default :data:`DEFAULT_PROMPTS`).
+    max_new_tokens : int
+        New tokens per prompt (>= 1).
+    seed : int
+        In ``[0, 2**63 - 1)``; seeds drafting and selection (and, plus one, the baseline).
+    target_sampling : Sampling
+        The target's processing; p is recorded after it.
+    draft_sampling : tuple of Sampling
+        One per draft (a single value is repeated K times); unequal ones make the drafts
+        non-identical (Independent law).
+    without_replacement : bool
+        Draw the K first tokens without replacement (one shared draft sampling, T > 0, top-p 1).
+    device : str
+        Where models given by name load (``auto``: cuda, mps, cpu); a device torch does not
+        report is refused.
+    compile : bool
+        Static KV caches and compiled forwards (:mod:`multidraft.decoding.state`).
+    baseline : bool
+        Time plain autoregressive decoding of the same prompts in the same run (speed-up).
+    """
+
+    k: int = 2
+    length: int = 4
+    scheme: Any = "specinfer"
+    prompts: tuple[str, ...] = DEFAULT_PROMPTS
+    max_new_tokens: int = 32
+    seed: int = 0
+    target_sampling: Sampling = Sampling()
+    draft_sampling: tuple[Sampling, ...] = (Sampling(1.5),)
+    without_replacement: bool = False
+    device: str = "auto"
+    compile: bool = False
+    baseline: bool = True
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        k = check_k(self.k)
+        put(self, "k", k)
+        put(self, "length", check_count(self.length, "length"))
+        put(self, "max_new_tokens", check_count(self.max_new_tokens, "max_new_tokens"))
+        put(self, "prompts", check_prompts(self.prompts))
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+            raise ValueError(f"seed: expected an integer in [0, 2**63 - 1), got {seed!r}")
+        if not isinstance(self.target_sampling, Sampling):
+            raise ValueError(f"target_sampling: expected a Sampling, got {type(self.target_sampling).__name__}")
+        put(self, "draft_sampling", _per_draft(self.draft_sampling, k))
+        for name in ("without_replacement", "compile", "baseline"):
+            _flag(getattr(self, name), name)
+        check_without_replacement(self.draft_sampling, self.without_replacement)
+        if not isinstance(self.device, str):
+            raise ValueError(f"device: expected a device name such as 'cpu' or 'cuda', got {self.device!r}")
+        resolve_device(self.device)
+        put(self, "scheme", resolve_scheme(self.scheme))
+        self._check_scheme_law()
+
+    @property
+    def scheme_name(self) -> str:
+        """The scheme's registry name (its class name for an unnamed object)."""
+        return str(getattr(self.scheme, "name", type(self.scheme).__name__))
+
+    @property
+    def root_law(self) -> str:
+        """Kind of the K drafts' law at the root: ``wor``, ``independent`` or ``iid``."""
+        if self.without_replacement:
+            return "wor"
+        return "independent" if len(set(self.draft_sampling)) > 1 else "iid"
+
+    def _check_scheme_law(self) -> None:
+        supports = getattr(self.scheme, "supports", None)
+        if supports is None or supports(representative_law(self.root_law, self.k)):
+            return
+        raise ValueError(
+            f"scheme: {self.scheme_name!r} supports the laws "
+            f"{tuple(getattr(self.scheme, 'supported_laws', ()))}, but does not apply to these drafts "
+            f"(the {self.root_law} law with k={self.k})"
+        )
+
+
+def _per_draft(values: Sampling | Sequence[Sampling], k: int) -> tuple[Sampling, ...]:
+    """One :class:`Sampling` or K of them, as K."""
+    if isinstance(values, Sampling):
+        values = (values,)
+    elif isinstance(values, Sequence) and not isinstance(values, str):
+        values = tuple(values)
+    if not isinstance(values, tuple) or not values or not all(isinstance(v, Sampling) for v in values):
+        raise ValueError(f"draft_sampling: expected a Sampling or a sequence of them, got {values!r}")
+    if len(values) == 1:
+        return values * k
+    if len(values) != k:
+        raise ValueError(f"draft_sampling: give one Sampling or k={k} of them, got {len(values)}")
+    return values

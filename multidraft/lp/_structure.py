@@ -1,0 +1,325 @@
+"""Draft structures: the atoms of a draft law with their symbolic probabilities D(x), and the
+exact algebra on the simplex that the double-description duals of :mod:`multidraft.lp.cones`
+are simplified and compared in.
+
+A :class:`DraftStructure` lists the draft atoms x (tuples, or multisets for an exchangeable law)
+with D(x) as sympy expressions in ``p0..p{n-1}`` and ``q0..q{n-1}`` (``q1_0.., q2_0..`` for
+independent drafts), gives the closed form of ``P_D(set(X) ⊆ T)`` from the law's definition,
+and reduces any expression to a canonical form ``N / L`` on the simplex (each family's last
+symbol eliminated by Σ q = 1, L the law's fixed common denominator), so that two expressions
+agree on the simplex iff their forms are equal. Public names are re-exported by
+:mod:`multidraft.lp.cones`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+
+import numpy as np
+import sympy
+from sympy.polys.rings import PolyRing
+
+from multidraft.lp._solve import ProblemTooLargeError
+from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
+from multidraft.theory.laws import check_k
+
+__all__ = [
+    "CONE_LAWS",
+    "ATOM_LIMIT",
+    "Subset",
+    "Vector",
+    "DraftStructure",
+    "draft_structure",
+    "atom_count",
+    "unit_count",
+    "check_arguments",
+    "never_contains",
+]
+
+#: Draft laws with a symbolic structure here.
+CONE_LAWS = ("iid", "wor", "independent")
+#: Most atoms :func:`draft_structure` builds symbolically.
+ATOM_LIMIT = 10_000
+
+Subset = tuple[int, ...]
+Vector = tuple[Fraction, ...]
+
+
+def _atom_tokens(n: int, k: int, law: str, merged: bool) -> list[tuple[int, ...]]:
+    if law == "wor":
+        return list(itertools.combinations(range(n), k) if merged else itertools.permutations(range(n), k))
+    if merged:
+        return list(itertools.combinations_with_replacement(range(n), k))
+    return list(itertools.product(range(n), repeat=k))
+
+
+def atom_count(n: int, k: int, law: str, merged: bool) -> int:
+    """Number of draft atoms: K-tuples or K-multisets of Ω (iid, independent); K-permutations
+    or K-subsets (without replacement)."""
+    if law == "wor":
+        return math.comb(n, k) if merged else math.perm(n, k)
+    return math.comb(n + k - 1, k) if merged else n**k
+
+
+def unit_count(n: int, k: int, law: str, merged: bool) -> int:
+    """Σ_x |set(x)| over the atoms: the number of constraints of the acceptance-one cone."""
+    if law == "wor":
+        return k * atom_count(n, k, law, merged)
+    if merged:
+        return n * math.comb(n + k - 2, k - 1)
+    return n * (n**k - (n - 1) ** k)
+
+
+def check_arguments(n: int, k: int, law: str, merge: bool | None) -> tuple[int, int, str, bool]:
+    """Validated ``(n, k, law, merged)``; ``merge=None`` merges exactly the exchangeable laws."""
+    n = check_count(n, "n", meaning="the vocabulary size")
+    k = check_k(k)
+    if law not in CONE_LAWS:
+        raise ValueError(f"law: unknown draft law {law!r}; choose one of {', '.join(CONE_LAWS)}")
+    if law == "wor" and k > n:
+        raise ValueError(f"k: without replacement needs k <= n, got k={k} > n={n}")
+    if merge is None:
+        merge = law != "independent"
+    if merge and law == "independent":
+        raise ValueError("merge: independent (non-identical) drafts are not exchangeable; tuples cannot be merged")
+    return int(n), k, law, bool(merge)
+
+
+@dataclass(frozen=True)
+class DraftStructure:
+    """The atoms of a draft law with their symbolic probabilities D(x).
+
+    Attributes
+    ----------
+    n, k : int
+        Vocabulary size and number of drafts.
+    law : str
+        ``"iid"``, ``"wor"`` or ``"independent"``: decides :meth:`containment` (the closed form
+        of P_D(set(X) ⊆ T) taken from the law's definition, not from ``atoms``).
+    merged : bool
+        Whether atoms are multisets (exchangeable laws) rather than ordered tuples.
+    atoms : tuple of tuple of int
+        The draft atoms x (sorted when merged).
+    probabilities : tuple of sympy.Expr
+        D(x) for each atom, valid on the simplex Σ q = 1.
+    target : tuple of sympy.Symbol
+        ``p0..p{n-1}``.
+    drafts : tuple of tuple of sympy.Symbol
+        One symbol family per draft distribution: ``(q0..,)`` or ``(q1_0.., q2_0.., ...)``.
+    """
+
+    n: int
+    k: int
+    law: str
+    merged: bool
+    atoms: tuple[tuple[int, ...], ...]
+    probabilities: tuple[sympy.Expr, ...]
+    target: tuple[sympy.Symbol, ...]
+    drafts: tuple[tuple[sympy.Symbol, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.atoms) != len(self.probabilities):
+            raise ValueError(
+                f"atoms: {len(self.atoms)} atoms but {len(self.probabilities)} probabilities"
+            )
+        if not self.atoms:
+            raise ValueError("atoms: a draft structure needs at least one atom")
+        for atom in self.atoms:
+            if len(atom) != self.k or not all(0 <= t < self.n for t in atom):
+                raise ValueError(f"atoms: {atom!r} is not a {self.k}-tuple of tokens in [0, {self.n})")
+
+    @property
+    def symbols(self) -> tuple[sympy.Symbol, ...]:
+        """All symbols: the target's, then each draft family's."""
+        return self.target + tuple(s for family in self.drafts for s in family)
+
+    def containment(self, tokens: Sequence[int]) -> sympy.Expr:
+        """Closed form of ``P_D(set(X) ⊆ T)`` from the law's definition.
+
+        iid: q(T)^K; independent: Π_i q_i(T); without replacement: Σ over ordered K-tuples of
+        distinct tokens of T of Π_i q(x_i) / (1 - Σ_{j<i} q(x_j)).
+        """
+        tokens = sorted(set(tokens))
+        if self.law == "iid":
+            return sympy.Add(*(self.drafts[0][t] for t in tokens)) ** self.k
+        if self.law == "independent":
+            return sympy.Mul(*(sympy.Add(*(family[t] for t in tokens)) for family in self.drafts))
+        return sympy.Add(*(_wor_sequence(self.drafts[0], x) for x in itertools.permutations(tokens, self.k)))
+
+    def on_simplex(self, expression: sympy.Expr) -> sympy.Expr:
+        """Canonical form ``N / L`` of an expression on the simplex.
+
+        Each draft family's last symbol is replaced by ``1 - Σ others``; L is the fixed common
+        denominator of the law (the product of the factors ``1 - q(S)`` of the
+        without-replacement probabilities; 1 for iid and independent drafts) and N the
+        expanded polynomial ``expression · L`` in the remaining symbols. Two expressions agree
+        on the simplex iff their forms are equal; a zero form proves an identity (a
+        polynomial vanishing on an open set is zero).
+
+        >>> s = draft_structure(2, 2)
+        >>> s.on_simplex(sum(s.probabilities))
+        1
+        >>> draft_structure(3, 2, "wor").on_simplex(draft_structure(3, 2, "wor").containment([0, 1, 2]))
+        1
+        """
+        return self._reduced(expression).as_expr() / self._algebra[3].as_expr()
+
+    @cached_property
+    def _algebra(self):
+        """(ring, substitution, denominator factors {base: power}, L as a ring element)."""
+        free = self.target + tuple(s for family in self.drafts for s in family[:-1])
+        ring = PolyRing(free, sympy.QQ)
+        last = {family[-1]: 1 - sympy.Add(*family[:-1]) for family in self.drafts}
+        factors: dict[sympy.Expr, int] = {}
+        for expression in (*self.probabilities, self.containment(range(self.n))):
+            for term in sympy.Add.make_args(expression):
+                for base, power in _split(term)[1].items():
+                    factors[base] = max(factors.get(base, 0), power)
+        bases = {base: ring.from_expr(base.xreplace(last)) for base in factors}
+        common = ring.one
+        for base, power in factors.items():
+            common *= bases[base] ** power
+        cofactors: dict[frozenset, object] = {}  # L / (a term's denominator), memoised
+        return ring, last, factors, common, bases, cofactors
+
+    def _reduced(self, expression: sympy.Expr):
+        """The numerator N of :meth:`on_simplex` as a (hashable) ring element."""
+        ring, last, factors, _, bases, cofactors = self._algebra
+        total = ring.zero
+        for term in sympy.Add.make_args(expression):
+            numerator, denominator = _split(term)
+            if any(power > factors.get(base, 0) for base, power in denominator.items()):
+                raise ValueError(
+                    f"expression: a denominator of {term} is not among the draft law's {sorted(map(str, factors))}"
+                )
+            try:
+                poly = ring.from_expr(numerator.xreplace(last))
+            except ValueError:
+                raise ValueError(f"expression: {term} is not a polynomial over the law's denominators") from None
+            key = frozenset(denominator.items())
+            if key not in cofactors:
+                cofactor = ring.one
+                for base, power in factors.items():
+                    cofactor *= bases[base] ** (power - denominator.get(base, 0))
+                cofactors[key] = cofactor
+            total += poly * cofactors[key]
+        return total
+
+    @cached_property
+    def _reduced_atoms(self) -> tuple:
+        """N for every atom probability D(x): formulas reduce by linear combination."""
+        return tuple(self._reduced(d) for d in self.probabilities)
+
+    def _reduced_combination(self, weights: Sequence[Fraction]):
+        ring = self._algebra[0]
+        total = ring.zero
+        for weight, atom in zip(weights, self._reduced_atoms):
+            if weight:
+                total += atom * ring.domain(weight.numerator, weight.denominator)
+        return total
+
+    @cached_property
+    def _float_probabilities(self):
+        """D(x) for all atoms as one float function of (p, q...) (sympy.lambdify, math module)."""
+        return sympy.lambdify(self.symbols, list(self.probabilities), "math")
+
+    def atom_values(self, target: object, draft: object) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Evaluate ``(p, D(x) for every atom, exact)`` at a point.
+
+        ``draft`` is one distribution (iid, wor) or a sequence of K (independent). Exact
+        Fractions (or ``"a/b"`` strings) give exact object arrays; floats give float arrays.
+        """
+        families = [draft] if len(self.drafts) == 1 else list(draft)
+        if len(families) != len(self.drafts):
+            raise ValueError(
+                f"draft: the {self.law} law needs {len(self.drafts)} draft distributions, got {len(families)}"
+            )
+        exact = is_exact_input(target) and all(is_exact_input(f) for f in families)
+        convert = as_exact_distribution if exact else as_distribution
+        p = convert(target, "target")
+        qs = [convert(f, "draft" if len(families) == 1 else f"draft[{i}]") for i, f in enumerate(families)]
+        for name, values in [("target", p)] + [("draft", q) for q in qs]:
+            if len(values) != self.n:
+                raise ValueError(f"{name}: length {len(values)} does not match n={self.n}")
+        if exact:
+            coordinates = (*p, *itertools.chain(*qs))
+            mapping = {s: sympy.Rational(v.numerator, v.denominator) for s, v in zip(self.symbols, coordinates)}
+            values = [expression.xreplace(mapping) for expression in self.probabilities]
+            if not all(isinstance(v, sympy.Rational) for v in values):
+                raise ValueError("draft: the draft law's probabilities are undefined at this point")
+            atoms = np.array([Fraction(int(v.p), int(v.q)) for v in values], dtype=object)
+            return np.array(p, dtype=object), atoms, True
+        try:
+            atoms = np.asarray(self._float_probabilities(*p, *itertools.chain(*qs)), dtype=np.float64).reshape(-1)
+        except ZeroDivisionError:
+            raise ValueError("draft: the draft law's probabilities are undefined at this point") from None
+        return p, atoms, False
+
+
+def _split(term: sympy.Expr) -> tuple[sympy.Expr, dict[sympy.Expr, int]]:
+    """A product term as (numerator, {denominator base: power})."""
+    numerator, denominator = [], {}
+    for factor in sympy.Mul.make_args(term):
+        base, power = factor.as_base_exp()
+        if power.is_Integer and power < 0:
+            denominator[base] = denominator.get(base, 0) - int(power)
+        else:
+            numerator.append(factor)
+    return sympy.Mul(*numerator), denominator
+
+
+def _wor_sequence(family: Sequence[sympy.Symbol], ordered: Sequence[int]) -> sympy.Expr:
+    """Π_i q(x_i) / (1 - Σ_{j<i} q(x_j)): one ordered draw without replacement."""
+    factors, drawn = [], []
+    for t in ordered:
+        factors.append(family[t] / (1 - sympy.Add(*drawn)) if drawn else family[t])
+        drawn.append(family[t])
+    return sympy.Mul(*factors)
+
+
+def draft_structure(n: int, k: int, law: str = "iid", *, merge: bool | None = None) -> DraftStructure:
+    """The atoms x and symbolic probabilities D(x) of a draft law on Ω = {0..n-1}.
+
+    iid: D(x) = Π_i q(x_i) per tuple, or multinomial(K; counts) · Π_i q(x_i) per multiset;
+    independent: D(x) = Π_i q_i(x_i) per tuple; wor: the sequential product per tuple of
+    distinct tokens, summed over orderings per set. ``merge=None`` merges exactly the
+    exchangeable laws (iid, wor).
+
+    >>> s = draft_structure(2, 2)
+    >>> s.atoms, s.probabilities
+    (((0, 0), (0, 1), (1, 1)), (q0**2, 2*q0*q1, q1**2))
+    >>> draft_structure(2, 2, "independent").probabilities[1]
+    q1_0*q2_1
+    """
+    n, k, law, merged = check_arguments(n, k, law, merge)
+    count = atom_count(n, k, law, merged)
+    if count > ATOM_LIMIT:
+        raise ProblemTooLargeError(f"n={n}, k={k}, law={law}: {count} draft atoms exceed the limit of {ATOM_LIMIT}")
+    target = sympy.symbols(f"p0:{n}")
+    if law == "independent":
+        drafts = tuple(sympy.symbols(f"q{i + 1}_0:{n}") for i in range(k))
+    else:
+        drafts = (sympy.symbols(f"q0:{n}"),)
+    atoms = _atom_tokens(n, k, law, merged)
+    probabilities = []
+    for atom in atoms:
+        if law == "independent":
+            probabilities.append(sympy.Mul(*(drafts[i][t] for i, t in enumerate(atom))))
+        elif law == "wor":
+            orders = itertools.permutations(atom) if merged else [atom]
+            probabilities.append(sympy.Add(*(_wor_sequence(drafts[0], x) for x in orders)))
+        else:
+            q = drafts[0]
+            weight = math.factorial(k) // math.prod(math.factorial(atom.count(t)) for t in set(atom)) if merged else 1
+            probabilities.append(weight * sympy.Mul(*(q[t] for t in atom)))
+    return DraftStructure(n, k, law, merged, tuple(atoms), tuple(probabilities), tuple(target), tuple(drafts))
+
+
+def never_contains(structure: DraftStructure, subset: Subset) -> bool:
+    """Whether P_D(set(X) ⊆ T) ≡ 0 on the simplex (T = ∅; |T| < K without replacement)."""
+    return structure._reduced(structure.containment(subset)) == 0

@@ -1,0 +1,434 @@
+"""The exact min-cut for independent, non-identical drafts: threshold sets found by branch and bound.
+
+Drafts ``X_i ~ q_i`` independently (i = 1..K) contain ``P(set(X) ⊆ T) = Π_i q_i(T)``, so by
+max-flow/min-cut (theory.md, "Optimal acceptance in closed form")
+
+    P* = 1 + min_{T ⊆ Ω} F(T),        F(T) = p(T) - Π_i q_i(T).
+
+Write ``c(T) = (q_1(T), ..., q_K(T))`` for the draft masses of T and, for ``c >= 0``, the score
+of token y
+
+    s_y(c) = Σ_i q_i(y) Π_{j≠i} c_j - p(y),
+
+which is nondecreasing in every ``c_j``. The search and the proof that it is complete
+(docs/independent_optimum.md has the same argument with the checks that back it):
+
+**Reductions** (each keeps a minimiser). (R1) A token with ``p(y) = 0 < max_i q_i(y)`` never
+raises F when added: it is put in T. (R2) A token no draft can take never lowers F: it is left
+out. (R3) Tokens whose vectors ``(p, q_1, ..., q_K)(y)`` are parallel merge into one: with the
+rest of T fixed, F is concave in the merged mass t (``F'' = -Σ_{i≠j} q_i q_j Π_{k≠i,j}(...) <= 0``),
+so all or none of a class is optimal. Below, T* is a minimiser that obeys (R1)-(R3) and
+``c* = c(T*)``.
+
+**Lemma 1 (threshold).** ``{y : s_y(c*) > 0} ⊆ T* ⊆ {y : s_y(c*) >= 0}``.
+*Proof.* For y ∉ T*, ``F(T* ∪ y) >= F(T*)`` gives ``p(y) >= Π_i (c*_i + q_i(y)) - Π_i c*_i``; the
+terms of the expanded product that are linear in q(y) sum to ``Σ_i q_i(y) Π_{j≠i} c*_j`` and the
+others are >= 0, so ``s_y(c*) <= 0``. For y ∈ T*, ``F(T* \\ y) >= F(T*)`` gives
+``p(y) <= Π_i c*_i - Π_i (c*_i - q_i(y)) = Σ_i q_i(y) Π_{j<i} (c*_j - q_j(y)) Π_{j>i} c*_j``
+(a telescoping sum) ``<= Σ_i q_i(y) Π_{j≠i} c*_j``, since ``0 <= c*_j - q_j(y) <= c*_j``; so
+``s_y(c*) >= 0``. ∎ (For K = 2 the dropped terms are ``±q_1(y) q_2(y)``: the band of issue 13.)
+
+So T* is an upper set of a linear score with positive weights ``Π_{j≠i} c*_j`` — a halfspace in
+the ``(q_1/p, ..., q_K/p)`` space — but the weights depend on T* itself, and there are
+O(n^K) halfspace sets. The search looks for c* instead, in boxes ``W = [l, h]``, each with the
+tokens it has decided inside (IN) and those still undecided (M).
+
+**Lemma 2 (a box decides tokens).** If ``c* ∈ W`` then ``s_y(l) > 0`` implies y ∈ T* and
+``s_y(h) < 0`` implies y ∉ T* (monotonicity and Lemma 1). Hence ``IN ⊆ T* ⊆ IN ∪ M`` and
+``c(IN) <= c* <= c(IN ∪ M)``: W shrinks to ``W ∩ [c(IN), c(IN ∪ M)]``, and an empty box
+holds no c*. Deciding and shrinking repeat until nothing changes.
+
+**Lemma 3 (lower bound).** If ``L(c) = v·c + κ >= Π_i c_i`` on W, every T with ``c(T) ∈ W`` and
+``IN ⊆ T ⊆ IN ∪ M`` has ``F(T) >= Σ_{y∈IN} (p(y) - v·q(y)) + Σ_{y∈M} min(0, p(y) - v·q(y)) - κ``.
+Such L come from McCormick's inequalities: for ``R ∈ [R_l, R_u]`` and ``x ∈ [x_l, x_u]``,
+``R x <= R_u x + x_l R - R_u x_l`` and ``R x <= R_l x + x_u R - R_l x_u``; apply them to
+``R = Π_{i<k} c_σ(i)`` along an order σ, replacing R by its own bound (its coefficient
+``x_l`` or ``x_u`` is >= 0). For K = 2 the two bounds are ``G(l_2, h_1)`` and ``G(h_2, l_1)``
+with ``G(w_1, w_2) = w_1 w_2 - Σ_y (w_1 q_1(y) + w_2 q_2(y) - p(y))₊`` (w_1 in the role of
+``q_2(T)``, w_2 of ``q_1(T)``).
+
+**Search.** Best first over boxes, from ``W_0 = [c(R1), c(R1) + c(rest)]``. At each box:
+decide and shrink (Lemma 2); offer IN as a candidate; when at most :data:`LEAF_SIZE` classes
+are undecided, evaluate all sets ``IN ∪ S``, S ⊆ M; otherwise discard the box when its
+bound (Lemma 3) is not below the best F found, else halve its widest side (weighted by
+``Π_{j≠i} h_j``). The first box also offers every prefix of M in the order of the score at its
+centre, a good first candidate.
+
+**Theorem (completeness).** The search returns a minimiser of F. *Proof.* Follow the boxes that
+contain c*: the first one does; deciding never excludes a token of T* nor includes one outside
+it (Lemma 2), shrinking keeps c*, a split keeps c* in one half. This chain ends in a leaf,
+which evaluates ``T* = IN ∪ (T* ∩ M)`` itself, or in a box discarded because its bound was not
+below the best value found, which by Lemma 3 is then <= F(T*). Either way the best value found
+is F(T*) when the search ends. ∎
+
+*Arithmetic.* With ``exact=True`` everything is Fractions and the result is exact. In floats a
+token is decided only when its score clears the rounding of its terms by a relative margin,
+shrinking keeps a relative slack of 1e-12, and a box is discarded when its bound comes within
+:data:`FLOAT_TOLERANCE` of the best value: the returned cut value is within that tolerance
+(plus the rounding of the sums) of the minimum. *Termination* is not proved by a bound on the
+number of boxes: a box that cannot be halved (a point in exact arithmetic, adjacent floats
+otherwise) is settled exhaustively when at most :data:`COLLAPSED_LEAF_SIZE` classes are
+undecided and refused with an error otherwise, and :data:`NODE_LIMIT` caps the search. Measured: 1 to 11 boxes for Zipf
+targets with drafts at two or three temperatures (n = 49152 and 131072), at most 33 on 550
+random instances of six families (n = 200 to 49152, K = 2 to 6).
+
+*Cost.* One O(n log n) sort for the first candidate and the grouping, then O(K |M|) per
+deciding round (tens of rounds in all); the undecided set shrinks quickly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from multidraft.theory.laws import subset_sums
+
+__all__ = ["ProductCut", "product_cut", "LEAF_SIZE", "COLLAPSED_LEAF_SIZE", "NODE_LIMIT", "FLOAT_TOLERANCE"]
+
+#: Undecided token classes at or below which a box is settled by evaluating every subset.
+LEAF_SIZE = 10
+#: Largest undecided set settled exhaustively in a box too narrow to halve in floats.
+COLLAPSED_LEAF_SIZE = 16
+#: Most boxes the search visits before it gives up with an error.
+NODE_LIMIT = 100_000
+#: Float mode discards a box whose lower bound is within this of the best value found.
+FLOAT_TOLERANCE = 1e-13
+#: Relative slack kept when a box shrinks to the masses of its decided tokens (float mode).
+_SLACK = 1e-12
+
+
+@dataclass(frozen=True)
+class ProductCut:
+    """``min_T F(T)``, ``F(T) = p(T) - Π_i q_i(T)``, with a minimising set and the search size.
+
+    ``value`` is F at ``certificate`` (sorted token ids) as the search summed it; ``boxes`` and
+    ``leaves`` count the boxes visited and those settled by enumeration.
+    """
+
+    value: float | Fraction
+    certificate: np.ndarray
+    boxes: int
+    leaves: int
+
+
+@dataclass(frozen=True)
+class _Classes:
+    """The reduced instance: forced tokens (R1) and classes of parallel tokens (R3)."""
+
+    p: np.ndarray  # [m] target mass of each class
+    q: np.ndarray  # [K, m] draft masses of each class
+    forced: np.ndarray  # token ids always in the cut
+    active: np.ndarray  # token ids that belong to a class
+    class_of: np.ndarray  # [len(active)] class of each active token
+
+    def tokens(self, classes: np.ndarray) -> np.ndarray:
+        """Sorted token ids of the forced tokens and of the given classes."""
+        chosen = np.zeros(len(self.p), dtype=bool)
+        chosen[classes] = True
+        return np.sort(np.concatenate([self.forced, self.active[chosen[self.class_of]]]))
+
+
+def _classes(p: np.ndarray, q: np.ndarray, exact: bool) -> _Classes:
+    """Reductions R1-R3: forced tokens, and classes of tokens with equal ratios ``q_i/p``."""
+    draftable = (q > 0).any(axis=0)
+    positive = p > 0
+    forced = np.flatnonzero(draftable & ~positive)
+    active = np.flatnonzero(draftable & positive)
+    ratios = q[:, active] / p[active]  # parallel vectors have equal ratios
+    if exact:
+        keys: dict[tuple, int] = {}
+        class_of = np.array([keys.setdefault(tuple(column), len(keys)) for column in ratios.T.tolist()], dtype=np.int64)
+    else:
+        # Sort by a hash of the ratio bits, then merge neighbours with equal ratios. A hash
+        # collision can only leave one class in two pieces, which is still correct (merging is
+        # a reduction, not a requirement).
+        bits = np.ascontiguousarray(ratios).view(np.uint64)
+        digest = np.zeros(len(active), dtype=np.uint64)
+        for row in bits:
+            digest = (digest ^ row) * np.uint64(0x9E3779B97F4A7C15)
+        order = np.argsort(digest)
+        ordered = ratios[:, order]
+        starts = np.ones(len(active), dtype=bool)
+        starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
+        class_of = np.empty(len(active), dtype=np.int64)
+        class_of[order] = np.cumsum(starts) - 1
+    m = int(class_of.max()) + 1 if len(active) else 0
+    if exact:
+        class_p = np.array([Fraction(0)] * m, dtype=object)
+        class_q = np.array([[Fraction(0)] * m for _ in q], dtype=object).reshape(len(q), m)
+        for token, cls in zip(active.tolist(), class_of.tolist()):
+            class_p[cls] += p[token]
+            class_q[:, cls] += q[:, token]
+    else:
+        class_p = np.bincount(class_of, weights=p[active], minlength=m)
+        class_q = np.stack([np.bincount(class_of, weights=row[active], minlength=m) for row in q])
+    return _Classes(class_p, class_q, forced, active, class_of)
+
+
+def _prefix_sums(values: np.ndarray) -> np.ndarray:
+    """``[0, v_0, v_0 + v_1, ...]`` for floats or Fractions."""
+    out = np.zeros(len(values) + 1, dtype=values.dtype)
+    np.cumsum(values, out=out[1:])
+    return out
+
+
+def _weights(c: Sequence) -> list:
+    """``w_i = Π_{j≠i} c_j``: the score weights at the draft masses c."""
+    return [math.prod(c[:i]) * math.prod(c[i + 1 :]) for i in range(len(c))]
+
+
+def _overestimators(lo: Sequence, hi: Sequence) -> list[tuple[list, object]]:
+    """Linear bounds ``v·c + κ >= Π_i c_i`` on the box [lo, hi] (recursive McCormick, Lemma 3).
+
+    Every order and choice for K <= 3; for larger K the K cyclic orders with all-lower and
+    all-upper choices (any subset of valid bounds is valid).
+    """
+    k = len(lo)
+    if k <= 3:
+        plans = [
+            (order, choice)
+            for order in itertools.permutations(range(k))
+            if k == 1 or order[0] < order[1]  # the first two factors are symmetric
+            for choice in itertools.product((False, True), repeat=k - 1)
+        ]
+    else:
+        plans = [(tuple((r + j) % k for j in range(k)), (upper,) * (k - 1)) for r in range(k) for upper in (False, True)]
+    bounds = []
+    for order, choice in plans:
+        v = [0] * k
+        v[order[0]] = 1
+        kappa = 0
+        low, high = lo[order[0]], hi[order[0]]  # the range of R = Π of the factors so far
+        for use_upper, factor in zip(choice, order[1:]):
+            # R x <= R_u x + x_l R - R_u x_l   or   R x <= R_l x + x_u R - R_l x_u
+            r_coef, x_coef = (low, hi[factor]) if use_upper else (high, lo[factor])
+            v = [x_coef * value for value in v]
+            kappa = x_coef * kappa - r_coef * x_coef
+            v[factor] = v[factor] + r_coef
+            low, high = low * lo[factor], high * hi[factor]
+        bounds.append((v, kappa))
+    return bounds
+
+
+@dataclass
+class _Box:
+    """A box [lo, hi] of draft masses with its decided (inside) and undecided classes."""
+
+    lo: list
+    hi: list
+    undecided: np.ndarray  # class ids
+    inside: list  # arrays of class ids decided inside
+    p_in: object  # p of the inside classes
+    c_in: list  # draft masses of the inside classes
+
+
+class _Search:
+    """Best-first branch and bound over boxes (see the module docstring)."""
+
+    def __init__(self, classes: _Classes, forced_mass: list, exact: bool) -> None:
+        self.classes = classes
+        self.exact = exact
+        self.k = len(forced_mass)
+        self.zero = Fraction(0) if exact else 0.0
+        eps = np.finfo(np.float64).eps
+        self.margin = 0.0 if exact else 8 * (self.k + 2) * eps
+        self.tolerance = self.zero if exact else FLOAT_TOLERANCE
+        self.best_value = self.zero - math.prod(forced_mass)  # T = the forced tokens
+        self.best_classes = np.zeros(0, dtype=np.int64)
+        self.boxes = self.leaves = 0
+
+    # -- candidates ------------------------------------------------------------------------
+    def offer(self, value: object, box: _Box, extra: np.ndarray) -> None:
+        if value < self.best_value:
+            self.best_value = value
+            self.best_classes = np.concatenate(box.inside + [np.asarray(extra, dtype=np.int64)])
+
+    def cut_values(self, box: _Box, classes: np.ndarray, sums) -> np.ndarray:
+        """``F(IN ∪ S)`` for the sets S of ``classes`` whose totals ``sums`` lists (all subset
+        sums, or prefix sums along an order)."""
+        cls = self.classes
+        contained = math.prod(sums(cls.q[i, classes]) + c for i, c in enumerate(box.c_in))
+        return sums(cls.p[classes]) + box.p_in - contained
+
+    def offer_subsets(self, box: _Box) -> None:
+        """Evaluate ``IN ∪ S`` for every subset S of the undecided classes."""
+        self.leaves += 1
+        values = self.cut_values(box, box.undecided, subset_sums)
+        best = int(np.argmin(values))
+        self.offer(values[best], box, box.undecided[[b for b in range(len(box.undecided)) if best >> b & 1]])
+
+    def offer_prefixes(self, box: _Box) -> None:
+        """Every prefix of the undecided classes ordered by the score at the box centre."""
+        cls = self.classes
+        idx = box.undecided
+        centre = [(a + b) / 2 for a, b in zip(box.lo, box.hi)]
+        score = sum(w * cls.q[i, idx] for i, w in enumerate(_weights(centre))) / cls.p[idx]
+        order = idx[np.argsort(-score, kind="stable")]
+        values = self.cut_values(box, order, _prefix_sums)
+        best = int(np.argmin(values))
+        self.offer(values[best], box, order[:best])
+
+    # -- one box ---------------------------------------------------------------------------
+    def decide(self, box: _Box) -> bool:
+        """Lemma 2 until nothing changes; False when the box holds no c*.
+
+        In floats a class counts as inside only when its weighted draft mass exceeds p by the
+        relative margin, and as outside likewise (the rounding of both sides stays below it).
+        """
+        cls = self.classes
+        idx = box.undecided
+        p, q = cls.p[idx], cls.q[:, idx]
+        if self.exact:
+            enter = leave = p
+        else:
+            enter = p * ((1 + self.margin) / (1 - self.margin))
+            leave = p * ((1 - self.margin) / (1 + self.margin))
+        rest = [row.sum() for row in q]
+        while True:
+            low = sum(w * row for w, row in zip(_weights(box.lo), q))
+            high = sum(w * row for w, row in zip(_weights(box.hi), q))
+            inside, outside = low > enter, high < leave
+            moved = bool(inside.any() or outside.any())
+            if moved:
+                box.inside = box.inside + [idx[inside]]
+                box.p_in = box.p_in + p[inside].sum()
+                box.c_in = [c + row[inside].sum() for c, row in zip(box.c_in, q)]
+                keep = ~(inside | outside)
+                idx, p, q, enter, leave = idx[keep], p[keep], q[:, keep], enter[keep], leave[keep]
+                rest = [row.sum() if len(idx) else self.zero for row in q]
+                box.undecided = idx
+            c_all = [c + r for c, r in zip(box.c_in, rest)]
+            if self.exact:
+                lo = [max(a, c) for a, c in zip(box.lo, box.c_in)]
+                hi = [min(b, c) for b, c in zip(box.hi, c_all)]
+            else:
+                lo = [max(a, c * (1 - _SLACK)) for a, c in zip(box.lo, box.c_in)]
+                hi = [min(b, c * (1 + _SLACK)) for b, c in zip(box.hi, c_all)]
+            shrunk = lo != box.lo or hi != box.hi
+            box.lo, box.hi = lo, hi
+            if any(a > b for a, b in zip(lo, hi)):
+                return False
+            if not moved and not shrunk:
+                return True
+
+    def lower_bound(self, box: _Box) -> object:
+        """The best bound of Lemma 3 over the McCormick overestimators."""
+        cls = self.classes
+        p, q = cls.p[box.undecided], cls.q[:, box.undecided]
+        best = None
+        for v, kappa in _overestimators(box.lo, box.hi):
+            reduced = p - sum(v[i] * q[i] for i in range(self.k))
+            value = box.p_in - sum(v[i] * box.c_in[i] for i in range(self.k)) - kappa + reduced[reduced < 0].sum()
+            best = value if best is None or value > best else best
+        return best
+
+    def split(self, box: _Box) -> list[_Box] | None:
+        """Halve the widest side (weighted by Π_{j≠i} hi_j); None when it cannot be halved (a point
+        in exact arithmetic, adjacent floats otherwise)."""
+        widths = [float(b - a) for a, b in zip(box.lo, box.hi)]
+        sizes = [width * float(w) for width, w in zip(widths, _weights(box.hi))]
+        side = int(np.argmax(sizes if max(sizes) > 0 else widths))
+        a, b = box.lo[side], box.hi[side]
+        middle = (a + b) / 2
+        if not a < middle < b:
+            return None
+        halves = []
+        for lo_side, hi_side in ((a, middle), (middle, b)):
+            lo, hi = list(box.lo), list(box.hi)
+            lo[side], hi[side] = lo_side, hi_side
+            halves.append(_Box(lo, hi, box.undecided, box.inside, box.p_in, list(box.c_in)))
+        return halves
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self, root: _Box) -> None:
+        counter = itertools.count()
+        queue: list = [(-math.inf, next(counter), root)]
+        first = True
+        while queue:
+            bound, _, box = heapq.heappop(queue)
+            if bound >= self.best_value - self.tolerance:
+                continue
+            self.boxes += 1
+            if self.boxes > NODE_LIMIT:
+                raise RuntimeError(
+                    f"method 'threshold': the search exceeded {NODE_LIMIT} boxes without settling the optimum; "
+                    "use method='subsets' (small n) or the transport LP"
+                )
+            if not self.decide(box):
+                continue
+            self.offer(box.p_in - math.prod(box.c_in), box, np.zeros(0, dtype=np.int64))
+            if first and len(box.undecided):
+                self.offer_prefixes(box)
+                first = False
+            if len(box.undecided) <= LEAF_SIZE:
+                self.offer_subsets(box)
+                continue
+            bound = self.lower_bound(box)
+            if bound >= self.best_value - self.tolerance:
+                continue
+            halves = self.split(box)
+            if halves is None:
+                if len(box.undecided) > COLLAPSED_LEAF_SIZE:
+                    raise RuntimeError(
+                        f"method 'threshold': {len(box.undecided)} token classes stay undecided in a box that "
+                        "cannot be halved further (its sides are points or adjacent floats); use method='subsets' "
+                        "(small n) or the transport LP"
+                    )
+                self.offer_subsets(box)
+                continue
+            for half in halves:
+                heapq.heappush(queue, (bound, next(counter), half))
+
+
+def product_cut(target: np.ndarray | Sequence[Fraction], drafts: np.ndarray | Sequence[Sequence[Fraction]], exact: bool = False) -> ProductCut:
+    """Minimise ``F(T) = p(T) - Π_i q_i(T)`` over token sets T, with a minimising set.
+
+    ``P* = 1 + min_T F(T)`` for K independent drafts ``X_i ~ q_i`` (see the module docstring
+    for the search and the proof that it is complete).
+
+    Parameters
+    ----------
+    target : array_like, shape (n,)
+        Target distribution p (validated by the caller): floats, or Fractions with ``exact=True``.
+    drafts : array_like, shape (K, n)
+        The K draft distributions, of the same kind.
+    exact : bool
+        Fraction arithmetic throughout.
+
+    Returns
+    -------
+    ProductCut
+        The minimum, a minimising token set and the number of boxes searched.
+
+    Raises
+    ------
+    RuntimeError
+        When the search cannot settle the optimum (see the module docstring): never a wrong
+        number.
+
+    >>> cut = product_cut(np.array([0.5, 0.3, 0.2]), np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]))
+    >>> cut.certificate.tolist(), round(1 + cut.value, 12)
+    ([1, 2], 0.78)
+    """
+    if exact:
+        p = np.array(list(target), dtype=object)
+        q = np.array([list(row) for row in drafts], dtype=object).reshape(-1, len(p))
+    else:
+        p = np.asarray(target, dtype=np.float64)
+        q = np.asarray(drafts, dtype=np.float64).reshape(-1, len(p))
+    classes = _classes(p, q, exact)
+    zero = Fraction(0) if exact else 0.0
+    forced_mass = [q[i, classes.forced].sum() if len(classes.forced) else zero for i in range(len(q))]
+    search = _Search(classes, forced_mass, exact)
+    all_classes = np.arange(len(classes.p))
+    rest = [classes.q[i].sum() if len(all_classes) else zero for i in range(len(q))]
+    root = _Box(list(forced_mass), [f + r for f, r in zip(forced_mass, rest)], all_classes, [], zero, list(forced_mass))
+    search.run(root)
+    value = search.best_value if exact else float(search.best_value)
+    return ProductCut(value, classes.tokens(search.best_classes), search.boxes, search.leaves)

@@ -27,7 +27,6 @@ from multidraft.lp import (
     transport_lp,
     truncated_lp,
 )
-from multidraft.lp._solve import solve_small_lp
 from multidraft.lp.truncated import rank_key_values
 from multidraft.theory import IID, Independent, dirichlet, optimal_acceptance, zipf
 
@@ -247,14 +246,6 @@ def test_truncated_bad_inputs(kwargs, error, message):
     arguments = {"target": [0.2, 0.3, 0.5], "draft": [0.3, 0.3, 0.4], **kwargs}
     with pytest.raises(error, match=message):
         truncated_lp(**arguments)
-
-
-@pytest.mark.parametrize("backend", ["highspy", "linprog"])
-def test_small_lp_status_other_than_optimal_raises(backend):
-    """x >= 1 with the row constraint x <= 0 is infeasible: the status must surface."""
-    columns = (np.array([0, 1]), np.array([0]), np.array([1.0]))
-    with pytest.raises(SolverError, match=r"status .*1 variables and 1 constraints"):
-        solve_small_lp(np.array([1.0]), columns, np.array([0.0]), np.array([1.0]), np.array([2.0]), backend, "test LP")
 
 
 def test_wrong_variants_are_caught():

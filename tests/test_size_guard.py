@@ -31,8 +31,8 @@ UNIFORM_200 = np.full(200, 1 / 200)
 
 #: (call, words the message must contain). Each would allocate gigabytes if built.
 REFUSALS = [
-    pytest.param(lambda: truncated_lp(BIG_P, BIG_Q, s=20000), ["max_variables=500,000", "use s <= 707"], id="truncated-lp"),
-    pytest.param(lambda: multistage(BIG_P, [BIG_Q] * 3, s=3000), ["truncated LP", "use s <= 707"], id="multistage"),
+    pytest.param(lambda: truncated_lp(BIG_P, BIG_Q, s=20000), ["max_tuples=2,000,000", "use s <= 1999"], id="truncated-lp"),
+    pytest.param(lambda: multistage(BIG_P, [BIG_Q] * 3, s=3000), ["truncated LP", "use s <= 1414"], id="multistage"),
     pytest.param(lambda: transport_lp(UNIFORM_200, IID(UNIFORM_200, 3)), ["transport LP", "max_variables", "method='sorted'"], id="transport-lp"),
     pytest.param(lambda: importance_lp(UNIFORM_200, IID(UNIFORM_200, 4)), ["importance LP", "max_variables", "method='sorted'"], id="importance-lp"),
     pytest.param(lambda: pair_importance_lp(BIG_P, BIG_Q), ["pair importance LP", "use truncated_lp"], id="pair-lp"),
@@ -71,9 +71,9 @@ def test_limits_can_be_raised_and_the_estimate_is_exact_for_the_lp():
     with pytest.raises(ProblemTooLargeError, match="about 18 variables") as refused:
         transport_lp([0.2, 0.3, 0.5], law, max_variables=17)
     assert refused.value.estimate.variables == 18 == transport_lp([0.2, 0.3, 0.5], law, max_variables=18).variables
-    assert truncated_lp(BIG_P, BIG_Q, s=40, max_variables=1600).s == 40
-    with pytest.raises(ProblemTooLargeError, match="use s <= 39"):
-        truncated_lp(BIG_P, BIG_Q, s=40, max_variables=1599)
+    assert truncated_lp(BIG_P, BIG_Q, k=3, s=10, max_tuples=220).s == 10  # C(12, 3) multisets
+    with pytest.raises(ProblemTooLargeError, match="use s <= 9"):
+        truncated_lp(BIG_P, BIG_Q, k=3, s=10, max_tuples=219)
 
 
 def test_memory_limit_is_named_when_it_binds():
@@ -83,24 +83,22 @@ def test_memory_limit_is_named_when_it_binds():
 
 
 def test_advice_is_valid_for_the_law_at_hand():
-    """Issue 15: an Independent law over 23 tokens was told method='sorted', which it rejects."""
+    """Issue 15: an Independent law over 23 tokens was told method='sorted', which it rejects;
+    the advice now names the threshold search, and following it gives the transport LP's value."""
     q = np.full(23, 1 / 23)
-    law = Independent([q, q])
-    with pytest.raises(ValueError) as refused:
-        optimal_acceptance(q, law)
-    assert "method='sorted'" not in str(refused.value) and "transport_lp" in str(refused.value)
-    advised = transport_lp(q, law)  # the advice works
-    assert advised.acceptance == pytest.approx(1.0)
+    p = zipf(23, 1.0)
+    law = Independent([q, zipf(23, 0.5)])
     with pytest.raises(ValueError, match="not the independent law") as refused:
-        optimal_acceptance(q, law, method="sorted")
-    assert "method='sorted'" not in str(refused.value).split(";")[1]
-    small = Independent([[0.5, 0.5], [0.2, 0.8]])
-    with pytest.raises(ValueError, match=r"method='subsets'"):
-        optimal_acceptance([0.5, 0.5], small, method="sorted")
-    big = Independent([np.full(300, 1 / 300)] * 3)
-    with pytest.raises(ProblemTooLargeError, match="no exact route fits") as refused:
-        big.enumerate()
-    assert "use multidraft.theory.optimal_acceptance" not in str(refused.value)
+        optimal_acceptance(p, law, method="sorted")
+    advice = str(refused.value).split(";")[1]
+    assert "method='sorted'" not in advice and "method='threshold'" in advice
+    with pytest.raises(ValueError, match="method='threshold'"):
+        optimal_acceptance(p, law, method="subsets")  # 23 tokens: beyond the subsets limit
+    advised = optimal_acceptance(p, law, method="threshold")  # the advice works
+    assert advised.value == pytest.approx(transport_lp(p, law).acceptance, abs=1e-7)
+    for big in (IID(np.full(300, 1 / 300), 3), WithoutReplacement(np.full(300, 1 / 300), 3)):
+        with pytest.raises(ProblemTooLargeError, match="method='sorted'"):
+            big.enumerate()  # too many tuples: the advice is the prefix scan these laws accept
 
 
 def test_a_list_where_a_law_is_expected_is_a_type_error():

@@ -15,8 +15,13 @@ from multidraft.lp.importance import (
     importance_lp,
     pair_importance_lp,
 )
-from multidraft.lp.truncated import MultistageSelection, TruncatedSelection, multistage, truncated_lp
 from multidraft.lp.transport import TransportSolution, transport_lp
+from multidraft.lp.truncated import (
+    MultistageSelection,
+    TruncatedSelection,
+    multistage,
+    truncated_lp,
+)
 
 __all__ = [
     "SolverError",

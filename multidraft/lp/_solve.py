@@ -1,6 +1,6 @@
 """Shared solver plumbing for the LPs of :mod:`multidraft.lp`: errors, size guard, silence, cvxpy call.
 
-Every LP here is solved through one gate, :func:`solve` (or :func:`solve_small_lp`), which
+Every LP here is solved through one gate, :func:`solve`, which
 accepts only an ``optimal`` status; callers then re-check the returned point (marginals,
 bounds, objective) before they return a number (STYLE.md, "Never trust a solver's word alone").
 
@@ -34,7 +34,13 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from multidraft.theory.limits import MAX_MEMORY, MAX_VARIABLES, ProblemTooLargeError, SizeEstimate, check_size
+from multidraft.theory.limits import (
+    MAX_MEMORY,
+    MAX_VARIABLES,
+    ProblemTooLargeError,
+    SizeEstimate,
+    check_size,
+)
 
 __all__ = [
     "SolverError",
@@ -51,8 +57,6 @@ __all__ = [
     "solving_bar",
     "solve",
     "certify",
-    "SMALL_LP_BACKENDS",
-    "solve_small_lp",
     "as_target",
 ]
 
@@ -262,84 +266,3 @@ def certify(condition: bool, what: str, defect: str, solver: str, variables: int
             f"{what}: solver {solver} reported 'optimal' but the re-check failed ({defect}) on a "
             f"problem with {variables:,} variables and {constraints:,} constraints"
         )
-
-
-#: Backends of :func:`solve_small_lp`.
-SMALL_LP_BACKENDS = ("highspy", "linprog")
-_highs_made = False
-
-
-def _new_highs(verbose: bool):
-    """A ``highspy.Highs`` object; the first one of the process is made silently (its banner)."""
-    global _highs_made
-    import highspy
-
-    if _highs_made:
-        return highspy.Highs()
-    with silenced(verbose):
-        highs = highspy.Highs()
-    _highs_made = True
-    return highs
-
-
-def solve_small_lp(
-    cost: np.ndarray,
-    columns: tuple[np.ndarray, np.ndarray, np.ndarray],
-    row_upper: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    backend: str,
-    what: str,
-    verbose: bool | None = None,
-) -> tuple[np.ndarray, float]:
-    """``min cost·x  s.t.  A x <= row_upper,  lower <= x <= upper`` for a small dense-ish LP,
-    with HiGHS called without a modelling layer; returns ``(x, objective)``.
-
-    ``columns = (start, index, value)`` is A in compressed-column form (as HiGHS takes it).
-    ``backend="highspy"`` passes the model to HiGHS's own Python binding (about 1 ms per call);
-    ``"linprog"`` goes through ``scipy.optimize.linprog(method="highs")`` (the same solver, but
-    its option validation costs about 2-3 ms per call). Any status other than optimal raises
-    :class:`SolverError` naming the status and the size. Silent unless ``verbose``: HiGHS's
-    own output is switched off by its ``output_flag`` option, and only the one place that
-    option cannot reach -- the banner printed when the first ``Highs`` object of the process is
-    made -- runs inside :func:`silenced` (this is the per-position hot path of decoding).
-    """
-    rows, count = len(row_upper), len(cost)
-    verbose = resolve_verbose(verbose)
-    if backend == "highspy":
-        import highspy
-
-        highs = _new_highs(verbose)
-        highs.setOptionValue("output_flag", verbose)
-        model = highspy.HighsLp()
-        model.num_col_, model.num_row_ = count, rows
-        model.col_cost_, model.col_lower_, model.col_upper_ = cost, lower, upper
-        model.row_lower_, model.row_upper_ = np.full(rows, -highspy.kHighsInf), row_upper
-        model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = columns
-        highs.passModel(model)
-        with silenced(True) if verbose else contextlib.nullcontext():  # the log to stderr, not stdout
-            highs.run()
-        status = highs.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(
-                f"{what}: HiGHS returned status {highs.modelStatusToString(status)!r} (only 'Optimal' is "
-                f"accepted) on a problem with {count} variables and {rows} constraints"
-            )
-        x = np.asarray(highs.getSolution().col_value, dtype=np.float64)
-        return x, float(cost @ x)
-    if backend == "linprog":
-        import scipy.sparse as sp
-        from scipy.optimize import linprog
-
-        matrix = sp.csc_matrix((columns[2], columns[1], columns[0]), shape=(rows, count))
-        bounds = np.stack([lower, upper], axis=1)
-        with silenced(verbose):
-            result = linprog(cost, A_ub=matrix, b_ub=row_upper, bounds=bounds, method="highs", options={"disp": verbose})
-        if result.status != 0:
-            raise SolverError(
-                f"{what}: linprog(method='highs') returned status {result.status} ({result.message}) on a "
-                f"problem with {count} variables and {rows} constraints"
-            )
-        return np.asarray(result.x, dtype=np.float64), float(result.fun)
-    raise ValueError(f"backend: unknown small-LP backend {backend!r}; choose one of {', '.join(SMALL_LP_BACKENDS)}")

@@ -24,9 +24,14 @@ import numpy as np
 import sympy
 from sympy.polys.rings import PolyRing
 
-from multidraft.lp._solve import ProblemTooLargeError
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
+from multidraft.theory.distributions import (
+    as_distribution,
+    as_exact_distribution,
+    check_count,
+    is_exact_input,
+)
 from multidraft.theory.laws import check_k
+from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = [
     "CONE_LAWS",
@@ -298,8 +303,9 @@ def draft_structure(n: int, k: int, law: str = "iid", *, merge: bool | None = No
     """
     n, k, law, merged = check_arguments(n, k, law, merge)
     count = atom_count(n, k, law, merged)
-    if count > ATOM_LIMIT:
-        raise ProblemTooLargeError(f"n={n}, k={k}, law={law}: {count} draft atoms exceed the limit of {ATOM_LIMIT}")
+    estimate = SizeEstimate(f"draft structure (n={n}, k={k}, law={law})", count, 0, unit="draft atoms")
+    check_size(estimate, "use multidraft.theory.optimal_acceptance (min-cut) for numbers", max_variables=ATOM_LIMIT,
+               variables_name="ATOM_LIMIT")  # fmt: skip
     target = sympy.symbols(f"p0:{n}")
     if law == "independent":
         drafts = tuple(sympy.symbols(f"q{i + 1}_0:{n}") for i in range(k))

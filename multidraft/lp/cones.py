@@ -64,7 +64,6 @@ import numpy as np
 import sympy
 
 from multidraft.lp._polyhedra import Generators, enumerate_generators
-from multidraft.lp._solve import ProblemTooLargeError
 from multidraft.lp._structure import (
     CONE_LAWS,
     DraftStructure,
@@ -76,6 +75,7 @@ from multidraft.lp._structure import (
     never_contains,
     unit_count,
 )
+from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = [
     "CONE_LAWS",
@@ -156,16 +156,16 @@ class _ConeSize:
         return cls(n, structure.k, structure.law, unit, m + n, constraints)
 
     def refuse_if_large(self, max_variables: int, max_constraints: int) -> None:
-        """Refuse a cone too large to enumerate in reasonable time, giving its size."""
-        if self.variables > max_variables or self.constraints > max_constraints:
-            what = "acceptance-one cone" if self.unit else "dual polyhedron"
-            raise ProblemTooLargeError(
-                f"n={self.n}, k={self.k}, law={self.law}: the {what} has {self.variables} variables and "
-                f"{self.constraints} constraints, above the double-description limits of {max_variables} "
-                f"variables and {max_constraints} constraints (the enumeration would not finish in "
-                "reasonable time); use multidraft.theory.optimal_acceptance (min-cut) for numbers, or "
-                "raise the limits"
-            )
+        """Refuse a cone too large to enumerate in reasonable time (the one size guard of
+        :mod:`multidraft.theory.limits`), giving its size. Memory is not the binding limit here:
+        the double description of a cone this small fits in a few MiB, time is what explodes."""
+        what = "acceptance-one cone" if self.unit else "dual polyhedron"
+        estimate = SizeEstimate(f"{what} (n={self.n}, k={self.k}, law={self.law})", self.variables, 0, self.constraints)
+        alternative = (
+            "the double-description enumeration would not finish in reasonable time; use "
+            "multidraft.theory.optimal_acceptance (min-cut) for numbers, or raise the limits"
+        )
+        check_size(estimate, alternative, max_variables=max_variables, max_constraints=max_constraints)
 
 
 def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variables: int, max_constraints: int) -> None:
@@ -174,13 +174,11 @@ def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variable
     size = _ConeSize.counted(n, k, law, merged, unit)
     size.refuse_if_large(max_variables, max_constraints)
     factors = sum(math.comb(n, j) for j in range(1, k)) if law == "wor" else 0
-    if factors > DENOMINATOR_LIMIT:
-        raise ProblemTooLargeError(
-            f"n={n}, k={k}, law=wor: the exact simplification needs a common denominator of {factors} "
-            f"factors 1 - q(S) (|S| < k), above the limit of {DENOMINATOR_LIMIT} (the cone itself has "
-            f"{size.variables} variables and {size.constraints} constraints); use "
-            "multidraft.theory.optimal_acceptance (min-cut) for numbers"
-        )
+    estimate = SizeEstimate(
+        f"exact simplification (n={n}, k={k}, law=wor)", factors, 0, unit="factors 1 - q(S) (|S| < k) in the common denominator"
+    )
+    alternative = "sympy would not finish in reasonable time; use multidraft.theory.optimal_acceptance (min-cut) for numbers"
+    check_size(estimate, alternative, max_variables=DENOMINATOR_LIMIT, variables_name="DENOMINATOR_LIMIT")
 
 
 # --------------------------------------------------------------------------- lineality

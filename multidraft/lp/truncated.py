@@ -34,8 +34,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.lp._solve import ProblemTooLargeError, check_solver
-from multidraft.lp.importance import ImportanceSelection, _acceptance, _certified_intermediate, _check_drafts
+from multidraft.lp._solve import check_solver
+from multidraft.lp.importance import (
+    ImportanceSelection,
+    _acceptance,
+    _certified_intermediate,
+    _check_drafts,
+)
+from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = [
     "RANK_KEYS",
@@ -338,13 +344,24 @@ class _InnerTuples:
     pair_rank: np.ndarray
 
 
-def _inner_tuples(s: int, k: int, iid: bool) -> _InnerTuples:
-    count = math.comb(s + k - 1, k) if iid else s**k
-    if count > MAX_INNER_TUPLES:
-        raise ProblemTooLargeError(
-            f"truncated LP: {count:,} draft tuples inside the top s={s} tokens with k={k} exceed the "
-            f"limit of {MAX_INNER_TUPLES:,}; use a smaller s"
-        )
+def _inner_count(s: int, k: int, iid: bool) -> int:
+    """Inner tuples of the top s tokens: the multisets for iid drafts, else all s^K tuples."""
+    return math.comb(s + k - 1, k) if iid else s**k
+
+
+def _inner_tuples(s: int, k: int, iid: bool, max_tuples: int = MAX_INNER_TUPLES) -> _InnerTuples:
+    count = _inner_count(s, k, iid)
+    if count > max_tuples:
+        largest = 1
+        while _inner_count(2 * largest, k, iid) <= max_tuples:
+            largest *= 2
+        step = largest
+        while step > 1:  # the largest s whose inner tuples fit, by bisection (the count grows in s)
+            step //= 2
+            if _inner_count(largest + step, k, iid) <= max_tuples:
+                largest += step
+        estimate = SizeEstimate(f"truncated LP (s={s}, k={k})", count, 0, unit="draft tuples inside the top s tokens")
+        check_size(estimate, f"use s <= {largest} (or raise max_tuples)", max_variables=max_tuples, variables_name="max_tuples")
     if iid:
         tuples = np.array(list(itertools.combinations_with_replacement(range(s), k)), dtype=np.int64).reshape(-1, k)
         # Orderings of a sorted tuple: K! / Π_j c_j!, with Π_j c_j! the product over positions of
@@ -523,6 +540,7 @@ def truncated_lp(
     rank_key: str = "published",
     outside: str = "ranked",
     solver: str | None = None,
+    max_tuples: int = MAX_INNER_TUPLES,
 ) -> TruncatedSelection:
     """Truncated importance-weighted selection (Khisti et al., ICLR 2025, Section 4), any K.
 
@@ -562,6 +580,9 @@ def truncated_lp(
         (no solver; :func:`_min_norm_split`). A cvxpy solver name that handles QPs: the same
         projection as a QP through cvxpy, the same r up to the solver's tolerance (tested with
         the interior-point ``"CLARABEL"``; HiGHS's QP solver fails on these semidefinite QPs).
+    max_tuples : int
+        Size guard on the inner tuples (``C(s + K - 1, K)`` for iid drafts, else ``s^K``),
+        checked before anything is built; the refusal names the largest s that fits.
 
     Returns
     -------
@@ -572,7 +593,7 @@ def truncated_lp(
     ValueError
         Bad distributions, s, k, rank_key, outside or solver.
     ProblemTooLargeError
-        More than ``MAX_INNER_TUPLES`` inner tuples.
+        More than ``max_tuples`` inner tuples.
     SolverError
         A QP status other than optimal, or a failed re-check.
 
@@ -608,7 +629,7 @@ def truncated_lp(
     k, n = drafts.shape
     s = min(s, n)
     what = f"truncated LP (n={n}, k={k}, s={s})"
-    inner = _inner_tuples(s, k, iid)
+    inner = _inner_tuples(s, k, iid, max_tuples)
     ranking = _rank_and_fix(p, drafts, s, rank_key, outside)
     top_drafts = drafts[:, ranking.top]
     mass = inner.multiplicity * np.prod(top_drafts[np.arange(k)[None, :], inner.tuples], axis=1)

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, softmax, zipf
+from multidraft.theory import IID, Greedy, Independent, optimal_acceptance, softmax, zipf
 from multidraft.theory._curtain import interval_weight
 from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
@@ -195,11 +195,11 @@ def test_sampler_follows_the_law():
 @pytest.mark.parametrize(
     "law, error, message",
     [
-        (Independent([[0.5, 0.5], [0.2, 0.8]]), ValueError, "supports the iid laws"),
-        (WithoutReplacement([0.5, 0.5], 2), ValueError, "supports the iid laws"),
+        (Independent([[0.5, 0.5], [0.2, 0.8]]), ValueError, "supports the iid, wor laws; got the independent law"),
+        (Greedy([0.5, 0.5], 2), ValueError, "supports the iid, wor laws; got the greedy law"),
         ([0.5, 0.5], TypeError, "expected a DraftLaw"),
     ],
-    ids=["independent", "wor", "not-a-law"],
+    ids=["independent", "greedy", "not-a-law"],
 )
 def test_bad_laws(law, error, message):
     with pytest.raises(error, match=message):

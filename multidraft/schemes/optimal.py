@@ -14,11 +14,17 @@ asked).
   :func:`multidraft.theory.verifier.optimal_selection_rule` (the optimal law r* realised by
   random positions; its computed law r is used in the single-draft step, so the output is
   exactly p and ``Σ min(p, r) = P*`` up to about 1e-11).
+* **drafts without replacement**: the transport LP (below) where it fits, the exact optimum;
+  beyond its size limit the front/back rule of
+  :func:`~multidraft.theory.verifier.optimal_selection_rule` (lossless with its exact law; its
+  acceptance ``Σ min(p, r)`` equalled P* on every real-vocabulary position measured, but is
+  only proven to be a lower bound, and :meth:`Optimal.acceptance` reports that value).
 * **greedy and deterministic drafts, any vocabulary size**: their closed-form verifiers
   (:class:`~multidraft.schemes.greedy.GreedyVerifier`, single-draft sampling of the one random
   draft; :class:`~multidraft.schemes.deterministic.DeterministicSet`, sample p), which reach
   those laws' optimum p(G) + Σ_{y ∉ G} min(p, q̃), resp. p(S).
-* **independent (non-identical) drafts** (small n): solve the transport LP over draft tuples
+* **independent (non-identical) drafts** (small n; the optimum itself at any n is
+  :func:`multidraft.theory.optimal_acceptance`'s threshold search): solve the transport LP over draft tuples
   and read importance weights off its optimal plan (``importance_from_coupling``, Theorem 1
   direction "⇒").
 """
@@ -37,8 +43,9 @@ from multidraft.schemes.base import Scheme
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
 from multidraft.theory.laws import IID, DraftLaw
+from multidraft.theory.limits import MAX_VARIABLES
 from multidraft.theory.optimal import optimal_acceptance
-from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, optimal_selection_rule
+from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, FrontBackRule, optimal_selection_rule
 
 __all__ = ["Optimal"]
 
@@ -46,7 +53,7 @@ __all__ = ["Optimal"]
 class _RuleSelection:
     """A verifier rule seen as an importance selection (its exact choice probabilities)."""
 
-    def __init__(self, rule: CurtainRule) -> None:
+    def __init__(self, rule: CurtainRule | FrontBackRule) -> None:
         self.rule = rule
 
     def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
@@ -81,7 +88,7 @@ class Optimal(ImportanceScheme):
     lp_laws = ("independent", "wor")  # the transport LP
     exact_capable = True
     batch_capable = True
-    batch_laws = VERIFIER_LAWS
+    batch_laws = ("iid",)
 
     def __init__(self, *, solver: str = "HIGHS") -> None:
         self.solver = solver
@@ -95,11 +102,19 @@ class Optimal(ImportanceScheme):
 
         return importance_from_coupling(transport_lp(target, law, solver=self.solver), target, law)
 
+    @staticmethod
+    def _uses_verifier(law: DraftLaw) -> bool:
+        """Whether ``law`` goes to :func:`optimal_selection_rule`: iid always, drafts without
+        replacement where the transport LP would exceed its default size limit."""
+        if law.name == "wor":
+            return law.tuple_count(merged=True) * law.n > MAX_VARIABLES
+        return law.name in VERIFIER_LAWS
+
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan | _Delegated:
         if law.name in _CLOSED_FORM_VERIFIERS:
             scheme = _CLOSED_FORM_VERIFIERS[law.name]()
             return _Delegated(scheme, scheme._prepare(p, law, exact))
-        if law.name not in VERIFIER_LAWS:
+        if not self._uses_verifier(law):
             return super()._prepare(p, law, exact)
         rule = optimal_selection_rule(np.asarray(p, dtype=np.float64), law)
         return _Plan(_RuleSelection(rule), rule.accept, rule.residual, rule.selection_law)
@@ -120,6 +135,8 @@ class Optimal(ImportanceScheme):
         return super()._choose(plan, tuples, rng)
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
+        if law.name == "wor" and not exact and self._uses_verifier(law):  # the front/back rule's acceptance
+            return optimal_selection_rule(p, law).acceptance
         return optimal_acceptance(list(p) if exact else p, law, exact=exact).value
 
     def select_batch(self, target, drafts, tokens, generator):

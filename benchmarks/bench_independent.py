@@ -3,9 +3,8 @@
 1. ``optimal_acceptance(target, Independent(drafts))`` (method "threshold") at n = 49152 and
    131072 on Zipf-like targets (``p_(r) ∝ r^-s``, tokens permuted) with drafts at different
    temperatures (``softmax(log p / T)``), the pairs of the report's non-identical rows and a
-   few triples: wall and CPU medians (target: <= 1 s at n = 49152), boxes searched, P*, and
-   the gap to the certified upper bound the report showed before (``pair_cut_upper_bound``,
-   K = 2), next to ``numpy.argsort`` of the same size.
+   few triples: wall and CPU medians (target: <= 1 s at n = 49152), boxes searched and P*,
+   next to ``numpy.argsort`` of the same size.
 2. Agreement with ``method="subsets"`` on random instances at n = 18 (K = 2, 3; Zipf and
    Dirichlet targets, float), and exact (Fraction) agreement at n = 8.
 
@@ -24,7 +23,6 @@ from fractions import Fraction
 import numpy as np
 from _common import measure, print_table, timed, write_results
 
-from multidraft.report.synthetic import pair_cut_upper_bound
 from multidraft.theory import Independent, dirichlet, optimal_acceptance, softmax, zipf
 from multidraft.theory._independent import product_cut
 
@@ -62,8 +60,6 @@ def speed_rows(repeats: int) -> list[dict]:
                     "p_star": timing.result.value,
                     "target_ms": BUDGET_MS if n == 49152 else None,
                 }
-                if len(temperatures) == 2:
-                    row["old_bound_gap"] = pair_cut_upper_bound(target, drafts[0], drafts[1]) - timing.result.value
                 rows.append(row)
     return rows
 

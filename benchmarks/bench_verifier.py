@@ -1,11 +1,12 @@
-"""Speed and accuracy of the exact optimal verifier (multidraft.theory.verifier).
+"""Speed and accuracy of the exact optimal verifier (multidraft.theory.verifier), iid and without replacement.
 
 Per position: fit (optimal law, sort, nested layout, realised law) plus one selection of K
 drafts, at n ∈ {49152, 131072}, K ∈ {2, 4, 8}, for a Zipf target (exponent 1.1) and drafts at
 temperatures 0.8, 1.2 and 1.6 (T = 1.2 with K >= 4 has P* = 1: every token is "free", the
 heaviest layout). Columns: median wall and CPU ms over ``--repeats`` calls after a warm-up,
 ``acc - P*`` (the realised Σ min(p, r) minus the sorted-scan optimum), the number of groups and
-pieces of the layout. Then the batched torch form (``select_batch`` on [B, n] rows, CPU) per
+pieces of the layout. The same for drafts without replacement (the front/back rule) at
+temperatures 0.5 and 1.2, with whether it fell back to the first draft. Then the batched torch form (``select_batch`` on [B, n] rows, CPU) per
 row, and the transport LP at the sizes where it runs, for the ratio. The published reference
 (Thomas & Pal, "Global Resolution", ICLR 2026): 40-70 ms of solver time per token at 4-5 iid
 drafts over the top-10 draft tokens only, with an output law off by up to 15τ in L1.
@@ -22,7 +23,7 @@ import argparse
 import numpy as np
 from _common import measure, print_table, write_results
 
-from multidraft.theory import IID, optimal_acceptance, softmax, zipf
+from multidraft.theory import IID, WithoutReplacement, optimal_acceptance, softmax, zipf
 from multidraft.theory.verifier import optimal_selection_rule
 
 TARGET_MS = 20.0
@@ -38,28 +39,36 @@ def fit_and_select(p: np.ndarray, law, rng: np.random.Generator):
     return rule
 
 
-def per_position(repeats: int) -> list[dict]:
+def per_position(repeats: int, law_name: str, sizes: tuple[int, ...], temperatures: tuple[float, ...]) -> list[dict]:
+    """Fit + one selection per position; ``law_name`` "iid" (the curtain rule: groups and
+    pieces of its layout) or "wor" (the front/back rule: whether it fell back to the first
+    draft)."""
     rows = []
-    for n in (49152, 131072):
+    law_class = {"iid": IID, "wor": WithoutReplacement}[law_name]
+    for n in sizes:
         p = zipf(n, exponent=1.1, rng=np.random.default_rng(0))
-        for temperature in (0.8, 1.2, 1.6):
+        for temperature in temperatures:
             q = softmax(np.log(p), temperature=temperature)
             for k in (2, 4, 8):
-                law = IID(q, k)
+                law = law_class(q, k)
                 rng = np.random.default_rng(1)
                 timing = measure(lambda: fit_and_select(p, law, rng), repeats)
                 rule = timing.result
+                layout = (
+                    {"groups": len(rule.group_first), "pieces": len(rule.piece_start)}
+                    if law_name == "iid"
+                    else {"first_draft": bool(rule.first_draft)}
+                )
                 rows.append(
                     {
-                        "law": "iid",
+                        "law": law_name,
                         "n": n,
                         "temperature": temperature,
                         "k": k,
                         "ms": 1e3 * timing.median,
                         "cpu_ms": 1e3 * timing.cpu_median,
                         "acc_minus_optimum": rule.acceptance - optimal_acceptance(p, law).value,
-                        "groups": len(rule.group_first),
-                        "pieces": len(rule.piece_start),
+                        **layout,
                         "target_ms": TARGET_MS,
                     }
                 )
@@ -120,7 +129,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
     print(f"Per position, fit + one selection (target <= {TARGET_MS} ms; published {PUBLISHED_MS} ms on top-10 tokens)")
-    positions = per_position(args.repeats)
+    positions = per_position(args.repeats, "iid", (49152, 131072), (0.8, 1.2, 1.6))
+    print("\nDrafts without replacement (front/back rule; the fit is the O(n G K) race pass)")
+    positions += per_position(max(1, args.repeats // 3), "wor", (49152, 131072), (0.5, 1.2))
     print("\nBatched select_batch on CPU")
     batch = batched(args.batch, 49152, max(1, args.repeats // 3))
     print("\nAgainst the transport LP")

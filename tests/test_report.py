@@ -14,8 +14,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from multidraft.report import (
     FIGURE2_FAMILY,
@@ -28,7 +26,6 @@ from multidraft.report import (
     TargetFamily,
     build_report,
     family_curves,
-    pair_cut_upper_bound,
     position_gap_table,
     render_html,
     render_markdown,
@@ -37,10 +34,10 @@ from multidraft.report import (
     write_report,
     zipf_positions,
 )
+from multidraft.report.gap_table import VERIFIER_COLUMN
 from multidraft.report.render import prepare_output
-from multidraft.theory import IID, Independent, dirichlet, optimal_acceptance, unit_acceptance
+from multidraft.theory import IID, Independent, optimal_acceptance, unit_acceptance
 
-from strategies import as_float, exact_distributions
 
 #: A configuration small enough for unit tests (seconds, not minutes).
 SMALL = ReportConfig(
@@ -145,35 +142,6 @@ def test_family_curves_rejects_too_few_points():
 
 
 # ---------------------------------------------------------------------------------------------
-# Non-identical pairs: the certified upper bound
-# ---------------------------------------------------------------------------------------------
-
-
-@given(st.integers(2, 7).flatmap(lambda n: st.tuples(*(exact_distributions(n) for _ in range(3)))))
-def test_pair_bound_is_an_upper_bound_on_the_subset_optimum(triple):
-    p, a, b = (as_float(x) for x in triple)
-    optimum = optimal_acceptance(p, Independent([a, b]), method="subsets").value
-    assert pair_cut_upper_bound(p, a, b) >= optimum - 1e-12
-
-
-def test_pair_bound_is_tight_on_random_small_instances():
-    rng = np.random.default_rng(7)
-    gaps = []
-    for _ in range(100):
-        n = int(rng.integers(2, 10))
-        p, a, b = (dirichlet(n, 0.5, rng) for _ in range(3))
-        optimum = optimal_acceptance(p, Independent([a, b]), method="subsets").value
-        gaps.append(pair_cut_upper_bound(p, a, b) - optimum)
-    np.testing.assert_allclose(gaps, 0.0, atol=1e-9)
-
-
-def test_pair_bound_with_identical_drafts_is_the_iid_optimum():
-    rng = np.random.default_rng(3)
-    p, q = dirichlet(500, 0.3, rng), dirichlet(500, 0.3, rng)
-    np.testing.assert_allclose(pair_cut_upper_bound(p, q, q), optimal_acceptance(p, IID(q, 2)).value, atol=1e-12)
-
-
-# ---------------------------------------------------------------------------------------------
 # Gap table
 # ---------------------------------------------------------------------------------------------
 
@@ -219,6 +187,23 @@ def test_gap_table_rows_and_bounds():
     # the optimum of the table is the theory's, position by position
     expected = np.mean([optimal_acceptance(p, IID(d, 3)).value for p, d in zip(positions.targets, q)])
     np.testing.assert_allclose(table.rows[2].optimal, expected, rtol=1e-12)
+    # the optimal verifier achieves the optimum for iid drafts, at most it without replacement,
+    # and has no column for independent drafts (its note says why)
+    for row in table.rows:
+        achieved = row.values[VERIFIER_COLUMN]
+        if row.law == "iid":
+            assert achieved == pytest.approx(row.optimal, abs=1e-10)
+        elif row.law == "wor":
+            assert row.values["single draft"] - 1e-12 <= achieved <= row.optimal + 1e-12
+        else:
+            assert achieved is None and "number only" in row.notes[VERIFIER_COLUMN]
+    # the non-identical optimum is exact: the transport LP over the pairs agrees, position by position
+    pytest.importorskip("cvxpy")
+    from multidraft.lp import transport_lp
+
+    first, second = positions.drafts(0.8), positions.drafts(1.6)
+    lp = np.mean([transport_lp(p, Independent([a, b])).acceptance for p, a, b in zip(positions.targets, first, second)])
+    np.testing.assert_allclose(table.rows[-1].optimal, lp, atol=1e-7)
 
 
 def test_gap_table_rejects_unknown_law_and_bad_s():
@@ -458,16 +443,24 @@ def test_real_model_section_on_the_bundled_model():
     from multidraft.report import RealModelGrid, real_model_section
 
     grid = RealModelGrid(
-        schemes=("specinfer",), wor_schemes=(), ks=(2,), temperatures=(1.6,), length=2, prompts=1, max_new_tokens=4
-    )
+        schemes=("specinfer", "optimal"), wor_schemes=("optimal",), ks=(2,), temperatures=(1.6,), length=2, prompts=1,
+        max_new_tokens=4,
+    )  # fmt: skip
     real = real_model_section(ReportConfig(target="default"), grid=grid)
-    (measurement,) = real.data["measurements"]
-    assert measurement["scheme"] == "specinfer" and measurement["k"] == 2 and measurement["positions"] >= 1
-    low, high = measurement["empirical_ci95"]
-    assert low <= measurement["empirical_acceptance"] <= high
-    assert measurement["expected_acceptance"] <= measurement["optimal_acceptance"] + 1e-9
+    specinfer, optimal, optimal_wor = real.data["measurements"]
+    assert specinfer["scheme"] == "specinfer" and specinfer["k"] == 2 and specinfer["positions"] >= 1
+    for measurement in (specinfer, optimal, optimal_wor):
+        low, high = measurement["empirical_ci95"]
+        assert low <= measurement["empirical_acceptance"] <= high
+        assert measurement["expected_acceptance"] <= measurement["optimal_acceptance"] + 1e-9
+    # the optimal verifier on iid drafts expects exactly the optimum (the sampler at full vocabulary)
+    assert optimal["expected_acceptance"] == pytest.approx(optimal["optimal_acceptance"], abs=1e-9)
     table = next(block for block in real.section.blocks if isinstance(block, Table))
-    assert len(table.rows) == 1 and table.rows[0][:4] == ("specinfer", "iid", "2", "1.6")
+    assert [row[:4] for row in table.rows] == [
+        ("specinfer", "iid", "2", "1.6"),
+        ("optimal verifier (achieved)", "iid", "2", "1.6"),
+        ("optimal verifier (achieved)", "wor", "2", "1.6"),
+    ]
     assert set(real.timings["latency_profiles"]) == {"target", "draft"}
 
 

@@ -15,7 +15,7 @@ section uses them, so importing this package stays light.
 from multidraft.report.build import SECTIONS, Report, build_report, write_report
 from multidraft.report.config import ReportConfig
 from multidraft.report.figure2 import FIGURE2_FAMILY, FamilyCurves, TargetFamily, family_curves, unit_interval
-from multidraft.report.gap_table import PositionGapRow, PositionGapTable, pair_cut_upper_bound, position_gap_table
+from multidraft.report.gap_table import PositionGapRow, PositionGapTable, position_gap_table
 from multidraft.report.instance_gap import InstanceGapRow, InstanceGapTable, instance_gap_table
 from multidraft.report.positions import PositionSet, zipf_positions
 from multidraft.report.real import RealModelGrid, RealModelSection, real_model_section, wilson_interval
@@ -45,7 +45,6 @@ __all__ = [
     "PositionGapRow",
     "PositionGapTable",
     "position_gap_table",
-    "pair_cut_upper_bound",
     "TruncationSweep",
     "truncation_sweep",
     "RealModelGrid",

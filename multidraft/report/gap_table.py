@@ -2,9 +2,10 @@
 optimum on Zipf-like decoding positions, per number of drafts K and draft temperature.
 
 For iid drafts and drafts without replacement (K in ``config.ks`` × draft temperatures) and for
-non-identical draft pairs, the optimum ``P*`` next to the truncated importance LP (two rank
-keys; multi-stage for K > 2), SpecTr, SpecInfer and a single draft, each the mean exact
-acceptance over the positions of :mod:`multidraft.report.positions`.
+non-identical draft pairs, the optimum ``P*`` next to the acceptance the optimal verifier
+achieves (:func:`multidraft.theory.verifier.optimal_selection_rule`), the truncated importance
+LP (two rank keys; multi-stage for K > 2), SpecTr, SpecInfer and a single draft, each the mean
+exact acceptance over the positions of :mod:`multidraft.report.positions`.
 
 Not to be confused with :mod:`multidraft.report.instance_gap` (ratios over random small
 instances, like Table 3 of Khisti et al.).
@@ -22,21 +23,23 @@ from multidraft.report.figures import png_bytes, pyplot
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
-from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance_batch
+from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, optimal_acceptance_batch
+from multidraft.theory.verifier import VERIFIER_LAWS, optimal_selection_rule
 
 __all__ = [
     "GAP_COLUMNS",
     "PositionGapRow",
     "PositionGapTable",
     "position_gap_table",
-    "pair_cut_upper_bound",
     "gap_figure",
     "units",
     "build",
 ]
 
+#: The acceptance the optimal verifier achieves (``Σ min(p, r)`` of its rule's law r).
+VERIFIER_COLUMN = "optimal verifier (achieved)"
 #: Columns of the gap table besides the optimum, in display order.
-GAP_COLUMNS = ("truncated LP", "truncated LP, ratio key", "SpecTr", "SpecInfer", "single draft")
+GAP_COLUMNS = (VERIFIER_COLUMN, "truncated LP", "truncated LP, ratio key", "SpecTr", "SpecInfer", "single draft")
 
 #: Rank key of each truncated-LP column (:func:`multidraft.lp.truncated_lp`).
 _RANK_KEYS = {"truncated LP": "published", "truncated LP, ratio key": "ratio"}
@@ -45,6 +48,7 @@ _RANK_KEYS = {"truncated LP": "published", "truncated LP, ratio key": "ratio"}
 _LAWS = ("iid", "wor")
 
 _STYLES = {
+    VERIFIER_COLUMN: dict(color="black", marker="*", linewidth=0.8),
     "truncated LP": dict(color="tab:green", marker="s"),
     "truncated LP, ratio key": dict(color="tab:olive", marker="D"),
     "SpecTr": dict(color="tab:blue", marker="o"),
@@ -58,18 +62,15 @@ class PositionGapRow:
     """One row of the gap table: mean acceptance over the positions for one setting.
 
     ``law`` is ``"iid"``, ``"wor"`` or ``"independent"`` (non-identical pair, one draft per
-    temperature in ``draft_temperatures``). ``optimal`` is the mean P*; for independent pairs
-    no exact large-n optimum is available and ``optimal`` is a certified *upper bound* (the
-    best cut found, see :func:`pair_cut_upper_bound`; ``optimal_is_bound`` is True), so the
-    fractions are lower bounds on the true fractions. ``values[column]`` is None where the
-    scheme does not apply to the law; ``notes`` says why.
+    temperature in ``draft_temperatures``). ``optimal`` is the mean P* (for independent pairs
+    by the exact threshold search). ``values[column]`` is None where the scheme does not apply
+    to the law; ``notes`` says why.
     """
 
     law: str
     k: int
     draft_temperatures: tuple[float, ...]
     optimal: float
-    optimal_is_bound: bool
     values: dict[str, float | None]
     notes: dict[str, str] = field(default_factory=dict)
 
@@ -100,33 +101,6 @@ def _scheme_name(column: str, law: str) -> str | None:
     return None
 
 
-def pair_cut_upper_bound(target: np.ndarray, draft: np.ndarray, draft2: np.ndarray, angles: int = 65) -> float:
-    """A certified upper bound on P* for two independent non-identical drafts.
-
-    Every token set T gives ``P* <= p(T) + 1 - q1(T) q2(T)`` (min-cut, theory.md). An optimal
-    T is (up to the ``q1 q2`` term of single tokens) an upper set of a positive linear score
-    ``(w q1(y) + (1 - w) q2(y)) / p(y)``, so this scans the prefixes of that score for
-    ``angles`` weights ``w`` in [0, 1] and returns the smallest cut. O(angles · n log n).
-
-    >>> q = np.array([0.5, 0.5, 0.0])
-    >>> round(pair_cut_upper_bound(np.array([0.2, 0.2, 0.6]), q, q), 12)
-    0.4
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        safe = np.where(target > 0, target, 1.0)
-        best = 1.0
-        for w in np.linspace(0.0, 1.0, angles):
-            mix = w * draft + (1.0 - w) * draft2
-            score = np.where(target > 0, mix / safe, np.where(mix > 0, np.inf, 0.0))
-            order = np.argsort(-score)
-            p_prefix = np.concatenate([[0.0], np.cumsum(target[order])])
-            contained = np.concatenate([[0.0], np.cumsum(draft[order])]) * np.concatenate(
-                [[0.0], np.cumsum(draft2[order])]
-            )
-            best = min(best, float(np.min(p_prefix + 1.0 - np.minimum(contained, 1.0))))
-    return best
-
-
 def _truncated_acceptance(target: np.ndarray, law, s: int, rank_key: str) -> float:
     """Acceptance ``Σ_y min(p(y), r(y))`` of the truncated importance LP (K = 2) or of its
     multi-stage combination (K > 2) for independent drafts (Theorem 1; Section 4)."""
@@ -148,6 +122,14 @@ def _column_value(
     """
     from multidraft.schemes import get_scheme  # noqa: PLC0415 -- the schemes layer, loaded when used
 
+    if column == VERIFIER_COLUMN:
+        if law_name not in VERIFIER_LAWS:
+            return None, None, (
+                "the optimal verifier samples iid drafts and drafts without replacement; for independent drafts "
+                "the optimum is a number only"
+            )
+        values = [optimal_selection_rule(p, law).acceptance for p, law in zip(targets, laws)]
+        return float(np.mean(values)), "theory.verifier.optimal_selection_rule", None
     if column in _RANK_KEYS:
         if law_name == "wor":
             return None, None, "the importance LP is built for independent drafts, not drafts without replacement"
@@ -201,8 +183,10 @@ def position_gap_table(
     importance LP (K = 2; the multi-stage combination for K > 2) with ``s`` tokens, SpecTr,
     SpecInfer (recursive rejection sampling; its without-replacement form for ``wor``) and
     the single-draft ``Σ min(p, q)``, each the mean over positions. For each temperature pair
-    in ``pairs``: two independent non-identical drafts (K = 2), optimum bounded above by
-    :func:`pair_cut_upper_bound`. ``progress``: a bar on stderr (or the report's bar).
+    in ``pairs``: two independent non-identical drafts (K = 2), the optimum by the exact
+    threshold search (:func:`multidraft.theory.optimal_acceptance`). Beside the optimum, the
+    acceptance the optimal verifier achieves (iid: P* to rounding; without replacement: the
+    front/back rule's, a lower bound). ``progress``: a bar on stderr (or the report's bar).
     References: Khisti et al. ICLR 2025 (Theorems 1-3, Section 4); Sun et al. 2023 (SpecTr);
     Miao et al. 2024 (SpecInfer); Jeon et al. 2024.
     """
@@ -222,14 +206,14 @@ def position_gap_table(
             law_objects = [IID(q, k) if law == "iid" else WithoutReplacement(q, k) for q in drafts]
             values, notes = _row_values(law, s, law_objects, targets, names)
             values["single draft"] = float(np.mean(np.minimum(targets, drafts).sum(axis=1)))
-            rows.append(PositionGapRow(law, k, (float(temperature),), optimal, False, values, notes))
+            rows.append(PositionGapRow(law, k, (float(temperature),), optimal, values, notes))
         for pair in bar.track(pairs, lambda item: f"gap table: pair T={item[0]:g} & {item[1]:g}"):
             first, second = positions.drafts(pair[0]), positions.drafts(pair[1])
-            bound = float(np.mean([pair_cut_upper_bound(p, a, b) for p, a, b in zip(targets, first, second)]))
             law_objects = [Independent([a, b]) for a, b in zip(first, second)]
+            optimal = float(np.mean([optimal_acceptance(p, law).value for p, law in zip(targets, law_objects)]))
             values, notes = _row_values("independent", s, law_objects, targets, names)
             values["single draft"] = float(np.mean(np.minimum(targets, first).sum(axis=1)))
-            rows.append(PositionGapRow("independent", 2, tuple(float(t) for t in pair), bound, True, values, notes))
+            rows.append(PositionGapRow("independent", 2, tuple(float(t) for t in pair), optimal, values, notes))
     return PositionGapTable(
         n=targets.shape[1],
         exponents=tuple(float(e) for e in positions.exponents),
@@ -303,6 +287,9 @@ def build(context: BuildContext) -> SectionResult:
             f"p_(r) ∝ r^(−s) with exponents s = {', '.join(f'{e:.3f}' for e in table.exponents)} (drawn with "
             "the report's seed), target temperature 1.0, drafts q = softmax(log p / T). Each cell is the mean "
             "exact acceptance over the positions and, in brackets, its fraction of the mean optimum. "
+            "Optimal verifier (achieved): Σ min(p, r) for the law r of the sampler that multidraft runs at "
+            "this vocabulary (iid: the optimal law realised by random positions, = P* to rounding; without "
+            "replacement: the front/back rule, lossless, a lower bound on P*; docs/optimal_verifier.md). "
             f"Truncated LP: s = {table.truncation_s} tokens (K = 2; the multi-stage pairwise combination for "
             "K > 2), with the published rank key p − q² and with the ratio key (p/q decreasing). SpecInfer is recursive "
             "rejection sampling (its without-replacement form under the wor law). "
@@ -325,14 +312,13 @@ def build(context: BuildContext) -> SectionResult:
         blocks.append(
             Paragraph(
                 "Non-identical pairs: two independent drafts at different temperatures (K = 2, as in Figure 4 "
-                "of Khisti et al.). No large-vocabulary optimum is known in closed form for this law; the "
-                "optimal column is a certified upper bound (the smallest cut p(T) + 1 − q1(T) q2(T) over "
-                "score-ordered prefixes, exact on random small instances in the tests), so the fractions are "
-                "lower bounds on the true ones. Single draft uses the first temperature."
+                "of Khisti et al.). The optimal column is exact: the threshold-set search over the plane of "
+                "draft/target ratios (docs/independent_optimum.md), checked against all subsets and the "
+                "transport LP in the tests. Single draft uses the first temperature."
             )
         )
         body = tuple(
-            ("2", " & ".join(f"{t:g}" for t in r.draft_temperatures), "≤ " + fmt(r.optimal))
+            ("2", " & ".join(f"{t:g}" for t in r.draft_temperatures), fmt(r.optimal))
             + tuple(cell(r.values[c], r.optimal) for c in GAP_COLUMNS)
             for r in pairs
         )
@@ -355,7 +341,6 @@ def build(context: BuildContext) -> SectionResult:
                 "k": r.k,
                 "draft_temperatures": list(r.draft_temperatures),
                 "optimal": r.optimal,
-                "optimal_is_upper_bound": r.optimal_is_bound,
                 "values": r.values,
                 "fractions": {c: r.fraction(c) for c in r.values},
                 "notes": r.notes,

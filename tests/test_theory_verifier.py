@@ -26,22 +26,12 @@ from multidraft.theory import IID, Greedy, Independent, optimal_acceptance, soft
 from multidraft.theory._curtain import interval_weight
 from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
+from rule_checks import coverage, enumerated_law, enumerated_output
 from strategies import as_float, instances
 
 
-def enumerated_law(rule: CurtainRule, law) -> np.ndarray:
-    """r(y) = Σ_x D(x) Σ_i 1[x_i = y] P(i selected | x), by enumeration."""
-    tuples, probs = law.enumerate()
-    choice = rule.choice_probabilities(tuples)
-    np.testing.assert_allclose(choice.sum(axis=1), 1.0, rtol=0, atol=1e-12)
-    r = np.zeros(law.n)
-    np.add.at(r, tuples.ravel(), (choice * probs[:, None]).ravel())
-    return r
 
 
-def coverage(law, mask: np.ndarray) -> float:
-    """h(A) = P(set(X) ∩ A ≠ ∅) = 1 - P(set(X) ⊆ Ω ∖ A)."""
-    return 1.0 - float(law.containment(~mask))
 
 
 def law_through_actual_positions(rule: CurtainRule) -> np.ndarray:
@@ -94,15 +84,7 @@ def test_output_law_is_the_target(instance):
     n, k, target, draft = instance
     p, law = as_float(target), IID(as_float(draft), k)
     rule = optimal_selection_rule(p, law)
-    tuples, probs = law.enumerate()
-    choice = rule.choice_probabilities(tuples)
-    output = np.zeros(n)
-    rejected = 0.0
-    for i in range(k):
-        chosen = tuples[:, i]
-        np.add.at(output, chosen, probs * choice[:, i] * rule.accept[chosen])
-        rejected += float((probs * choice[:, i] * (1.0 - rule.accept[chosen])).sum())
-    np.testing.assert_allclose(output + rejected * rule.residual, p, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
 
 
 def test_acceptance_equals_the_transport_lp():

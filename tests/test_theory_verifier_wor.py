@@ -23,29 +23,12 @@ from hypothesis import assume, given
 from multidraft.theory import WithoutReplacement, optimal_acceptance, softmax, zipf
 from multidraft.theory.verifier import FrontBackRule, optimal_selection_rule
 
+from rule_checks import coverage, enumerated_law, enumerated_output
 from strategies import as_float, instances
 
 
-def enumerated_law(rule: FrontBackRule, law) -> np.ndarray:
-    """r(y) = Σ_x D(x) Σ_i 1[x_i = y] P(i selected | x), by enumeration."""
-    tuples, probs = law.enumerate()
-    choice = rule.choice_probabilities(tuples)
-    np.testing.assert_allclose(choice.sum(axis=1), 1.0, rtol=0, atol=1e-12)
-    r = np.zeros(law.n)
-    np.add.at(r, tuples.ravel(), (choice * probs[:, None]).ravel())
-    return r
 
 
-def enumerated_output(rule: FrontBackRule, law) -> np.ndarray:
-    """P(Y = y) of select -> accept/residual, by enumeration."""
-    tuples, probs = law.enumerate()
-    choice = rule.choice_probabilities(tuples)
-    output, rejected = np.zeros(law.n), 0.0
-    for i in range(law.k):
-        chosen = tuples[:, i]
-        np.add.at(output, chosen, probs * choice[:, i] * rule.accept[chosen])
-        rejected += float((probs * choice[:, i] * (1.0 - rule.accept[chosen])).sum())
-    return output + rejected * rule.residual
 
 
 class FrontFirstTwin(FrontBackRule):
@@ -73,9 +56,6 @@ def twin(rule: FrontBackRule) -> FrontFirstTwin:
     return FrontFirstTwin(**rule.__dict__)
 
 
-def coverage(law, mask: np.ndarray) -> float:
-    """h(A) = P(set(X) ∩ A ≠ ∅) = 1 - P(set(X) ⊆ Ω ∖ A)."""
-    return 1.0 - float(law.containment(~mask))
 
 
 @given(instances(max_n=6, max_k=4))

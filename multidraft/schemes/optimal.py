@@ -31,6 +31,7 @@ asked).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from fractions import Fraction
@@ -68,6 +69,8 @@ class _Delegated:
     plan: Any
 
 
+#: Fitted rules an :class:`Optimal` instance keeps (oldest dropped first).
+_REMEMBERED_RULES = 4
 #: Laws whose optimum a closed-form scheme already reaches at any vocabulary size.
 _CLOSED_FORM_VERIFIERS = {"greedy": GreedyVerifier, "deterministic": DeterministicSet}
 
@@ -92,6 +95,19 @@ class Optimal(ImportanceScheme):
 
     def __init__(self, *, solver: str = "HIGHS") -> None:
         self.solver = solver
+        self._rules: dict[bytes, CurtainRule | FrontBackRule] = {}
+
+    def _rule(self, p: np.ndarray, law: DraftLaw) -> CurtainRule | FrontBackRule:
+        """:func:`optimal_selection_rule` for ``(p, law)``, remembering the last few fits: a
+        decoding position asks for the rule (to select) and for its acceptance (to record),
+        and the without-replacement fit costs about a second at n = 49152."""
+        p = np.asarray(p, dtype=np.float64)
+        key = hashlib.blake2b(law.name.encode() + law.k.to_bytes(8, "little") + p.tobytes() + law.draft.tobytes()).digest()
+        if key not in self._rules:
+            if len(self._rules) >= _REMEMBERED_RULES:
+                self._rules.pop(next(iter(self._rules)))
+            self._rules[key] = optimal_selection_rule(p, law)
+        return self._rules[key]
 
     def __repr__(self) -> str:
         return f"Optimal(solver={self.solver!r})"
@@ -116,7 +132,7 @@ class Optimal(ImportanceScheme):
             return _Delegated(scheme, scheme._prepare(p, law, exact))
         if not self._uses_verifier(law):
             return super()._prepare(p, law, exact)
-        rule = optimal_selection_rule(np.asarray(p, dtype=np.float64), law)
+        rule = self._rule(p, law)
         return _Plan(_RuleSelection(rule), rule.accept, rule.residual, rule.selection_law)
 
     def _conditional(self, plan: _Plan | _Delegated, tuples: np.ndarray) -> np.ndarray:
@@ -136,7 +152,7 @@ class Optimal(ImportanceScheme):
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
         if law.name == "wor" and not exact and self._uses_verifier(law):  # the front/back rule's acceptance
-            return optimal_selection_rule(p, law).acceptance
+            return self._rule(p, law).acceptance
         return optimal_acceptance(list(p) if exact else p, law, exact=exact).value
 
     def select_batch(self, target, drafts, tokens, generator):

@@ -50,7 +50,7 @@ from multidraft.theory._front_back import front_back_nodes, front_back_pass
 from multidraft.theory.distributions import as_distribution
 from multidraft.theory.laws import DraftLaw
 
-__all__ = ["CurtainRule", "FrontBackRule", "optimal_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS"]
+__all__ = ["SelectionRule", "CurtainRule", "FrontBackRule", "optimal_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS"]
 
 #: Draft laws with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
 VERIFIER_LAWS = ("iid", "wor")
@@ -61,8 +61,8 @@ FIT_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
-class CurtainRule:
-    """An exact selection rule by random positions, with its law and the single-draft step.
+class SelectionRule:
+    """What every verifier rule here carries: its law and the single-draft step for it.
 
     Attributes
     ----------
@@ -71,7 +71,7 @@ class CurtainRule:
     target, draft : ndarray [n]
         p and q.
     selection_law : ndarray [n]
-        r, the law of the selected draft token, computed from the positions' sets.
+        r, the law of the selected draft token, as the rule realises it.
     optimum : float
         P* (min-cut value of :attr:`certificate`), for comparison with :attr:`acceptance`.
     certificate : ndarray [int64]
@@ -80,15 +80,6 @@ class CurtainRule:
         ``min(1, p/r)`` (0 where r = 0: such tokens are never selected).
     residual : ndarray [n]
         ``norm((p - r)_+)`` (p itself when that mass is zero).
-    token_group : ndarray [n] int64
-        Group of each token's position set; -1 for tokens no draft can hold.
-    piece_start, piece_end : ndarray [m]
-        The pieces [start, end) of all sets, each group's pieces contiguous.
-    group_first, group_last : ndarray [groups] int64
-        First and one-past-last piece index of every group.
-    note : str or None
-        Set when the fit failed and the rule fell back to a uniformly chosen draft (lossless,
-        acceptance Σ min(p, q)); None normally.
     """
 
     k: int
@@ -100,17 +91,37 @@ class CurtainRule:
     certificate: np.ndarray
     accept: np.ndarray
     residual: np.ndarray
+
+    @property
+    def acceptance(self) -> float:
+        """``Σ_y min(p(y), r(y))``: the probability that the selected draft is accepted."""
+        return float(np.minimum(self.target, self.selection_law).sum())
+
+
+@dataclass(frozen=True)
+class CurtainRule(SelectionRule):
+    """An exact selection rule by random positions (iid drafts), with its law and the
+    single-draft step (the fields of :class:`SelectionRule`, then its layout).
+
+    Attributes
+    ----------
+    token_group : ndarray [n] int64
+        Group of each token's position set; -1 for tokens no draft can hold.
+    piece_start, piece_end : ndarray [m]
+        The pieces [start, end) of all sets, each group's pieces contiguous.
+    group_first, group_last : ndarray [groups] int64
+        First and one-past-last piece index of every group.
+    note : str or None
+        Set when the fit failed and the rule fell back to a uniformly chosen draft (lossless,
+        acceptance Σ min(p, q)); None normally.
+    """
+
     token_group: np.ndarray
     piece_start: np.ndarray
     piece_end: np.ndarray
     group_first: np.ndarray
     group_last: np.ndarray
     note: str | None = None
-
-    @property
-    def acceptance(self) -> float:
-        """``Σ_y min(p(y), r(y))``: the probability that the selected draft is accepted."""
-        return float(np.minimum(self.target, self.selection_law).sum())
 
     def positions(self, tuples: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
         """The position of every draft of ``tuples [N, K]`` given ``uniforms`` of the same shape
@@ -163,13 +174,12 @@ class CurtainRule:
 
 
 @dataclass(frozen=True)
-class FrontBackRule:
-    """The front/back selection rule for drafts without replacement, with its exact law.
+class FrontBackRule(SelectionRule):
+    """The front/back selection rule for drafts without replacement, with its exact law (the
+    fields of :class:`SelectionRule`, then its coins).
 
     Attributes
     ----------
-    k, n, target, draft, selection_law, optimum, certificate, accept, residual
-        As for :class:`CurtainRule`.
     position : ndarray [n] int64
         Every token's position: U = Ω ∖ T* first (``position < boundary``), then T*, each by
         decreasing p/q.
@@ -184,25 +194,11 @@ class FrontBackRule:
         Set when the fit failed and the rule fell back to the first draft; None normally.
     """
 
-    k: int
-    n: int
-    target: np.ndarray
-    draft: np.ndarray
-    selection_law: np.ndarray
-    optimum: float
-    certificate: np.ndarray
-    accept: np.ndarray
-    residual: np.ndarray
     position: np.ndarray
     boundary: int
     alpha: np.ndarray
     first_draft: bool
     note: str | None = None
-
-    @property
-    def acceptance(self) -> float:
-        """``Σ_y min(p(y), r(y))``: the probability that the selected draft is accepted."""
-        return float(np.minimum(self.target, self.selection_law).sum())
 
     def _active(self, tuples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Positions ``[N, K]`` and the mask of the drafts in each row's active part."""

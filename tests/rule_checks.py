@@ -1,0 +1,35 @@
+"""Exact checks shared by the verifier tests: a selection rule's law and output by enumerating
+every draft tuple of its law with the rule's exact choice probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from multidraft.theory.verifier import SelectionRule
+
+
+def enumerated_law(rule: SelectionRule, law) -> np.ndarray:
+    """r(y) = Σ_x D(x) Σ_i 1[x_i = y] P(i selected | x), by enumeration."""
+    tuples, probs = law.enumerate()
+    choice = rule.choice_probabilities(tuples)
+    np.testing.assert_allclose(choice.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    r = np.zeros(law.n)
+    np.add.at(r, tuples.ravel(), (choice * probs[:, None]).ravel())
+    return r
+
+
+def enumerated_output(rule: SelectionRule, law) -> np.ndarray:
+    """P(Y = y) of select -> accept with min(1, p/r), else the residual, by enumeration."""
+    tuples, probs = law.enumerate()
+    choice = rule.choice_probabilities(tuples)
+    output, rejected = np.zeros(law.n), 0.0
+    for i in range(law.k):
+        chosen = tuples[:, i]
+        np.add.at(output, chosen, probs * choice[:, i] * rule.accept[chosen])
+        rejected += float((probs * choice[:, i] * (1.0 - rule.accept[chosen])).sum())
+    return output + rejected * rule.residual
+
+
+def coverage(law, mask: np.ndarray) -> float:
+    """h(A) = P(set(X) ∩ A ≠ ∅) = 1 - P(set(X) ⊆ Ω ∖ A)."""
+    return 1.0 - float(law.containment(~mask))

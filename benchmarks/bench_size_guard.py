@@ -4,7 +4,8 @@ For LPs of growing size, each solved in a fresh process (so that peak memory is 
 wall time, peak resident memory above the process's baseline, the number of variables and
 the memory the guard *estimates* before building (``SizeEstimate``), and their ratio. The
 guard's constants -- ``MAX_VARIABLES`` (a default solve near a minute),
-``CVXPY_BYTES_PER_VARIABLE`` and ``TRUNCATED_BYTES_PER_VARIABLE`` -- should keep the ratio
+``CVXPY_BYTES_PER_VARIABLE`` and ``TRUNCATED_BYTES_PER_ENTRY`` (per inner tuple and kept
+token of the truncated selection's split) -- should keep the ratio
 measured / estimated at or below about 1 (the estimate is an upper bound for the refusal).
 
 Also: the overhead of :func:`multidraft.lp._solve.silenced` (descriptors 1 and 2 pointed at
@@ -30,14 +31,14 @@ RESULTS = Path(__file__).resolve().parent / "results" / "size_guard.json"
 
 #: (kind, n, k or s) per case; "full" adds the slow ones.
 QUICK = [("transport", 20, 3), ("transport", 40, 2), ("importance", 30, 3), ("truncated", 49152, 100), ("truncated", 49152, 300)]
-FULL = QUICK + [("transport", 30, 3), ("transport", 100, 2), ("truncated", 49152, 700)]
+FULL = QUICK + [("transport", 30, 3), ("transport", 90, 2), ("truncated", 49152, 500)]
 
 
 def _child(kind: str, n: int, size: int) -> dict:
     """Solve one LP in this process and report time, peak memory and the guard's estimate."""
     from multidraft.lp import importance_lp, transport_lp, truncated_lp
     from multidraft.lp._solve import CVXPY_BYTES_PER_VARIABLE
-    from multidraft.lp.importance import TRUNCATED_BYTES_PER_VARIABLE
+    from multidraft.lp.truncated import _inner_count, _inner_memory
     from multidraft.theory import IID, zipf
 
     p, q = zipf(n, 1.1), zipf(n, 0.9)[::-1].copy()
@@ -51,7 +52,7 @@ def _child(kind: str, n: int, size: int) -> dict:
         variables, per_variable = m * size + n, CVXPY_BYTES_PER_VARIABLE
         run = lambda: importance_lp(p, law)  # noqa: E731
     else:
-        variables, per_variable = size * size, TRUNCATED_BYTES_PER_VARIABLE
+        variables, per_variable = _inner_count(size, 2, True), _inner_memory(size, 2, True) / _inner_count(size, 2, True)
         run = lambda: truncated_lp(p, q, s=size)  # noqa: E731
     transport_lp([0.5, 0.5], IID([0.5, 0.5], 2))  # import cvxpy and HiGHS first: not the LP's memory
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -145,7 +145,7 @@ def _api_cases() -> list[ApiCase]:
         ApiCase("a method the law does not support", "optimal_acceptance(p, Independent([q, q]), method='sorted')", lambda: optimal_acceptance([0.5, 0.5], Independent([[0.5, 0.5]] * 2), method="sorted"), ValueError, "method='threshold'"),
         ApiCase("exact mode with floats", "optimal_acceptance([0.5, 0.5], IID([0.5, 0.5], 2), exact=True)", lambda: optimal_acceptance([0.5, 0.5], IID([0.5, 0.5], 2), exact=True), ValueError, "exact"),
         ApiCase("an LP too large to build", "transport_lp(p, IID(q, 3)) with n = 200", lambda: transport_lp(np.full(200, 1 / 200), IID(np.full(200, 1 / 200), 3)), ProblemTooLargeError, "exceed the limit max_variables=500,000"),
-        ApiCase("a truncated LP too large to build", "truncated_lp(p, q, s=20000) with n = 49152", lambda: truncated_lp(np.full(49152, 1 / 49152), np.full(49152, 1 / 49152), s=20000), ProblemTooLargeError, "use s <= 1999"),
+        ApiCase("a truncated LP too large to build", "truncated_lp(p, q, s=20000) with n = 49152", lambda: truncated_lp(np.full(49152, 1 / 49152), np.full(49152, 1 / 49152), s=20000), ProblemTooLargeError, "use s <= 563"),
         ApiCase("no tokens kept by the truncated LP", "truncated_lp(p, q, s=0)", lambda: truncated_lp([0.5, 0.5], [0.5, 0.5], s=0), ValueError, "s: the number of tokens kept must be an integer >= 1"),
         ApiCase("a solver that is not installed", "transport_lp(p, law, solver='NOPE')", lambda: transport_lp([0.5, 0.5], IID([0.5, 0.5], 2), solver="NOPE"), ValueError, "solver: 'NOPE' is not an installed cvxpy solver"),
         ApiCase("an unknown scheme name", "get_scheme('rrs')", lambda: get_scheme("rrs"), ValueError, "scheme: unknown name 'rrs'"),

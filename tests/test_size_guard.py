@@ -31,8 +31,9 @@ UNIFORM_200 = np.full(200, 1 / 200)
 
 #: (call, words the message must contain). Each would allocate gigabytes if built.
 REFUSALS = [
-    pytest.param(lambda: truncated_lp(BIG_P, BIG_Q, s=20000), ["max_tuples=2,000,000", "use s <= 1999"], id="truncated-lp"),
-    pytest.param(lambda: multistage(BIG_P, [BIG_Q] * 3, s=3000), ["truncated LP", "use s <= 1414"], id="multistage"),
+    pytest.param(lambda: truncated_lp(BIG_P, BIG_Q, s=20000), ["max_tuples=2,000,000", "use s <= 563"], id="truncated-lp"),
+    pytest.param(lambda: truncated_lp(BIG_P, BIG_Q, s=1000), ["max_memory=2.0 GiB", "use s <= 563"], id="truncated-lp-memory"),
+    pytest.param(lambda: multistage(BIG_P, [BIG_Q] * 3, s=3000), ["truncated LP", "use s <= 447"], id="multistage"),
     pytest.param(lambda: transport_lp(UNIFORM_200, IID(UNIFORM_200, 3)), ["transport LP", "max_variables", "method='sorted'"], id="transport-lp"),
     pytest.param(lambda: importance_lp(UNIFORM_200, IID(UNIFORM_200, 4)), ["importance LP", "max_variables", "method='sorted'"], id="importance-lp"),
     pytest.param(lambda: pair_importance_lp(BIG_P, BIG_Q), ["pair importance LP", "use truncated_lp"], id="pair-lp"),

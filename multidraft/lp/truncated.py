@@ -41,12 +41,13 @@ from multidraft.lp.importance import (
     _certified_intermediate,
     _check_drafts,
 )
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.theory.limits import MAX_MEMORY, SizeEstimate, check_size
 
 __all__ = [
     "RANK_KEYS",
     "OUTSIDE_RULES",
     "MAX_INNER_TUPLES",
+    "TRUNCATED_BYTES_PER_ENTRY",
     "TruncatedSelection",
     "MultistageSelection",
     "rank_key_values",
@@ -60,6 +61,8 @@ RANK_KEYS = ("published", "ratio")
 OUTSIDE_RULES = ("ranked", "first")
 #: Largest number of inner draft tuples (s^K; the table of selection weights has this many rows).
 MAX_INNER_TUPLES = 2_000_000
+#: Peak bytes per (inner tuple, kept token) of the split (calibrated by benchmarks/bench_size_guard.py).
+TRUNCATED_BYTES_PER_ENTRY = 24
 
 
 def rank_key_values(target: np.ndarray, drafts: np.ndarray, rank_key: str) -> np.ndarray:
@@ -349,19 +352,30 @@ def _inner_count(s: int, k: int, iid: bool) -> int:
     return math.comb(s + k - 1, k) if iid else s**k
 
 
-def _inner_tuples(s: int, k: int, iid: bool, max_tuples: int = MAX_INNER_TUPLES) -> _InnerTuples:
-    count = _inner_count(s, k, iid)
-    if count > max_tuples:
+def _inner_memory(s: int, k: int, iid: bool) -> int:
+    """Estimated peak bytes of the split over the inner tuples: dense [tuples, s] tables."""
+    return _inner_count(s, k, iid) * s * TRUNCATED_BYTES_PER_ENTRY
+
+
+def _inner_tuples(
+    s: int, k: int, iid: bool, max_tuples: int = MAX_INNER_TUPLES, max_memory: int = MAX_MEMORY
+) -> _InnerTuples:
+    def fits(size: int) -> bool:
+        return _inner_count(size, k, iid) <= max_tuples and _inner_memory(size, k, iid) <= max_memory
+
+    if not fits(s):
         largest = 1
-        while _inner_count(2 * largest, k, iid) <= max_tuples:
+        while fits(2 * largest):
             largest *= 2
         step = largest
-        while step > 1:  # the largest s whose inner tuples fit, by bisection (the count grows in s)
+        while step > 1:  # the largest s that fits, by bisection (count and memory grow in s)
             step //= 2
-            if _inner_count(largest + step, k, iid) <= max_tuples:
+            if fits(largest + step):
                 largest += step
-        estimate = SizeEstimate(f"truncated LP (s={s}, k={k})", count, 0, unit="draft tuples inside the top s tokens")
-        check_size(estimate, f"use s <= {largest} (or raise max_tuples)", max_variables=max_tuples, variables_name="max_tuples")
+        count, memory = _inner_count(s, k, iid), _inner_memory(s, k, iid)
+        estimate = SizeEstimate(f"truncated LP (s={s}, k={k})", count, memory, unit="draft tuples inside the top s tokens")
+        check_size(estimate, f"use s <= {largest} (or raise max_tuples / max_memory)", max_variables=max_tuples,
+                   max_memory=max_memory, variables_name="max_tuples")  # fmt: skip
     if iid:
         tuples = np.array(list(itertools.combinations_with_replacement(range(s), k)), dtype=np.int64).reshape(-1, k)
         # Orderings of a sorted tuple: K! / Π_j c_j!, with Π_j c_j! the product over positions of
@@ -541,6 +555,7 @@ def truncated_lp(
     outside: str = "ranked",
     solver: str | None = None,
     max_tuples: int = MAX_INNER_TUPLES,
+    max_memory: int = MAX_MEMORY,
 ) -> TruncatedSelection:
     """Truncated importance-weighted selection (Khisti et al., ICLR 2025, Section 4), any K.
 
@@ -580,8 +595,9 @@ def truncated_lp(
         (no solver; :func:`_min_norm_split`). A cvxpy solver name that handles QPs: the same
         projection as a QP through cvxpy, the same r up to the solver's tolerance (tested with
         the interior-point ``"CLARABEL"``; HiGHS's QP solver fails on these semidefinite QPs).
-    max_tuples : int
-        Size guard on the inner tuples (``C(s + K - 1, K)`` for iid drafts, else ``s^K``),
+    max_tuples, max_memory : int
+        Size guard on the inner tuples (``C(s + K - 1, K)`` for iid drafts, else ``s^K``) and
+        on the estimated peak memory of the split (tuples × s × ``TRUNCATED_BYTES_PER_ENTRY``),
         checked before anything is built; the refusal names the largest s that fits.
 
     Returns
@@ -593,7 +609,7 @@ def truncated_lp(
     ValueError
         Bad distributions, s, k, rank_key, outside or solver.
     ProblemTooLargeError
-        More than ``max_tuples`` inner tuples.
+        More than ``max_tuples`` inner tuples or ``max_memory`` bytes.
     SolverError
         A QP status other than optimal, or a failed re-check.
 
@@ -629,7 +645,7 @@ def truncated_lp(
     k, n = drafts.shape
     s = min(s, n)
     what = f"truncated LP (n={n}, k={k}, s={s})"
-    inner = _inner_tuples(s, k, iid, max_tuples)
+    inner = _inner_tuples(s, k, iid, max_tuples, max_memory)
     ranking = _rank_and_fix(p, drafts, s, rank_key, outside)
     top_drafts = drafts[:, ranking.top]
     mass = inner.multiplicity * np.prod(top_drafts[np.arange(k)[None, :], inner.tuples], axis=1)

@@ -144,7 +144,9 @@ def _column_value(
     try:
         values = [float(scheme.acceptance(p, law)) for p, law in zip(targets, laws)]
     except ValueError as error:
-        return None, name, f"{name} has no exact acceptance at n={targets.shape[1]} ({str(error).splitlines()[0]})"
+        # The error's own advice (if any, after ";") concerns the optimum, not this scheme: drop it.
+        reason = str(error).splitlines()[0].split("; ")[0]
+        return None, name, f"{name} has no exact acceptance at n={targets.shape[1]} ({reason})"
     return float(np.mean(values)), name, None
 
 

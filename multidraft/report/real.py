@@ -141,8 +141,8 @@ def real_model_section(
     settings = _settings(grid)
     with progress_bar(progress, _steps(grid)) as bar:
         bar.stage(f"real models: loading {config.target}" + ("" if config.draft is None else f" and {config.draft}"))
-        target = load_model(config.target)
-        draft = None if config.draft is None else load_model(config.draft)
+        target = load_model(config.target, progress=False)  # the section's own bar says it
+        draft = None if config.draft is None else load_model(config.draft, progress=False)
         bar.advance()
         results = [
             measure(

@@ -41,6 +41,8 @@ CONFIGS = [
     ("rrs-wor", 2, True),
     ("rrs-wor", 4, True),
     ("optimal", 2, False),
+    ("optimal", 4, False),
+    ("optimal", 2, True),  # the front/back rule: its fit (~1 s per node at n = 49152) is the selection cost
 ]
 COLUMNS = [
     "scheme", "draft", "k", "tok/s", "AR tok/s", "x AR", "BE", "acc", "E[acc]", "P*", "sel %", "sel ms/block", "pos/E",

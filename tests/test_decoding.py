@@ -180,7 +180,7 @@ SPECS = [DraftSpec(None, Sampling())] * 2
 
 
 @pytest.mark.parametrize(
-    "scheme", ["specinfer", "spectr", pytest.param("optimal", marks=needs_lp), pytest.param("multistage", marks=needs_lp)]
+    "scheme", ["specinfer", "spectr", "optimal", pytest.param("multistage", marks=needs_lp)]  # optimal: the iid verifier
 )
 def test_walk_tree_one_hot_rejects_at_depth_three(scheme, device):
     # Row 0: 1 2 3 ; row 1: 1 4 0. The target wants 1, then 4, then 2 (after 1 4).

@@ -513,3 +513,14 @@ def test_bad_drafts(name, scheme, law, drafts, message):
 def test_bad_arguments(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_scheme_without_a_closed_form_says_so_when_enumeration_is_too_large():
+    """rrs-wor with K > 2 sums over the ordered tuples: beyond the enumeration limit the error
+    names the scheme and what would help, not the optimum's sorted scan."""
+    from multidraft.theory import ProblemTooLargeError
+
+    uniform = np.full(30, 1 / 30)
+    with pytest.raises(ProblemTooLargeError, match="rrs-wor has no closed-form acceptance for the wor law with k=6") as refused:
+        get_scheme("rrs-wor").acceptance(uniform, WithoutReplacement(uniform, 6))
+    assert "method='sorted'" not in str(refused.value)

@@ -37,6 +37,7 @@ import numpy as np
 
 from multidraft.theory.distributions import as_distribution, as_exact_distribution
 from multidraft.theory.laws import DraftLaw, membership
+from multidraft.theory.limits import ProblemTooLargeError
 
 __all__ = [
     "Selection",
@@ -296,7 +297,14 @@ class Scheme(ABC):
         p = self.check(target, law, exact)
         value = self._closed_form(p, law, exact)
         if value is None:
-            return self.enumerated_acceptance(target, law, exact=exact)
+            try:
+                return self.enumerated_acceptance(target, law, exact=exact)
+            except ProblemTooLargeError as error:  # its advice names the optimum, not this scheme
+                raise ProblemTooLargeError(
+                    error.estimate, error.limit_name, error.limit,
+                    f"{self.name} has no closed-form acceptance for the {law.name} law with k={law.k}, and its exact "
+                    "value sums over every draft tuple; shrink the drafts' support (e.g. top_k) or raise the limit",
+                ) from None
         return value if exact else float(value)
 
     def enumerated_acceptance(self, target: object, law: DraftLaw, exact: bool = False) -> float | Fraction:

@@ -287,3 +287,28 @@ def test_optimal_scheme_at_full_vocabulary(law_name):
     rng = np.random.default_rng(2)
     tokens, accepted = scheme.sample(p, law, law.sample(rng, 4000), rng)
     assert abs(accepted.mean() - optimum) < 4.5 * np.sqrt(optimum * (1 - optimum) / 4000) + 1e-9
+
+
+def test_draft_mass_below_the_resolution_of_positions():
+    """Float32 model outputs have draft probabilities of 1e-30 and less: their position sets
+    have length zero, and their density is the point value K (1 - t0)^{K-1}, not 0/0 (which
+    made the fit fall back to a single draft on about half of such positions)."""
+    from multidraft.theory import softmax
+
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        logits = rng.normal(size=49152) * 8.0
+        p = softmax(logits).astype(np.float32).astype(np.float64)
+        q = softmax(logits / 1.5 + rng.normal(size=49152) * 0.5).astype(np.float32).astype(np.float64)
+        law = IID(q / q.sum(), 4)
+        rule = optimal_selection_rule(p / p.sum(), law)
+        assert rule.note is None and np.isfinite(rule.selection_law).all()
+        assert rule.acceptance == pytest.approx(rule.optimum, abs=1e-10)
+    # small n, exactly: tokens of draft mass 1e-20 next to ordinary ones
+    p = np.array([0.3, 0.3, 0.2, 0.1, 0.1])
+    q = np.array([0.5, 0.5 - 3e-20, 1e-20, 1e-20, 1e-20])
+    law = IID(q, 3)
+    rule = optimal_selection_rule(p, law)
+    assert rule.note is None
+    np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)

@@ -310,7 +310,15 @@ def _part_layout(values: np.ndarray, masses: np.ndarray, lo: float, hi: float, k
         end = lo + np.cumsum(mass)
         return group_of_token, (np.arange(len(mass)), end - mass, end), np.ones(len(mass))
     group, start, end, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
-    return group_of_token, (group, start, end), realised_weight / realised_length
+    # A group of draft mass below the resolution of positions (q ~ 1e-17 and less) gets sets
+    # of length zero: its drafts sit at one point t0 (the start of its last piece, where
+    # CurtainRule.positions puts them), and win when the K - 1 other positions lie above it,
+    # so its density is w(t0) = K (1 - t0)^{K-1} rather than 0/0.
+    last_piece = np.zeros(len(mass), dtype=np.int64)
+    np.maximum.at(last_piece, group, np.arange(len(group)))
+    point = k * (1.0 - start[last_piece]) ** (k - 1)
+    density = np.divide(realised_weight, realised_length, out=point, where=realised_length > 0)
+    return group_of_token, (group, start, end), density
 
 
 def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | FrontBackRule:

@@ -46,6 +46,17 @@ def _set(subset: tuple[int, ...] | None) -> str:
     return "{" + ", ".join(map(str, subset)) + "}"
 
 
+def _json_rows(args: argparse.Namespace, name: str, rows: list) -> dict:
+    """The part of the JSON both modes share: the problem and the rows (text, subset)."""
+    return {
+        "n": args.n,
+        "k": args.k,
+        "law": args.law,
+        name: [text for _, text, _ in rows],
+        "subsets": [None if t is None else list(t) for t, _, _ in rows],
+    }
+
+
 def _header(result, kind: str) -> str:
     s = result.structure
     atoms = "multisets" if s.merged else "tuples"
@@ -63,12 +74,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(
                 json.dumps(
-                    {
-                        "n": args.n,
-                        "k": args.k,
-                        "law": args.law,
-                        "inequalities": [text for _, text, _ in rows],
-                        "subsets": [None if t is None else list(t) for t, _, _ in rows],
+                    _json_rows(args, "inequalities", rows)
+                    | {
                         "trivial": [str(i) for i in cone.trivial],
                         "equalities": [f"Eq({lhs}, {rhs})" for lhs, rhs in cone.equalities],
                         "rays": cone.rays,
@@ -98,12 +105,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                {
-                    "n": args.n,
-                    "k": args.k,
-                    "law": args.law,
-                    "formulas": [text for _, text, _ in rows],
-                    "subsets": [None if t is None else list(t) for t, _, _ in rows],
+                _json_rows(args, "formulas", rows)
+                | {
                     "vertices": result.vertices,
                     "rays": result.rays,
                     "lineality": result.lineality,

@@ -33,3 +33,14 @@ def enumerated_output(rule: SelectionRule, law) -> np.ndarray:
 def coverage(law, mask: np.ndarray) -> float:
     """h(A) = P(set(X) ∩ A ≠ ∅) = 1 - P(set(X) ⊆ Ω ∖ A)."""
     return 1.0 - float(law.containment(~mask))
+
+
+def sampled_output(chooser: SelectionRule, rule: SelectionRule, law, draws: int, seed: int) -> np.ndarray:
+    """Counts of the output tokens of ``draws`` runs of select (by ``chooser``) -> accept with
+    min(1, p/r), else the residual, with ``rule``'s law r (a twin ``chooser`` keeps it)."""
+    rng = np.random.default_rng(seed)
+    tuples = law.sample(rng, draws)
+    chosen = tuples[np.arange(len(tuples)), chooser.choose(tuples, rng)]
+    keep = rng.random(len(chosen)) < rule.accept[chosen]
+    tokens = np.where(keep, chosen, rng.choice(law.n, size=len(chosen), p=rule.residual))
+    return np.bincount(tokens, minlength=law.n)

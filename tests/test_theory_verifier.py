@@ -26,7 +26,7 @@ from multidraft.theory import IID, Greedy, Independent, optimal_acceptance, soft
 from multidraft.theory._curtain import interval_weight
 from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
-from rule_checks import coverage, enumerated_law, enumerated_output
+from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
 from strategies import as_float, instances
 
 
@@ -235,16 +235,8 @@ def test_sampled_output_is_the_target_and_a_broken_twin_is_caught():
     law = IID(q, k)
     rule = optimal_selection_rule(p, law)
 
-    def output(chooser: CurtainRule, seed: int) -> np.ndarray:
-        rng = np.random.default_rng(seed)
-        tuples = law.sample(rng, 30_000)
-        chosen = tuples[np.arange(len(tuples)), chooser.choose(tuples, rng)]
-        keep = rng.random(len(chosen)) < rule.accept[chosen]
-        tokens = np.where(keep, chosen, rng.choice(len(p), size=len(chosen), p=rule.residual))
-        return np.bincount(tokens, minlength=len(p))
-
     support = p > 0
-    good, bad = output(rule, 1), output(_hull_uniform(rule), 1)
+    good, bad = sampled_output(rule, rule, law, 30_000, 1), sampled_output(_hull_uniform(rule), rule, law, 30_000, 1)
     assert good[~support].sum() == 0
     assert stats.chisquare(good[support], p[support] * good.sum()).pvalue > 1e-3
     assert stats.chisquare(bad[support], p[support] * bad.sum()).pvalue < 1e-6

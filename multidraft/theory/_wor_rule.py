@@ -1,0 +1,267 @@
+"""The verifier for drafts without replacement: the optimal law r*, the J-curtain on U, the
+front/back rule on T* (U merged into one token), each with its exact law.
+
+**Target** (docs/optimal_verifier.md §7). T* = the min-cut prefix (pruned exact scan,
+:func:`~multidraft.theory._wor_race.optimal_cut`), U = Ω ∖ T*, L = q(U), g(T*) = P(set(X) ⊆ T*).
+The optimal law is the clipped form r* = min(p, λq) on U (r*(U) = h(U) = 1 - g(T*)) and
+max(p, μq) on T* (r*(T*) = g(T*)); Σ min(p, r*) = P*. U is tight, so the two sides decouple: a
+rule selects from U whenever a U token is drafted, and from T* otherwise, and its acceptance is
+the sum of the two sides' Σ min(p, r).
+
+**U side.** The J-curtain (§8): rebuild the iid stream of the drafts (between the j-th and the
+(j+1)-th new token, Geometric repeats of the tokens already drawn), count the U-points J up to
+the moment they and the distinct T*-tokens number K, give each U-point a uniform position in its
+token's set of a layout of [0, 1) for the weight G(x) = E[x^J], and select the smallest. Its law
+is exact (the layout tiles), and the layout is fitted to the best law of the class
+(:func:`~multidraft.theory._wor_curtain.clipped_layout`), which is r* on U exactly when the
+J-condition holds. Where it falls short of h(U) the front/back rule's U side is computed too
+and the better is kept.
+
+**T\\* side.** The front/back rule restricted to T* (positions by decreasing p/q, coins fitted
+to p, first "front" else the last drafted), whose law depends on U only through its first
+arrival, so U is merged into one token of mass L (the same law, at O(|T*|) cost).
+
+Whatever the fit reaches, r is the rule's exact law (quadrature error ~1e-14), so the canonical
+single-draft step against r is lossless. If selecting the first draft (law q) accepts more, or a
+fit fails, the first draft is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multidraft.theory._front_back import front_back_nodes, front_back_pass
+from multidraft.theory._wor_curtain import Layout, clipped_layout, point_win_probabilities
+from multidraft.theory._wor_race import j_law, optimal_cut
+from multidraft.theory.verifier import FrontBackRule, _single_draft_step, _water_level
+
+__all__ = ["WithoutReplacementRule", "wor_selection_rule", "optimal_wor_law"]
+
+#: Shortfall of a side below its optimum that triggers the alternative rule on that side.
+SIDE_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True)
+class WithoutReplacementRule(FrontBackRule):
+    """The rule of the module docstring: :class:`FrontBackRule`'s fields (positions U then T*,
+    coins), then the J-curtain of the U side.
+
+    Attributes
+    ----------
+    u_rule : str
+        ``"j-curtain"`` or ``"front-back"``: the rule on rows that draft a U token.
+    j_law : ndarray [K + 1]
+        P(J = j), the coefficients of G.
+    layout : Layout or None
+        The J-curtain's pieces in [0, 1) (U's draftable tokens; ``group`` maps tokens to it).
+    group : ndarray [n] int64
+        Layout group of every U token with q > 0; -1 elsewhere.
+    optimal_law : ndarray [n]
+        r*, the optimal law this rule aims at (Σ min(p, r*) = :attr:`optimum`).
+    shortfall : tuple[float, float]
+        ``(h(U) side, T* side)`` of ``optimum - acceptance`` before the first-draft comparison.
+    """
+
+    u_rule: str = "j-curtain"
+    j_law: np.ndarray | None = None
+    layout: Layout | None = None
+    group: np.ndarray | None = None
+    optimal_law: np.ndarray | None = None
+    shortfall: tuple[float, float] = (0.0, 0.0)
+
+    def _in_u(self, tuples: np.ndarray) -> np.ndarray:
+        return self.position[tuples] < self.boundary
+
+    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The selected draft (column) of every row of ``tuples [N, K]`` (distinct tokens)."""
+        tuples = np.asarray(tuples, dtype=np.int64)
+        chosen = super().choose(tuples, rng)
+        if self.first_draft or self.u_rule != "j-curtain":
+            return chosen
+        rows = np.flatnonzero(self._in_u(tuples).any(axis=-1))
+        if len(rows):
+            marks = self._stream_marks(tuples[rows], rng)
+            winner = self._curtain_winner(marks, rng)
+            chosen[rows] = np.argmax(tuples[rows] == winner[:, None], axis=-1)
+        return chosen
+
+    def _stream_marks(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The tokens of the J U-points of each row (``[m, K]``, -1 padded), sampled from the
+        iid stream rebuilt given the ordered drafts: after the j-th new token, each further point
+        is a U-repeat with probability ``q(arrived U) / (1 - q(arrived T*))`` (T*-repeats do not
+        change the count), its token ∝ q among the arrived U tokens."""
+        m, k = tuples.shape
+        rows = np.arange(m)
+        in_u = self._in_u(tuples)
+        mass = self.draft[tuples]
+        marks = np.full((m, k), -1, dtype=np.int64)
+        count = np.zeros(m, dtype=np.int64)
+        points = np.zeros(m, dtype=np.int64)
+        arrived_u, arrived_t = np.zeros(m), np.zeros(m)
+        for j in range(k):
+            live = count < k
+            new_u = live & in_u[:, j]
+            marks[rows[new_u], points[new_u]] = tuples[new_u, j]
+            points += new_u
+            count += live
+            arrived_u += np.where(live & in_u[:, j], mass[:, j], 0.0)
+            arrived_t += np.where(live & ~in_u[:, j], mass[:, j], 0.0)
+            if j == k - 1:
+                break
+            repeating = count < k
+            weights = np.cumsum(np.where(in_u[:, : j + 1], mass[:, : j + 1], 0.0), axis=1)
+            while repeating.any():
+                repeat = repeating & (rng.random(m) * (1.0 - arrived_t) < arrived_u)
+                level = rng.random(m) * arrived_u
+                column = np.minimum((weights <= level[:, None]).sum(axis=1), j)
+                marks[rows[repeat], points[repeat]] = tuples[repeat, column[repeat]]
+                points += repeat
+                count += repeat
+                repeating = repeat & (count < k)
+        return marks
+
+    def _curtain_winner(self, marks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The token of the U-point with the smallest uniform position in its group's set."""
+        layout = self.layout
+        lengths = layout.piece_end - layout.piece_start
+        cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
+        present = marks >= 0
+        group = np.where(present, self.group[np.maximum(marks, 0)], 0)
+        first, last = layout.group_first[group], layout.group_last[group]
+        level = cumulative[first] + rng.random(marks.shape) * (cumulative[last] - cumulative[first])
+        piece = np.clip(np.searchsorted(cumulative, level, side="right") - 1, first, last - 1)
+        position = np.minimum(layout.piece_start[piece] + (level - cumulative[piece]), layout.piece_end[piece])
+        position = np.where(present, position, np.inf)
+        return marks[np.arange(len(marks)), np.argmin(position, axis=-1)]
+
+    def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
+        """``P(draft i is selected | X = x)`` for every row of ``tuples [m, K]``, exactly (the
+        J-curtain's by enumerating the rebuilt stream's U-points: for enumeration at small n)."""
+        tuples = np.asarray(tuples, dtype=np.int64)
+        out = super().choice_probabilities(tuples)
+        if self.first_draft or self.u_rule != "j-curtain":
+            return out
+        for row in np.flatnonzero(self._in_u(tuples).any(axis=-1)):
+            out[row] = 0.0
+            for marks, weight in _stream_outcomes(tuples[row], self._in_u(tuples[row]), self.draft, self.k):
+                win = point_win_probabilities(self.layout, self.group[np.array(marks)][None, :])[0]
+                for token, share in zip(marks, win):
+                    out[row, int(np.flatnonzero(tuples[row] == token)[0])] += weight * share
+        return out
+
+
+def _stream_outcomes(tuple_, in_u, draft, k):
+    """Every U-point sequence of the rebuilt stream of one ordered draft tuple, with its
+    probability (the branches of :meth:`WithoutReplacementRule._stream_marks`)."""
+    outcomes = []
+
+    def walk(j, marks, count, arrived_u, arrived_t, weight):
+        token = int(tuple_[j])
+        if in_u[j]:
+            marks, arrived_u = marks + (token,), arrived_u + draft[token]
+        else:
+            arrived_t += draft[token]
+        count += 1
+        if count >= k or j == k - 1:
+            outcomes.append((marks, weight))
+            return
+        arrived = [int(x) for x, u in zip(tuple_[: j + 1], in_u[: j + 1]) if u]
+        repeat = arrived_u / (1.0 - arrived_t)
+        walk(j + 1, marks, count, arrived_u, arrived_t, weight * (1.0 - repeat))
+        if repeat > 0:
+            repeats(j, marks, count, arrived_u, arrived_t, weight * repeat, arrived)
+
+    def repeats(j, marks, count, arrived_u, arrived_t, weight, arrived):
+        for token in arrived:
+            share = draft[token] / arrived_u
+            new_marks, new_count = marks + (token,), count + 1
+            if new_count >= k:
+                outcomes.append((new_marks, weight * share))
+                continue
+            repeat = arrived_u / (1.0 - arrived_t)
+            walk(j + 1, new_marks, new_count, arrived_u, arrived_t, weight * share * (1.0 - repeat))
+            repeats(j, new_marks, new_count, arrived_u, arrived_t, weight * share * repeat, arrived)
+
+    walk(0, (), 0, 0.0, 0.0, 1.0)
+    return outcomes
+
+
+def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained: float) -> np.ndarray:
+    """r* = min(p, λq) on U with r*(U) = 1 - g(T*), max(p, μq) on T* with r*(T*) = g(T*)."""
+    r = np.zeros(len(p))
+    for part, clip, total in ((~in_cut & (q > 0), "min", 1.0 - contained), (in_cut, "max", contained)):
+        tokens = np.flatnonzero(part)
+        if len(tokens) == 0:
+            continue
+        density = p[tokens] / q[tokens]
+        tokens, density = tokens[np.argsort(density)], np.sort(density)
+        level = _water_level(p[tokens], q[tokens], density, total, clip)
+        r[tokens] = np.minimum(p[tokens], level * q[tokens]) if clip == "min" else np.maximum(p[tokens], level * q[tokens])
+    return r
+
+
+def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplacementRule:
+    """The rule of the module docstring for target p (a validated distribution) and K drafts
+    without replacement from q."""
+    n = len(p)
+    cut = optimal_cut(p, q, k)
+    in_cut = np.zeros(n, dtype=bool)
+    in_cut[cut.order[: cut.size]] = True
+    certificate = np.flatnonzero(in_cut)
+    certificate.flags.writeable = False
+    r_star = optimal_wor_law(p, q, in_cut, cut.contained)
+    ratio = np.full(n, np.inf)
+    np.divide(p, q, out=ratio, where=q > 0)
+    order = np.lexsort((np.arange(n), -ratio, in_cut))  # U then T*, each by decreasing p/q
+    boundary = n - cut.size
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    u_tokens, t_tokens = order[:boundary], order[boundary:]
+    outside = float(q[u_tokens].sum())
+    alpha, r = np.zeros(n), np.zeros(n)
+    note = None
+
+    # T* side: front/back with U merged into one token of mass L.
+    if len(t_tokens):
+        merged_q = np.concatenate([[outside], q[t_tokens]]) if outside > 0 else q[t_tokens]
+        merged_p = np.concatenate([[0.0], p[t_tokens]]) if outside > 0 else p[t_tokens]
+        lead = 1 if outside > 0 else 0
+        nodes, weights = front_back_nodes(merged_q, k)
+        a_t, r_t = front_back_pass(merged_p, merged_q, lead, k, nodes, weights)
+        alpha[t_tokens], r[t_tokens] = a_t[lead:], r_t[lead:]
+
+    # U side: the J-curtain at its best; the front/back U side where that falls short.
+    u_rule, coefficients, layout, group = "j-curtain", None, None, np.full(n, -1, dtype=np.int64)
+    drafted_u = u_tokens[q[u_tokens] > 0]
+    h_u = 1.0 - cut.contained
+    u_short = 0.0
+    if len(drafted_u):
+        coefficients = j_law(q[t_tokens], outside, k)
+        layout, _ = clipped_layout(p[drafted_u], q[drafted_u] / outside, coefficients)
+        group[drafted_u] = layout.token_group
+        r[drafted_u] = layout.law
+        u_target = float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
+        u_short = u_target - float(np.minimum(p[drafted_u], layout.law).sum())
+        if u_short > SIDE_TOLERANCE:
+            nodes, weights = front_back_nodes(q, k)
+            a_all, r_all = front_back_pass(p[order], q[order], boundary, k, nodes, weights)
+            r_fb = np.empty(n)
+            r_fb[order] = r_all
+            fb_short = u_target - float(np.minimum(p[u_tokens], r_fb[u_tokens]).sum())
+            if fb_short < u_short and np.isfinite(r_all[:boundary]).all():
+                u_rule, u_short = "front-back", fb_short
+                alpha[u_tokens], r[u_tokens] = a_all[:boundary], r_fb[u_tokens]
+    t_short = float(np.minimum(p[t_tokens], r_star[t_tokens]).sum() - np.minimum(p[t_tokens], r[t_tokens]).sum())
+    fitted = np.isfinite(r).all() and (r >= -1e-15).all() and abs(r.sum() - 1.0) <= 1e-9
+    if not fitted:
+        note = f"without-replacement fit failed (its law sums to {r.sum():.6g}); fell back to the first draft (law q)"
+    first_draft = not fitted or np.minimum(p, q).sum() > np.minimum(p, r).sum()
+    if first_draft:
+        r = q.copy()
+    accept, residual = _single_draft_step(p, r)
+    return WithoutReplacementRule(
+        k, n, p, q, r, cut.value, certificate, accept, residual, position, boundary, alpha, bool(first_draft), note,
+        u_rule, coefficients, layout, group, r_star, (u_short, t_short),
+    )  # fmt: skip

@@ -1,15 +1,17 @@
-"""The verifier for drafts without replacement (the front/back rule of multidraft.theory.verifier).
+"""The verifier for drafts without replacement (multidraft.theory._wor_rule and its parts).
 
 Independent routes compared here:
 
-* the law r from the compiled forward pass (exponential-race integrals) against r recomputed by
-  enumerating every ordered draft tuple with the rule's exact choice probabilities;
-* the output of "select, accept with min(1, p/r), else the residual" against p, by enumeration
-  and by chi-square on sampled runs, with a deliberately wrong twin that both must catch;
-* r ∈ B(h) on every subset, ``Σ min(p, r)`` <= P* from subsets (a lower bound), never below
-  the first draft's ``Σ min(p, q)``, and equal to P* from the sorted scan on Zipf-like
-  positions up to n = 49152;
-* at full vocabulary, the frequencies of the selected tokens of sampled draft tuples against r.
+* the pruned optimal-cut scan against the full scan (every prefix) and against P* from subsets;
+* the optimal law r* against B(h) on every subset (exact enumeration of the draft set's law);
+* the rule's law r (J-law quadrature, curtain layout, race passes) against r recomputed by
+  enumerating every ordered draft tuple with the rule's exact choice probabilities (which for
+  the J-curtain enumerate the rebuilt stream's U-points), and the output against p;
+* the decoupling (r(U) = h(U)), the merged-U identity (front/back's T* law with U as one token
+  equals the full pass) and P(J >= 1) = h(U) (quadrature against the scan);
+* acceptance never below today's front/back rule on adversarial instances;
+* chi-square of sampled outputs, with a broken twin (the J-curtain without the stream's repeats)
+  that the same test rejects.
 """
 
 from __future__ import annotations
@@ -21,41 +23,67 @@ import pytest
 from hypothesis import assume, given
 
 from multidraft.theory import WithoutReplacement, optimal_acceptance, softmax, zipf
-from multidraft.theory.verifier import FrontBackRule, optimal_selection_rule
+from multidraft.theory._front_back import front_back_nodes, front_back_pass
+from multidraft.theory._wor_race import full_scan_cut, j_law, optimal_cut
+from multidraft.theory._wor_rule import WithoutReplacementRule, _stream_outcomes, optimal_wor_law
+from multidraft.theory.verifier import optimal_selection_rule
 
 from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
 from strategies import as_float, instances
+from wor_instances import instances as adversarial
 
 
+def front_back_today(p: np.ndarray, q: np.ndarray, k: int) -> float:
+    """Acceptance of the front/back rule as shipped before the J-curtain (the whole vocabulary in
+    one pass, U then T*, or the first draft where that accepts more)."""
+    cut = optimal_cut(p, q, k)
+    n = len(p)
+    in_cut = np.zeros(n, dtype=bool)
+    in_cut[cut.order[: cut.size]] = True
+    ratio = np.full(n, np.inf)
+    np.divide(p, q, out=ratio, where=q > 0)
+    order = np.lexsort((np.arange(n), -ratio, in_cut))
+    nodes, weights = front_back_nodes(q, k)
+    _, r = front_back_pass(p[order], q[order], n - cut.size, k, nodes, weights)
+    return max(float(np.minimum(p[order], r).sum()), float(np.minimum(p, q).sum()))
 
 
+def test_pruned_scan_is_the_full_scan():
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        n = int(rng.integers(3, 400))
+        k = int(rng.integers(2, 9))
+        concentration = rng.choice([0.05, 0.3, 1.0, 5.0])
+        p, q = rng.dirichlet(np.full(n, concentration)), rng.dirichlet(np.full(n, concentration))
+        if np.count_nonzero(q) < k:
+            continue
+        pruned, full = optimal_cut(p, q, k), full_scan_cut(p, q, k)
+        assert pruned.value == pytest.approx(full.value, abs=1e-14)
+        assert pruned.candidates <= full.candidates
+    p = zipf(5000, exponent=1.1, rng=np.random.default_rng(1))
+    for k, temperature in [(2, 0.5), (4, 2.0), (8, 0.5)]:
+        q = softmax(np.log(p), temperature=temperature)
+        pruned, full = optimal_cut(p, q, k), full_scan_cut(p, q, k)
+        assert (pruned.size, pruned.value) == (full.size, pytest.approx(full.value, abs=1e-14))
 
 
-class FrontFirstTwin(FrontBackRule):
-    """WRONG twin: when no coin says front, the *first* drafted token of the active part wins,
-    while the fitted law of the front/back rule (last token wins) is still used."""
-
-    def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
-        out = super().choice_probabilities(tuples)
-        position, active = self._active(tuples)
-        back = np.prod(np.where(active, 1.0 - self.alpha[tuples], 1.0), axis=-1)
-        rows = np.arange(len(tuples))
-        out[rows, np.argmax(np.where(active, position, -1), axis=-1)] -= back
-        out[rows, np.argmin(np.where(active, position, self.n), axis=-1)] += back
-        return out
-
-    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        position, active = self._active(tuples)
-        front = active & (rng.random(tuples.shape) < self.alpha[tuples])
-        first_front = np.argmin(np.where(front, position, self.n), axis=-1)
-        first_active = np.argmin(np.where(active, position, self.n), axis=-1)
-        return np.where(front.any(axis=-1), first_front, first_active)
-
-
-def twin(rule: FrontBackRule) -> FrontFirstTwin:
-    return FrontFirstTwin(**rule.__dict__)
-
-
+@given(instances(max_n=6, max_k=4))
+def test_optimal_law_lies_in_the_base_polytope(instance):
+    """r* (clipped form) is a law with r(A) <= h(A) on every subset and Σ min(p, r*) = P*."""
+    n, k, target, draft = instance
+    p, q = as_float(target), as_float(draft)
+    assume(k <= np.count_nonzero(q))
+    law = WithoutReplacement(q, k)
+    cut = optimal_cut(p, q, k)
+    in_cut = np.zeros(n, dtype=bool)
+    in_cut[cut.order[: cut.size]] = True
+    r = optimal_wor_law(p, q, in_cut, cut.contained)
+    optimum = float(optimal_acceptance(target, WithoutReplacement(draft, k), method="subsets", exact=True).value)
+    assert r.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.minimum(p, r).sum() == pytest.approx(optimum, abs=1e-12)
+    for bits in itertools.product([False, True], repeat=n):
+        mask = np.array(bits)
+        assert r[mask].sum() <= coverage(law, mask) + 1e-12
 
 
 @given(instances(max_n=6, max_k=4))
@@ -65,16 +93,74 @@ def test_law_output_and_bounds_on_small_instances(instance):
     assume(k <= np.count_nonzero(q))
     law = WithoutReplacement(q, k)
     rule = optimal_selection_rule(p, law)
+    assert isinstance(rule, WithoutReplacementRule)
     r = rule.selection_law
     np.testing.assert_allclose(enumerated_law(rule, law), r, rtol=0, atol=1e-12)
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
     optimum = float(optimal_acceptance(target, WithoutReplacement(draft, k), method="subsets", exact=True).value)
     assert rule.optimum == pytest.approx(optimum, abs=1e-12)
-    assert rule.acceptance <= optimum + 1e-12
-    assert rule.acceptance >= np.minimum(p, q).sum() - 1e-12
+    assert np.minimum(p, rule.optimal_law).sum() == pytest.approx(optimum, abs=1e-12)
+    assert np.minimum(p, q).sum() - 1e-12 <= rule.acceptance <= optimum + 1e-12
     for bits in itertools.product([False, True], repeat=n):
         mask = np.array(bits)
         assert r[mask].sum() <= coverage(law, mask) + 1e-12
+
+
+def test_law_and_output_by_enumeration_at_n7():
+    """n = 7, K = 2..4, adversarial kinds: the rule's law and output, tuple by tuple."""
+    for kind, p, q, k in adversarial(seed=4, count=27, max_n=7):
+        law = WithoutReplacement(q, k)
+        rule = optimal_selection_rule(p, law)
+        np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-12, err_msg=kind)
+        np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12, err_msg=kind)
+
+
+def test_decoupling_and_merged_u_identities():
+    """U is tight (r(U) = h(U) = 1 - g(T*)), P(J >= 1) = h(U) by the J-law quadrature, the
+    J-law equals the rebuilt stream's enumerated J, and front/back's T* law with U merged into
+    one token is the full pass's."""
+    for kind, p, q, k in adversarial(seed=6, count=90, max_n=7):
+        law = WithoutReplacement(q, k)
+        rule = optimal_selection_rule(p, law)
+        if rule.first_draft:
+            continue
+        cut = optimal_cut(p, q, k)
+        in_u = np.ones(len(p), dtype=bool)
+        in_u[cut.order[: cut.size]] = False
+        assert rule.selection_law[in_u].sum() == pytest.approx(1.0 - cut.contained, abs=1e-12)
+        assert cut.contained == pytest.approx(float(law.containment(~in_u)), abs=1e-12)
+        outside = float(q[in_u].sum())
+        if outside > 0 and (~in_u).any():
+            c = j_law(q[~in_u], outside, k)
+            assert 1.0 - c[0] == pytest.approx(1.0 - cut.contained, abs=1e-13)
+            enumerated = np.zeros(k + 1)
+            tuples, probs = law.enumerate()
+            for row, prob in zip(tuples, probs):
+                for marks, weight in _stream_outcomes(row, in_u[row], q, k):
+                    enumerated[len(marks)] += prob * weight
+            np.testing.assert_allclose(c, enumerated, rtol=0, atol=1e-12)
+        if cut.size and outside > 0:
+            order = rule.position.argsort()
+            nodes, weights = front_back_nodes(q, k)
+            _, full = front_back_pass(p[order], q[order], rule.boundary, k, nodes, weights)
+            t_tokens = order[rule.boundary :]
+            np.testing.assert_allclose(rule.selection_law[t_tokens], full[rule.boundary :], rtol=0, atol=1e-13)
+
+
+def test_never_worse_than_the_front_back_rule():
+    """Over 600 adversarial instances (n <= 8), the rule accepts at least as much as today's
+    front/back rule, reaches P* far more often, and never exceeds P*."""
+    reached = today_reached = 0
+    for kind, p, q, k in adversarial(seed=11, count=600, max_n=8):
+        law = WithoutReplacement(q, k)
+        rule = optimal_selection_rule(p, law)
+        today = front_back_today(p, q, k)
+        assert rule.acceptance >= today - 1e-12, kind
+        assert rule.acceptance <= rule.optimum + 1e-12
+        reached += rule.acceptance >= rule.optimum - 1e-9
+        today_reached += today >= rule.optimum - 1e-9
+    assert reached >= today_reached
+    assert reached >= 0.95 * 600
 
 
 EDGE_CASES = {
@@ -101,23 +187,11 @@ def test_edge_cases(case):
     assert rule.acceptance == pytest.approx(optimal_acceptance(p, law, method="subsets").value, abs=1e-12)
 
 
-def test_the_wrong_twin_is_caught_by_enumeration():
-    rng = np.random.default_rng(5)
-    worst = 0.0
-    for _ in range(20):
-        p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))
-        law = WithoutReplacement(q, 3)
-        rule = optimal_selection_rule(p, law)
-        worst = max(worst, float(np.abs(enumerated_output(twin(rule), law) - p).max()))
-    assert worst > 1e-2
-
-
 @pytest.mark.parametrize("n", [300, 49152])
 @pytest.mark.parametrize("k", [2, 4, 8])
 @pytest.mark.parametrize("temperature", [0.5, 1.2])
 def test_reaches_the_optimum_on_zipf_positions(n, k, temperature):
-    """The measured claim of the module docstring: P* (sorted scan) to 1e-10 on Zipf-like
-    targets with tempered drafts; the law is a distribution to rounding."""
+    """P* (sorted scan of the law) to 1e-10 on Zipf-like targets with tempered drafts."""
     p = zipf(n, exponent=1.1, rng=np.random.default_rng(n + k))
     law = WithoutReplacement(softmax(np.log(p), temperature=temperature), k)
     rule = optimal_selection_rule(p, law)
@@ -126,21 +200,50 @@ def test_reaches_the_optimum_on_zipf_positions(n, k, temperature):
     assert rule.acceptance == pytest.approx(optimal_acceptance(p, law).value, abs=1e-10)
 
 
+class NoRepeatsTwin(WithoutReplacementRule):
+    """WRONG twin: the J-curtain's U-points without the stream's repeats (J = the number of U
+    drafts, their own tokens), and the U-point with the *largest* position wins, while the
+    rule's law is still used."""
+
+    def _stream_marks(self, tuples, rng):
+        return np.where(self._in_u(tuples), tuples, -1)
+
+    def _curtain_winner(self, marks, rng):
+        reversed_marks = np.where(marks >= 0, marks, -1)
+        winner = super()._curtain_winner(reversed_marks, rng)
+        last = np.where(marks >= 0, np.arange(marks.shape[1]), -1).argmax(axis=1)
+        return np.where(rng.random(len(marks)) < 0.5, winner, marks[np.arange(len(marks)), last])
+
+
+def _twin(rule: WithoutReplacementRule) -> NoRepeatsTwin:
+    return NoRepeatsTwin(**rule.__dict__)
+
+
 @pytest.mark.statistical
 def test_sampled_output_is_the_target_and_the_wrong_twin_is_caught():
-    """N = 30,000 runs of select -> accept/residual: the output frequencies match p (chi-square),
-    and the same step behind the front-first twin is rejected."""
+    """N = 100,000 runs on an instance where the J-curtain selects among two groups or more: the selected tokens follow r and the output follows p
+    (chi-square); the no-repeats twin's selected tokens are rejected against the same r."""
     from scipy import stats
 
-    p = np.array([0.56, 0.01, 0.1, 0.2, 0.13])
-    q = np.array([0.03, 0.05, 0.49, 0.18, 0.25])
-    law = WithoutReplacement(q, 2)
-    rule = optimal_selection_rule(p, law)
-    assert np.abs(enumerated_output(twin(rule), law) - p).max() > 0.3
+    for kind, p, q, k in adversarial(seed=2, count=200, max_n=7):
+        law = WithoutReplacement(q, k)
+        rule = optimal_selection_rule(p, law)
+        if rule.u_rule == "j-curtain" and not rule.first_draft and k >= 3:
+            if rule.layout is not None and len(rule.layout.group_first) >= 2:
+                break
+    else:
+        raise AssertionError("no instance with a J-curtain of two groups in the seeded search")
+    tuples = law.sample(np.random.default_rng(3), 100_000)
 
-    good, bad = sampled_output(rule, rule, law, 30_000, 1), sampled_output(twin(rule), rule, law, 30_000, 1)
-    assert stats.chisquare(good, p * good.sum()).pvalue > 1e-3
-    assert stats.chisquare(bad, p * bad.sum()).pvalue < 1e-6
+    def selected(chooser):
+        chosen = tuples[np.arange(len(tuples)), chooser.choose(tuples, np.random.default_rng(4))]
+        return np.bincount(chosen, minlength=len(p))
+
+    expected = rule.selection_law * len(tuples)
+    assert stats.chisquare(selected(rule), expected).pvalue > 1e-3
+    assert stats.chisquare(selected(_twin(rule)), expected).pvalue < 1e-6
+    output = sampled_output(rule, rule, law, 100_000, 1)
+    assert stats.chisquare(output, p * output.sum()).pvalue > 1e-3
 
 
 @pytest.mark.statistical
@@ -154,7 +257,7 @@ def test_selected_tokens_follow_the_law_at_full_vocabulary():
     law = WithoutReplacement(softmax(np.log(p), temperature=0.8), 4)
     rule = optimal_selection_rule(p, law)
     rng = np.random.default_rng(8)
-    tuples = np.concatenate([law.sample(rng, 1000) for _ in range(10)])  # [1000, n] keys per call
+    tuples = np.concatenate([law.sample(rng, 1000) for _ in range(10)])
     chosen = tuples[np.arange(len(tuples)), rule.choose(tuples, rng)]
     top = np.argsort(-rule.selection_law)[:30]
     bins = np.full(n, len(top))
@@ -165,8 +268,8 @@ def test_selected_tokens_follow_the_law_at_full_vocabulary():
 
 
 def test_optimal_scheme_beyond_the_lp_uses_the_rule():
-    """``optimal`` with drafts without replacement at n = 49152 (the transport LP would have
-    ~10^13 variables): acceptance is the rule's, = P* here, and its sampler accepts at that rate."""
+    """``optimal`` with drafts without replacement at n = 49152: acceptance is the rule's (= P*
+    here), and its sampler accepts at that rate."""
     from multidraft.schemes import get_scheme
 
     n = 49152
@@ -181,20 +284,38 @@ def test_optimal_scheme_beyond_the_lp_uses_the_rule():
     assert scheme.select(p, law, law.sample(rng, 1)[0], rng).token in range(n)
 
 
-def test_first_draft_when_it_accepts_more(monkeypatch):
-    """A fit that accepts less than the first draft (here: a pass that returns α = 0, the
-    always-last rule) is replaced by the first draft, whose law q is exact; a failed fit (NaN)
-    likewise, and says so."""
-    from multidraft.theory import verifier
+def _short_instance():
+    """An adversarial instance where the J-curtain falls short of h(U) and front/back's U side
+    does better (found by the seeded search)."""
+    for kind, p, q, k in adversarial(seed=11, count=600, max_n=8):
+        rule = optimal_selection_rule(p, WithoutReplacement(q, k))
+        if rule.u_rule == "front-back" and not rule.first_draft:
+            return p, q, k
+    raise AssertionError("no instance with the front/back U side in the seeded search")
 
-    fitted_pass = verifier.front_back_pass
+
+def test_front_back_u_side_when_the_j_curtain_falls_short():
+    p, q, k = _short_instance()
+    law = WithoutReplacement(q, k)
+    rule = optimal_selection_rule(p, law)
+    np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+
+
+def test_first_draft_when_it_accepts_more(monkeypatch):
+    """A fit that accepts less than the first draft (here: passes that return α = 0, the
+    always-last rule, on an instance with T* = Ω) is replaced by the first draft, whose law q
+    is exact; a failed fit (NaN) likewise, and says so."""
+    from multidraft.theory import _wor_rule
+
+    fitted_pass = _wor_rule.front_back_pass
 
     def always_last(target, draft, boundary, k, nodes, weights, alpha=None):
         return fitted_pass(target, draft, boundary, k, nodes, weights, np.zeros(len(draft)))
 
     p, law = np.array([0.6, 0.1, 0.1, 0.2]), WithoutReplacement([0.1, 0.3, 0.3, 0.3], 2)
     assert not optimal_selection_rule(p, law).first_draft
-    monkeypatch.setattr(verifier, "front_back_pass", always_last)
+    monkeypatch.setattr(_wor_rule, "front_back_pass", always_last)
     rule = optimal_selection_rule(p, law)
     assert rule.first_draft and rule.note is None
     np.testing.assert_allclose(rule.selection_law, law.draft, rtol=0, atol=0)
@@ -203,7 +324,7 @@ def test_first_draft_when_it_accepts_more(monkeypatch):
     def broken(target, draft, boundary, k, nodes, weights, alpha=None):
         return np.zeros(len(draft)), np.full(len(draft), np.nan)
 
-    monkeypatch.setattr(verifier, "front_back_pass", broken)
+    monkeypatch.setattr(_wor_rule, "front_back_pass", broken)
     rule = optimal_selection_rule(p, law)
     assert rule.first_draft and rule.note is not None and "fell back" in rule.note
     np.testing.assert_allclose(enumerated_law(rule, law), law.draft, rtol=0, atol=1e-12)

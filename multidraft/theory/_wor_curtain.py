@@ -29,7 +29,7 @@ import numpy as np
 
 from dataclasses import dataclass
 
-__all__ = ["polynomial_weight", "clipped_layout", "point_win_probabilities", "Layout"]
+__all__ = ["polynomial_weight", "water_level", "clipped_layout", "point_win_probabilities", "Layout"]
 
 
 @dataclass(frozen=True)
@@ -65,15 +65,33 @@ def polynomial_weight(start: np.ndarray, end: np.ndarray, coefficients: np.ndarr
     return out
 
 
+def water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str) -> float:
+    """λ with ``Σ min(v, λ m) = total`` (``"min"``; inf when Σ v <= total) or ``Σ max(v, λ m) =
+    total`` (``"max"``; 0 when Σ v >= total), for v/m sorted increasingly (m > 0).
+
+    Both sums are piecewise linear and increasing in λ with breakpoints d_j = v_j/m_j; their
+    values at the breakpoints come from prefix sums, the segment holding the total by a binary
+    search, and λ from that segment's sums (at most one division)."""
+    density = values / masses
+    value_before, mass_before = np.cumsum(values) - values, np.cumsum(masses) - masses
+    mass_total, value_total = float(masses.sum()), float(values.sum())
+    if clip == "min":  # at d_j: tokens i < j keep v_i, the others give d_j m_i
+        j = int(np.searchsorted(value_before + density * (mass_total - mass_before), total, side="left"))
+        return np.inf if j == len(values) else (total - values[:j].sum()) / masses[j:].sum()
+    if value_total >= total:
+        return 0.0
+    # at d_j: tokens i < j give d_j m_i, the others keep v_i
+    j = int(np.searchsorted(density * mass_before + (value_total - value_before), total, side="left"))
+    return total / mass_total if j == len(values) else (total - values[j:].sum()) / masses[:j].sum()
+
+
 def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
     """Groups of one part (tokens sorted by increasing p/q): the free tokens (r = p) one group
     each and the pool (r ∝ m) one group, by decreasing density. Returns (group of each token,
-    group masses, group weights)."""
-    from multidraft.theory.verifier import _water_level  # the iid layout's water level (no import cycle)
-
+    group masses, group weights, index of the pool group or -1)."""
     size = len(values)
     density = values / masses
-    level = _water_level(values, masses, density, total, clip)
+    level = water_level(values, masses, total, clip)
     if clip == "min":  # U-part: pool (density >= λ) first, then free by decreasing p/q
         free = int(np.searchsorted(density, level, side="left"))
         pooled = size > free
@@ -83,6 +101,7 @@ def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
         pool_m, pool_w = masses[free:].sum(), max(total - free_v.sum(), 0.0)
         mass = np.concatenate([[pool_m], free_m]) if pooled else free_m
         weight = np.concatenate([[pool_w], free_v]) if pooled else free_v
+        pool_index = 0 if pooled else -1
     else:  # T-part: free by decreasing p/q, then the pool (density <= μ)
         pool = int(np.searchsorted(density, level, side="right"))
         group = np.full(size, size - pool, dtype=np.int64)
@@ -91,7 +110,8 @@ def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
         pool_m, pool_w = masses[:pool].sum(), max(total - free_v.sum(), 0.0)
         mass = np.concatenate([free_m, [pool_m]]) if pool else free_m
         weight = np.concatenate([free_v, [pool_w]]) if pool else free_v
-    return group, mass, weight
+        pool_index = len(mass) - 1 if pool else -1
+    return group, mass, weight, pool_index
 
 
 def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarray) -> tuple[Layout, float]:
@@ -118,7 +138,7 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
             continue
         tokens = tokens[np.argsort(p[tokens] / m[tokens], kind="stable")]  # increasing p/m
         total = float(polynomial_weight(lo, hi, c))
-        group, mass, weight = _groups(p[tokens], m[tokens], total, clip)
+        group, mass, weight, _ = _groups(p[tokens], m[tokens], total, clip)
         if len(c) <= 2 or c[2:].sum() <= 0.0:  # G linear: w constant, any tiling realises r ∝ m
             end = lo + np.cumsum(mass)
             piece_group, start, stop = np.arange(len(mass)), end - mass, end

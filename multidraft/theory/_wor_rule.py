@@ -33,14 +33,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.theory._front_back import front_back_nodes, front_back_pass
-from multidraft.theory._wor_curtain import Layout, clipped_layout, point_win_probabilities
+from multidraft.theory._wor_curtain import Layout, _groups, clipped_layout, point_win_probabilities
 from multidraft.theory._wor_race import j_law, optimal_cut
-from multidraft.theory.verifier import FrontBackRule, _single_draft_step, _water_level
+from multidraft.theory.verifier import FrontBackRule, _single_draft_step
 
 __all__ = ["WithoutReplacementRule", "wor_selection_rule", "optimal_wor_law"]
 
-#: Shortfall of a side below its optimum that triggers the alternative rule on that side.
-SIDE_TOLERANCE = 1e-12
+#: Shortfall of a side below its optimum that triggers the alternative rule on that side (above
+#: the rounding of a sum over 10^5 tokens).
+SIDE_TOLERANCE = 1e-10
 
 
 @dataclass(frozen=True)
@@ -189,16 +190,19 @@ def _stream_outcomes(tuple_, in_u, draft, k):
 
 
 def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained: float) -> np.ndarray:
-    """r* = min(p, λq) on U with r*(U) = 1 - g(T*), max(p, μq) on T* with r*(T*) = g(T*)."""
+    """r* = min(p, λq) on U with r*(U) = 1 - g(T*), max(p, μq) on T* with r*(T*) = g(T*):
+    free tokens keep p, the pool shares the rest in proportion to q."""
     r = np.zeros(len(p))
     for part, clip, total in ((~in_cut & (q > 0), "min", 1.0 - contained), (in_cut, "max", contained)):
         tokens = np.flatnonzero(part)
         if len(tokens) == 0:
             continue
-        density = p[tokens] / q[tokens]
-        tokens, density = tokens[np.argsort(density)], np.sort(density)
-        level = _water_level(p[tokens], q[tokens], density, total, clip)
-        r[tokens] = np.minimum(p[tokens], level * q[tokens]) if clip == "min" else np.maximum(p[tokens], level * q[tokens])
+        tokens = tokens[np.argsort(p[tokens] / q[tokens], kind="stable")]
+        group, mass, weight, pool = _groups(p[tokens], q[tokens], total, clip)
+        r[tokens] = p[tokens]
+        if pool >= 0:
+            in_pool = group == pool
+            r[tokens[in_pool]] = q[tokens[in_pool]] * (weight[pool] / mass[pool])
     return r
 
 

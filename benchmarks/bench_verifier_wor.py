@@ -1,0 +1,161 @@
+"""The verifier for drafts without replacement (multidraft.theory._wor_rule): fit time, acceptance
+against P*, and the shipped front/back rule as the baseline measured in the same run.
+
+* Zipf targets (exponent 1.1) at n = 49152, drafts q = softmax(log p / T) for T in 0.5..2.0 and
+  K in {2, 4, 8}: fit + one selection (median wall and CPU ms), the candidates of the pruned
+  scan, |T*|, the U rule used, acceptance − P*, and the same for the front/back rule fitted over
+  the whole vocabulary in one pass (the rule this replaces), for the ratio.
+* Adversarial small instances (tests/wor_instances.py: Dirichlet 0.1-1, near-q, ties, zeros,
+  p = q, disjoint; n <= 8, K <= 4): how often each rule falls short of P* (by more than 1e-9),
+  the mean and worst shortfall, and whether the new rule is ever below the front/back rule.
+* Optionally (``--rrs``) the Rao-Blackwellised estimate of SpecInfer without replacement
+  (rrs-wor) at K = 4, 8 with its 95% interval (an estimate, not an exact value).
+
+Writes ``benchmarks/results/verifier_wor.json`` (machine, versions, date, commit, load).
+
+Usage: ``python benchmarks/bench_verifier_wor.py [--repeats 3] [--instances 2000] [--rrs]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import measure, print_table, write_results
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from wor_instances import instances  # noqa: E402 -- the tests' generator, shared
+
+from multidraft.theory import WithoutReplacement, softmax, zipf  # noqa: E402
+from multidraft.theory._front_back import front_back_nodes, front_back_pass  # noqa: E402
+from multidraft.theory._wor_race import optimal_cut  # noqa: E402
+from multidraft.theory.verifier import optimal_selection_rule  # noqa: E402
+
+TARGET_MS = 20.0
+
+
+def front_back(p: np.ndarray, q: np.ndarray, k: int) -> float:
+    """Acceptance of the front/back rule over the whole vocabulary (the shipped rule), with its
+    first-draft fallback."""
+    cut = optimal_cut(p, q, k)
+    n = len(p)
+    in_cut = np.zeros(n, dtype=bool)
+    in_cut[cut.order[: cut.size]] = True
+    ratio = np.full(n, np.inf)
+    np.divide(p, q, out=ratio, where=q > 0)
+    order = np.lexsort((np.arange(n), -ratio, in_cut))
+    nodes, weights = front_back_nodes(q, k)
+    _, r = front_back_pass(p[order], q[order], n - cut.size, k, nodes, weights)
+    return max(float(np.minimum(p[order], r).sum()), float(np.minimum(p, q).sum()))
+
+
+def fit_and_select(p: np.ndarray, law, rng: np.random.Generator):
+    rule = optimal_selection_rule(p, law)
+    drafts = law.sample(rng, 1)
+    token = int(drafts[0, rule.choose(drafts, rng)[0]])
+    rng.random() < rule.accept[token]
+    return rule
+
+
+def zipf_rows(n: int, repeats: int) -> list[dict]:
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    rows = []
+    for k in (2, 4, 8):
+        for temperature in (0.5, 1.0, 1.2, 1.6, 2.0):
+            q = softmax(np.log(p), temperature=temperature)
+            law = WithoutReplacement(q, k)
+            new = measure(lambda: fit_and_select(p, law, rng), repeats)
+            old = measure(lambda: front_back(p, q, k), 1)
+            rule = new.result
+            rows.append(
+                {
+                    "n": n, "K": k, "T": temperature,
+                    "fit+select ms": 1e3 * new.median, "cpu ms": 1e3 * new.cpu_median,
+                    "front/back ms": 1e3 * old.median, "speed-up": old.median / new.median,
+                    "|T*|": len(rule.certificate), "U rule": rule.u_rule,
+                    "acc - P*": rule.acceptance - rule.optimum, "front/back acc - P*": old.result - rule.optimum,
+                    "within target": 1e3 * new.median <= TARGET_MS,
+                }
+            )  # fmt: skip
+    return rows
+
+
+def adversarial_rows(count: int) -> list[dict]:
+    by_kind: dict[str, dict] = {}
+    for kind, p, q, k in instances(seed=11, count=count, max_n=8):
+        rule = optimal_selection_rule(p, WithoutReplacement(q, k))
+        old = front_back(p, q, k)
+        row = by_kind.setdefault(kind, {"kind": kind, "instances": 0, "short": [], "old short": [], "below old": 0})
+        row["instances"] += 1
+        row["short"].append(rule.optimum - rule.acceptance)
+        row["old short"].append(rule.optimum - old)
+        row["below old"] += rule.acceptance < old - 1e-12
+    rows = []
+    for row in list(by_kind.values()) + [_total(by_kind)]:
+        short, old = np.array(row.pop("short")), np.array(row.pop("old short"))
+        row.update(
+            {
+                "fail": int((short > 1e-9).sum()), "mean short": float(short.mean()), "worst short": float(short.max()),
+                "front/back fail": int((old > 1e-9).sum()), "front/back worst": float(old.max()),
+            }
+        )  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def _total(by_kind: dict) -> dict:
+    return {
+        "kind": "all",
+        "instances": sum(r["instances"] for r in by_kind.values()),
+        "short": [s for r in by_kind.values() for s in r["short"]],
+        "old short": [s for r in by_kind.values() for s in r["old short"]],
+        "below old": sum(r["below old"] for r in by_kind.values()),
+    }
+
+
+def rrs_rows(n: int, half_width: float) -> list[dict]:
+    from multidraft.schemes import get_scheme
+
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(0))
+    scheme = get_scheme("rrs-wor")
+    rows = []
+    for k in (4, 8):
+        law = WithoutReplacement(softmax(np.log(p), temperature=1.2), k)
+        start = time.perf_counter()
+        estimate = scheme.estimate_acceptance(p, law, np.random.default_rng(k), half_width=half_width)
+        optimum = optimal_selection_rule(p, law).optimum
+        rows.append(
+            {"n": n, "K": k, "T": 1.2, "rrs-wor (estimate)": estimate.value, "95% ±": estimate.half_width,
+             "paths": estimate.paths, "seconds": time.perf_counter() - start, "P*": optimum}
+        )  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--instances", type=int, default=2000)
+    parser.add_argument("--rrs", action="store_true", help="also the rrs-wor estimate at K = 4, 8 (minutes)")
+    parser.add_argument("--rrs-half-width", type=float, default=1e-3)
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    zipf_table = zipf_rows(49152, args.repeats)
+    print_table(zipf_table, list(zipf_table[0]))
+    adversarial = adversarial_rows(args.instances)
+    print_table(adversarial, list(adversarial[0]))
+    rrs = rrs_rows(49152, args.rrs_half_width) if args.rrs else []
+    if rrs:
+        print_table(rrs, list(rrs[0]))
+    write_results(
+        "verifier_wor", zipf_table, adversarial=adversarial, rrs_wor_estimate=rrs,
+        load_before=load_before, load_after=os.getloadavg(), target_ms=TARGET_MS,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

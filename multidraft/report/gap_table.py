@@ -46,6 +46,10 @@ _RANK_KEYS = {"truncated LP": "published", "truncated LP, ratio key": "ratio"}
 
 #: Laws of the temperature rows.
 _LAWS = ("iid", "wor")
+#: 95% half-width of a column's mean when it is an estimate (rrs-wor, K > 2, large n).
+ESTIMATE_HALF_WIDTH = 1e-3
+#: Notes of estimated columns start with this (the cells are marked "≈").
+ESTIMATE_NOTE = "estimate"
 
 _STYLES = {
     VERIFIER_COLUMN: dict(color="black", marker="*", linewidth=0.8),
@@ -144,6 +148,16 @@ def _column_value(
     try:
         values = [float(scheme.acceptance(p, law)) for p, law in zip(targets, laws)]
     except ValueError as error:
+        if hasattr(scheme, "estimate_acceptance"):  # rrs-wor, K > 2: Rao-Blackwellised estimate
+            rng = np.random.default_rng(0)
+            width = ESTIMATE_HALF_WIDTH * np.sqrt(len(laws))  # per position, so the mean's is <= 1e-3
+            estimates = [scheme.estimate_acceptance(p, law, rng, half_width=width) for p, law in zip(targets, laws)]
+            half = float(np.sqrt(sum(e.half_width**2 for e in estimates))) / len(estimates)
+            paths = sum(e.paths for e in estimates)
+            return float(np.mean([e.value for e in estimates])), f"{name}.estimate_acceptance", (
+                f"{ESTIMATE_NOTE} (≈): unbiased Rao-Blackwellised rejection paths, {paths} paths, "
+                f"95% interval ±{half:.1e} on the mean"
+            )
         # The error's own advice (if any, after ";") concerns the optimum, not this scheme: drop it.
         reason = str(error).splitlines()[0].split("; ")[0]
         return None, name, f"{name} has no exact acceptance at n={targets.shape[1]} ({reason})"
@@ -266,15 +280,25 @@ def units(config: ReportConfig) -> int:
     return _steps(config.ks, config.temperatures, config.pairs, _LAWS)
 
 
+def _marked(row: PositionGapRow, column: str) -> str:
+    """"≈ " for a cell that is an estimate (its note says so), else nothing."""
+    return "≈ " if row.notes.get(column, "").startswith(ESTIMATE_NOTE) else ""
+
+
 def _notes(rows: Sequence[PositionGapRow]) -> list[Paragraph]:
     """One note per empty column of a table (the first row's reason)."""
     notes: dict[str, str] = {}
     for row in rows:
         for column, note in row.notes.items():
             notes.setdefault(column, note)
-    if not notes:
-        return []
-    return [Paragraph("—: " + "; ".join(f"{column}: {note}" for column, note in notes.items()) + ".")]
+    missing = {c: note for c, note in notes.items() if not note.startswith(ESTIMATE_NOTE)}
+    estimated = {c: note for c, note in notes.items() if note.startswith(ESTIMATE_NOTE)}
+    blocks = []
+    if missing:
+        blocks.append(Paragraph("—: " + "; ".join(f"{column}: {note}" for column, note in missing.items()) + "."))
+    if estimated:
+        blocks.append(Paragraph("≈: " + "; ".join(f"{column}: {note}" for column, note in estimated.items()) + "."))
+    return blocks
 
 
 def build(context: BuildContext) -> SectionResult:
@@ -291,7 +315,8 @@ def build(context: BuildContext) -> SectionResult:
             "exact acceptance over the positions and, in brackets, its fraction of the mean optimum. "
             "Optimal verifier (achieved): Σ min(p, r) for the law r of the sampler that multidraft runs at "
             "this vocabulary (iid: the optimal law realised by random positions, = P* to rounding; without "
-            "replacement: the front/back rule, lossless, a lower bound on P*; docs/optimal_verifier.md). "
+            "replacement: the J-curtain on U and the front/back rule on T*, lossless, a lower bound on P* that "
+            "reaches it on these positions; docs/optimal_verifier.md). "
             f"Truncated LP: s = {table.truncation_s} tokens (K = 2; the multi-stage pairwise combination for "
             "K > 2), with the published rank key p − q² and with the ratio key (p/q decreasing). SpecInfer is recursive "
             "rejection sampling (its without-replacement form under the wor law). "
@@ -304,7 +329,7 @@ def build(context: BuildContext) -> SectionResult:
         if rows:
             body = tuple(
                 (str(r.k), f"{r.draft_temperatures[0]:g}", fmt(r.optimal))
-                + tuple(cell(r.values[c], r.optimal) for c in GAP_COLUMNS)
+                + tuple(_marked(r, c) + cell(r.values[c], r.optimal) for c in GAP_COLUMNS)
                 for r in rows
             )
             blocks.append(Table(headers, body, title))

@@ -329,3 +329,50 @@ def test_first_draft_when_it_accepts_more(monkeypatch):
     assert rule.first_draft and rule.note is not None and "fell back" in rule.note
     np.testing.assert_allclose(enumerated_law(rule, law), law.draft, rtol=0, atol=1e-12)
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+
+
+def test_j_curtain_fitted_to_r_star_tiles_when_its_condition_fails():
+    """The research note left open whether the J-curtain's layout still tiles [0, 1) when the
+    J-condition fails (so that its law formula is its law). The shipped rule fits the class
+    optimum instead (which tiles by construction), but the question is checked here: fitting
+    the stack pass to r* itself on instances where the condition fails, the pieces of positive
+    length tile [0, 1) and the formula law equals the law from the actual position
+    distributions (enumeration over J and the marks)."""
+    from multidraft.theory._wor_curtain import Layout, _groups, _stack_pass, clipped_layout, point_win_probabilities
+
+    checked = 0
+    for kind, p, q, k in adversarial(seed=11, count=400, max_n=5):
+        cut = optimal_cut(p, q, k)
+        in_cut = np.zeros(len(p), dtype=bool)
+        in_cut[cut.order[: cut.size]] = True
+        u = np.flatnonzero(~in_cut & (q > 0))
+        if len(u) < 2:
+            continue
+        outside = float(q[u].sum())
+        c = j_law(q[in_cut], outside, k)
+        r_star = optimal_wor_law(p, q, in_cut, cut.contained)
+        _, best = clipped_layout(p[u], q[u] / outside, c)
+        if np.minimum(p[u], r_star[u]).sum() - best <= 1e-9:
+            continue  # the condition holds
+        tokens = u[np.argsort(p[u] / q[u], kind="stable")]
+        group, mass, weight, _ = _groups(p[tokens], q[tokens] / outside, 1.0 - cut.contained, "min")
+        piece_group, start, end, realised_w, realised_l = _stack_pass(mass, weight, c, 0.0, 1.0)
+        positive = end > start
+        order = np.argsort(start[positive])
+        s, e = start[positive][order], end[positive][order]
+        assert s[0] == pytest.approx(0.0, abs=1e-13) and e[-1] == pytest.approx(1.0, abs=1e-13)
+        np.testing.assert_allclose(s[1:], e[:-1], rtol=0, atol=1e-13)
+        counts = np.bincount(piece_group, minlength=len(mass))
+        layout = Layout(group, piece_group, start, end, np.cumsum(counts) - counts, np.cumsum(counts), None)
+        share = q[tokens] / outside
+        actual = np.zeros(len(tokens))
+        for j in range(1, k + 1):
+            marks = np.array(list(itertools.product(range(len(tokens)), repeat=j)))
+            wins = point_win_probabilities(layout, group[marks])
+            np.add.at(actual, marks.ravel(), (wins * (np.prod(share[marks], axis=1) * c[j])[:, None]).ravel())
+        formula = share * (realised_w / np.maximum(realised_l, 1e-300))[group]
+        np.testing.assert_allclose(actual, formula, rtol=0, atol=1e-13)
+        checked += 1
+        if checked == 12:
+            break
+    assert checked >= 5

@@ -19,7 +19,9 @@ and the better is kept.
 
 **T\\* side.** The front/back rule restricted to T* (positions by decreasing p/q, coins fitted
 to p, first "front" else the last drafted), whose law depends on U only through its first
-arrival, so U is merged into one token of mass L (the same law, at O(|T*|) cost).
+arrival, so U is merged into one token of mass L (the same law, at O(|T*|) cost). A side that
+falls short and has at most :data:`ORDER_SEARCH` tokens tries every position order (the
+fixed p/q order is provably not always enough; the research note's instances).
 
 Whatever the fit reaches, r is the rule's exact law (quadrature error ~1e-14), so the canonical
 single-draft step against r is lossless. If selecting the first draft (law q) accepts more, or a
@@ -28,6 +30,7 @@ fit fails, the first draft is used.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +42,8 @@ from multidraft.theory.verifier import FrontBackRule, _single_draft_step
 
 __all__ = ["WithoutReplacementRule", "wor_selection_rule", "optimal_wor_law"]
 
+#: Largest part (U or T*) whose position orders are all tried when its front/back fit falls short.
+ORDER_SEARCH = 5
 #: Shortfall of a side below its optimum that triggers the alternative rule on that side (above
 #: the rounding of a sum over 10^5 tokens).
 SIDE_TOLERANCE = 1e-10
@@ -206,6 +211,46 @@ def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained:
     return r
 
 
+def _t_side(p, q, k, t_order, outside):
+    """Front/back on T* in the position order ``t_order``, U merged into one token of mass L:
+    ``(α, r)`` of the T* tokens."""
+    lead = 1 if outside > 0 else 0
+    merged_q = np.concatenate([[outside], q[t_order]]) if lead else q[t_order]
+    merged_p = np.concatenate([[0.0], p[t_order]]) if lead else p[t_order]
+    nodes, weights = front_back_nodes(merged_q, k)
+    alpha, r = front_back_pass(merged_p, merged_q, lead, k, nodes, weights)
+    return alpha[lead:], r[lead:]
+
+
+def _u_side(p, q, k, u_order, t_order):
+    """Front/back on U in the position order ``u_order`` (the whole vocabulary in one pass: U's
+    laws need the T* race token by token): ``(α, r)`` of the U tokens."""
+    order = np.concatenate([u_order, t_order])
+    nodes, weights = front_back_nodes(q, k)
+    alpha, r = front_back_pass(p[order], q[order], len(u_order), k, nodes, weights)
+    return alpha[: len(u_order)], r[: len(u_order)]
+
+
+def _order_search(p, tokens, current, short, target, fit):
+    """For a side of at most :data:`ORDER_SEARCH` tokens that falls short, every other position
+    order of its tokens (each fitted in one pass, its exact law); returns the best
+    ``(order, α, r, short)``, ``current`` = (α, r) of the given order."""
+    best = (tokens, *current, short)
+    if short <= SIDE_TOLERANCE or len(tokens) > ORDER_SEARCH:
+        return best
+    for permutation in itertools.permutations(range(len(tokens))):
+        order = tokens[list(permutation)]
+        alpha, r = fit(order)
+        if not np.isfinite(r).all():
+            continue
+        gap = target - float(np.minimum(p[order], r).sum())
+        if gap < best[3] - 1e-15:
+            best = (order, alpha, r, gap)
+            if gap <= SIDE_TOLERANCE:
+                break
+    return best
+
+
 def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplacementRule:
     """The rule of the module docstring for target p (a validated distribution) and K drafts
     without replacement from q."""
@@ -227,19 +272,21 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     alpha, r = np.zeros(n), np.zeros(n)
     note = None
 
-    # T* side: front/back with U merged into one token of mass L.
+    # T* side: front/back with U merged into one token of mass L (another order where short).
+    t_target = float(np.minimum(p[t_tokens], r_star[t_tokens]).sum())
+    t_short = 0.0
     if len(t_tokens):
-        merged_q = np.concatenate([[outside], q[t_tokens]]) if outside > 0 else q[t_tokens]
-        merged_p = np.concatenate([[0.0], p[t_tokens]]) if outside > 0 else p[t_tokens]
-        lead = 1 if outside > 0 else 0
-        nodes, weights = front_back_nodes(merged_q, k)
-        a_t, r_t = front_back_pass(merged_p, merged_q, lead, k, nodes, weights)
-        alpha[t_tokens], r[t_tokens] = a_t[lead:], r_t[lead:]
+        a_t, r_t = _t_side(p, q, k, t_tokens, outside)
+        t_short = t_target - float(np.minimum(p[t_tokens], r_t).sum())
+        t_tokens, a_t, r_t, t_short = _order_search(
+            p, t_tokens, (a_t, r_t), t_short, t_target, lambda o: _t_side(p, q, k, o, outside)
+        )
+        alpha[t_tokens], r[t_tokens] = a_t, r_t
 
-    # U side: the J-curtain at its best; the front/back U side where that falls short.
+    # U side: the J-curtain at its best; the front/back U side (other orders too, for a small U)
+    # where that falls short.
     u_rule, coefficients, layout, group = "j-curtain", None, None, np.full(n, -1, dtype=np.int64)
     drafted_u = u_tokens[q[u_tokens] > 0]
-    h_u = 1.0 - cut.contained
     u_short = 0.0
     if len(drafted_u):
         coefficients = j_law(q[t_tokens], outside, k)
@@ -249,15 +296,15 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
         u_target = float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
         u_short = u_target - float(np.minimum(p[drafted_u], layout.law).sum())
         if u_short > SIDE_TOLERANCE:
-            nodes, weights = front_back_nodes(q, k)
-            a_all, r_all = front_back_pass(p[order], q[order], boundary, k, nodes, weights)
-            r_fb = np.empty(n)
-            r_fb[order] = r_all
-            fb_short = u_target - float(np.minimum(p[u_tokens], r_fb[u_tokens]).sum())
-            if fb_short < u_short and np.isfinite(r_all[:boundary]).all():
-                u_rule, u_short = "front-back", fb_short
-                alpha[u_tokens], r[u_tokens] = a_all[:boundary], r_fb[u_tokens]
-    t_short = float(np.minimum(p[t_tokens], r_star[t_tokens]).sum() - np.minimum(p[t_tokens], r[t_tokens]).sum())
+            a_u, r_u = _u_side(p, q, k, u_tokens, t_tokens)
+            fb_short = u_target - float(np.minimum(p[u_tokens], r_u).sum())
+            order_u, a_u, r_u, fb_short = _order_search(
+                p, u_tokens, (a_u, r_u), fb_short, u_target, lambda o: _u_side(p, q, k, o, t_tokens)
+            )
+            if fb_short < u_short and np.isfinite(r_u).all():
+                u_rule, u_short, u_tokens = "front-back", fb_short, order_u
+                alpha[u_tokens], r[u_tokens] = a_u, r_u
+    position[np.concatenate([u_tokens, t_tokens])] = np.arange(n)
     fitted = np.isfinite(r).all() and (r >= -1e-15).all() and abs(r.sum() - 1.0) <= 1e-9
     if not fitted:
         note = f"without-replacement fit failed (its law sums to {r.sum():.6g}); fell back to the first draft (law q)"

@@ -28,29 +28,13 @@ import numpy as np
 from _common import measure, print_table, write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from wor_instances import instances  # noqa: E402 -- the tests' generator, shared
+from wor_instances import front_back_today as front_back  # noqa: E402 -- shared with the tests
+from wor_instances import instances  # noqa: E402
 
 from multidraft.theory import WithoutReplacement, softmax, zipf  # noqa: E402
-from multidraft.theory._front_back import front_back_nodes, front_back_pass  # noqa: E402
-from multidraft.theory._wor_race import optimal_cut  # noqa: E402
 from multidraft.theory.verifier import optimal_selection_rule  # noqa: E402
 
 TARGET_MS = 20.0
-
-
-def front_back(p: np.ndarray, q: np.ndarray, k: int) -> float:
-    """Acceptance of the front/back rule over the whole vocabulary (the shipped rule), with its
-    first-draft fallback."""
-    cut = optimal_cut(p, q, k)
-    n = len(p)
-    in_cut = np.zeros(n, dtype=bool)
-    in_cut[cut.order[: cut.size]] = True
-    ratio = np.full(n, np.inf)
-    np.divide(p, q, out=ratio, where=q > 0)
-    order = np.lexsort((np.arange(n), -ratio, in_cut))
-    nodes, weights = front_back_nodes(q, k)
-    _, r = front_back_pass(p[order], q[order], n - cut.size, k, nodes, weights)
-    return max(float(np.minimum(p[order], r).sum()), float(np.minimum(p, q).sum()))
 
 
 def fit_and_select(p: np.ndarray, law, rng: np.random.Generator):

@@ -30,22 +30,8 @@ from multidraft.theory.verifier import optimal_selection_rule
 
 from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
 from strategies import as_float, instances
+from wor_instances import front_back_today
 from wor_instances import instances as adversarial
-
-
-def front_back_today(p: np.ndarray, q: np.ndarray, k: int) -> float:
-    """Acceptance of the front/back rule as shipped before the J-curtain (the whole vocabulary in
-    one pass, U then T*, or the first draft where that accepts more)."""
-    cut = optimal_cut(p, q, k)
-    n = len(p)
-    in_cut = np.zeros(n, dtype=bool)
-    in_cut[cut.order[: cut.size]] = True
-    ratio = np.full(n, np.inf)
-    np.divide(p, q, out=ratio, where=q > 0)
-    order = np.lexsort((np.arange(n), -ratio, in_cut))
-    nodes, weights = front_back_nodes(q, k)
-    _, r = front_back_pass(p[order], q[order], n - cut.size, k, nodes, weights)
-    return max(float(np.minimum(p[order], r).sum()), float(np.minimum(p, q).sum()))
 
 
 def test_pruned_scan_is_the_full_scan():

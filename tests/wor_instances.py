@@ -1,10 +1,14 @@
 """Adversarial small instances for the without-replacement verifier (shared by its tests and
 benchmarks/bench_verifier_wor.py): Dirichlet targets and drafts of several concentrations,
-near-equal p and q, ties, zeros, p = q and disjoint supports."""
+near-equal p and q, ties, zeros, p = q and disjoint supports; and the acceptance of the
+front/back rule as shipped before the J-curtain, the baseline both compare with."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from multidraft.theory._front_back import front_back_nodes, front_back_pass
+from multidraft.theory._wor_race import optimal_cut
 
 KINDS = ("dir01", "dir02", "dir05", "dir1", "near-q", "ties", "zeros", "p-equals-q", "disjoint")
 
@@ -55,3 +59,18 @@ def instances(seed: int, count: int, max_n: int = 7, max_k: int = 4):
         k = int(rng.integers(2, min(max_k, support) + 1))
         made += 1
         yield kind, p, q, k
+
+
+def front_back_today(p: np.ndarray, q: np.ndarray, k: int) -> float:
+    """Acceptance of the front/back rule over the whole vocabulary in one pass (U then T*, each by
+    decreasing p/q, ties by token id), or of the first draft where that accepts more."""
+    cut = optimal_cut(p, q, k)
+    n = len(p)
+    in_cut = np.zeros(n, dtype=bool)
+    in_cut[cut.order[: cut.size]] = True
+    ratio = np.full(n, np.inf)
+    np.divide(p, q, out=ratio, where=q > 0)
+    order = np.lexsort((np.arange(n), -ratio, in_cut))
+    nodes, weights = front_back_nodes(q, k)
+    _, r = front_back_pass(p[order], q[order], n - cut.size, k, nodes, weights)
+    return max(float(np.minimum(p[order], r).sum()), float(np.minimum(p, q).sum()))

@@ -202,7 +202,8 @@ def position_gap_table(
     in ``pairs``: two independent non-identical drafts (K = 2), the optimum by the exact
     threshold search (:func:`multidraft.theory.optimal_acceptance`). Beside the optimum, the
     acceptance the optimal verifier achieves (iid: P* to rounding; without replacement: the
-    front/back rule's, a lower bound). ``progress``: a bar on stderr (or the report's bar).
+    J-curtain/front-back rule's, a lower bound; SpecInfer's at K > 2 and a large vocabulary an
+    unbiased estimate, marked ≈). ``progress``: a bar on stderr (or the report's bar).
     References: Khisti et al. ICLR 2025 (Theorems 1-3, Section 4); Sun et al. 2023 (SpecTr);
     Miao et al. 2024 (SpecInfer); Jeon et al. 2024.
     """

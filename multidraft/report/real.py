@@ -42,7 +42,7 @@ class RealModelGrid:
     ``wor_schemes`` run with drafts drawn without replacement. Every measurement generates
     ``max_new_tokens`` tokens for each of ``prompts`` default prompts with drafts of ``length``.
     ``"optimal"`` is the optimal verifier (its rows read "optimal verifier (achieved)"): with iid
-    drafts its expected acceptance is P*, without replacement the front/back rule's.
+    drafts its expected acceptance is P*, without replacement the J-curtain/front-back rule's.
     """
 
     schemes: tuple[str, ...] = ("specinfer", "spectr", "optimal")

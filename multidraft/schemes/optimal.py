@@ -15,10 +15,10 @@ asked).
   random positions; its computed law r is used in the single-draft step, so the output is
   exactly p and ``Σ min(p, r) = P*`` up to about 1e-11).
 * **drafts without replacement**: the transport LP (below) where it fits, the exact optimum;
-  beyond its size limit the front/back rule of
-  :func:`~multidraft.theory.verifier.optimal_selection_rule` (lossless with its exact law; its
-  acceptance ``Σ min(p, r)`` equalled P* on every real-vocabulary position measured, but is
-  only proven to be a lower bound, and :meth:`Optimal.acceptance` reports that value).
+  beyond its size limit the rule of :func:`~multidraft.theory.verifier.optimal_selection_rule`
+  (the J-curtain on U, front/back on T*; lossless with its exact law; its acceptance
+  ``Σ min(p, r)`` reached P* on every Zipf setting measured but is only proven to be a lower
+  bound, and :meth:`Optimal.acceptance` reports that value, P* beside it in the records).
 * **greedy and deterministic drafts, any vocabulary size**: their closed-form verifiers
   (:class:`~multidraft.schemes.greedy.GreedyVerifier`, single-draft sampling of the one random
   draft; :class:`~multidraft.schemes.deterministic.DeterministicSet`, sample p), which reach
@@ -100,7 +100,8 @@ class Optimal(ImportanceScheme):
     def _rule(self, p: np.ndarray, law: DraftLaw) -> CurtainRule | FrontBackRule:
         """:func:`optimal_selection_rule` for ``(p, law)``, remembering the last few fits: a
         decoding position asks for the rule (to select) and for its acceptance (to record),
-        and the without-replacement fit costs about a second at n = 49152."""
+        and the without-replacement fit costs up to ~0.4 s of CPU at n = 49152 (when T* is nearly
+        the whole vocabulary)."""
         p = np.asarray(p, dtype=np.float64)
         key = hashlib.blake2b(law.name.encode() + law.k.to_bytes(8, "little") + p.tobytes() + law.draft.tobytes()).digest()
         if key not in self._rules:
@@ -157,7 +158,7 @@ class Optimal(ImportanceScheme):
         return super()._choose(plan, tuples, rng)
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        if law.name == "wor" and not exact and self._uses_verifier(law):  # the front/back rule's acceptance
+        if law.name == "wor" and not exact and self._uses_verifier(law):  # the rule's acceptance (a lower bound on P*)
             return self._rule(p, law).acceptance
         return optimal_acceptance(list(p) if exact else p, law, exact=exact).value
 

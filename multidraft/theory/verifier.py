@@ -25,15 +25,16 @@ from its sets (``q(y)/|S_y| · ∫_{S_y} K(1 - t)^{K-1} dt``, to rounding) and t
 used in the accept/residual step, so the output is exactly the target and only the acceptance
 carries rounding (about 1e-14).
 
-**Drafts without replacement** (:mod:`multidraft.theory._front_back`). The clipped form of r*
-is not always reachable for this law, and no closed form of its optimal law is known. The
-*front/back* rule (same T*; positions U first, then T*; drafted tokens of the active part flip
-coins α; the first "front" one wins, else the last) has a law computed exactly by one forward
-pass of exponential-race integrals, with α fitted so that r tracks p; the fit is kept when it
-accepts more than selecting the first draft (law q), else that. Lossless either way; its
-acceptance reached P* to 1e-10 on every Zipf-like position measured and on 93% of 2,000
-adversarial small instances (the largest shortfall there 0.08; 3e-4 on average on real
-SmolLM2 positions): a lower bound on P*, not a proof of optimality (docs/optimal_verifier.md).
+**Drafts without replacement** (:mod:`multidraft.theory._wor_rule`). The clipped form is
+optimal for this law too (proof in docs/optimal_verifier.md §7), computed by a pruned exact
+scan. The rule realising it: U and T* decouple (U is tight); on U the *J-curtain* (the iid
+curtain on the U-points of the drafts' rebuilt iid stream, with G(x) = E[x^J] in place of
+x^K), fitted to the best law of its class; on T* the *front/back* rule (coins α fitted in one
+forward pass, U merged into one token); where a side falls short of r*, the front/back rule on
+U, or other position orders for a small side, and the better exact law is kept. Lossless either
+way (its exact law enters the accept/residual step); its acceptance reached P* to 1e-14 on every
+Zipf setting measured and on 99% of 2,000 adversarial small instances, a lower bound on P*, not
+a proof of optimality on every instance (docs/optimal_verifier.md §8-9).
 
 Derivations, proofs (why r* is optimal, why the pass never gets stuck) and the treatment of
 ties, zeros, p = q, disjoint supports and empty U or T*: docs/optimal_verifier.md.
@@ -326,7 +327,8 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
 
     * iid drafts: the optimal law r* (module docstring) laid out by the nested stack pass; the
       rule realises r* to ``|r - r*| ~ 1e-15``, so ``Σ min(p, r) = P*`` up to rounding.
-    * drafts without replacement: the front/back rule (a lower bound on P*, module docstring).
+    * drafts without replacement: the J-curtain on U and front/back on T* (a lower bound on P*,
+      module docstring).
 
     Either way the rule comes with the law r it actually has and the single-draft step for that
     r, so the output is exactly p.
@@ -360,7 +362,8 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     (0.985714285714, 0.985714285714)
 
     Complexity: one argsort of the q/p ratios and O(n) vectorised work, plus the compiled stack
-    pass over the free tokens (iid); the prefix race and the O(n · G · K) front/back pass (wor).
+    pass over the free tokens (iid); the pruned prefix race, the J-law and the O(|T*| · G · K)
+    front/back pass (wor).
     """
     if not isinstance(law, DraftLaw):
         raise TypeError(f"law: expected a DraftLaw (IID, ...), got {type(law).__name__}")

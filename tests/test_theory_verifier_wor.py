@@ -302,7 +302,7 @@ def test_first_draft_when_it_accepts_more(monkeypatch):
     p, law = np.array([0.6, 0.1, 0.1, 0.2]), WithoutReplacement([0.1, 0.3, 0.3, 0.3], 2)
     assert not optimal_selection_rule(p, law).first_draft
     monkeypatch.setattr(_wor_rule, "front_back_pass", always_last)
-    monkeypatch.setattr(_wor_rule, "ORDER_SEARCH", 0)  # no other orders: the always-last rule only
+    monkeypatch.setattr(_wor_rule, "SEARCH_FITS", 0)  # no other orders: the always-last rule only
     rule = optimal_selection_rule(p, law)
     assert rule.first_draft and rule.note is None
     np.testing.assert_allclose(rule.selection_law, law.draft, rtol=0, atol=0)

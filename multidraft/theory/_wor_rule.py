@@ -20,8 +20,9 @@ and the better is kept.
 **T\\* side.** The front/back rule restricted to T* (positions by decreasing p/q, coins fitted
 to p, first "front" else the last drafted), whose law depends on U only through its first
 arrival, so U is merged into one token of mass L (the same law, at O(|T*|) cost). A side that
-falls short and has at most :data:`ORDER_SEARCH` tokens tries every position order (the
-fixed p/q order is provably not always enough; the research note's instances).
+falls short tries other position orders: all of them up to :data:`ORDER_SEARCH` tokens, a local
+search over transpositions up to :data:`LOCAL_SEARCH` (the fixed p/q order is provably not always
+enough; the research note's instances).
 
 Whatever the fit reaches, r is the rule's exact law (quadrature error ~1e-14), so the canonical
 single-draft step against r is lossless. If selecting the first draft (law q) accepts more, or a
@@ -31,6 +32,7 @@ fit fails, the first draft is used.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +44,12 @@ from multidraft.theory.verifier import FrontBackRule, _single_draft_step
 
 __all__ = ["WithoutReplacementRule", "wor_selection_rule", "optimal_wor_law"]
 
-#: Largest part (U or T*) whose position orders are all tried when its front/back fit falls short.
-ORDER_SEARCH = 5
+#: Largest part (U or T*) whose position orders are all tried when its front/back fit falls
+#: short; up to LOCAL_SEARCH tokens a local search over transpositions (at most SEARCH_FITS fits).
+ORDER_SEARCH, LOCAL_SEARCH, SEARCH_FITS = 5, 64, 400
+#: Tokens all the fits of one search may pass (the U side's fit passes the whole vocabulary, so a
+#: large vocabulary gets no search; the T* side's passes |T*| + 1).
+SEARCH_TOKENS = 20_000
 #: Shortfall of a side below its optimum that triggers the alternative rule on that side (above
 #: the rounding of a sum over 10^5 tokens).
 SIDE_TOLERANCE = 1e-10
@@ -231,24 +237,46 @@ def _u_side(p, q, k, u_order, t_order):
     return alpha[: len(u_order)], r[: len(u_order)]
 
 
-def _order_search(p, tokens, current, short, target, fit):
-    """For a side of at most :data:`ORDER_SEARCH` tokens that falls short, every other position
-    order of its tokens (each fitted in one pass, its exact law); returns the best
-    ``(order, α, r, short)``, ``current`` = (α, r) of the given order."""
-    best = (tokens, *current, short)
-    if short <= SIDE_TOLERANCE or len(tokens) > ORDER_SEARCH:
-        return best
-    for permutation in itertools.permutations(range(len(tokens))):
-        order = tokens[list(permutation)]
+def _order_search(p, tokens, current, short, target, fit, pass_size):
+    """Other position orders for a side that falls short: every order of a side of at most
+    :data:`ORDER_SEARCH` tokens, else (up to :data:`LOCAL_SEARCH` tokens) a first-improvement
+    local search over transpositions; at most :data:`SEARCH_FITS` fits and
+    :data:`SEARCH_TOKENS` tokens passed in all (a fit passes ``pass_size`` tokens), each fit one
+    pass with its exact law. Returns the best ``(order, α, r, short)``; ``current`` = (α, r) of
+    ``tokens``."""
+    best = [tokens, *current, short]
+    budget = min(SEARCH_FITS, SEARCH_TOKENS // max(pass_size, 1))
+    if short <= SIDE_TOLERANCE or len(tokens) > LOCAL_SEARCH or budget < 2:
+        return tuple(best)
+
+    def consider(order) -> bool:
         alpha, r = fit(order)
-        if not np.isfinite(r).all():
-            continue
-        gap = target - float(np.minimum(p[order], r).sum())
+        gap = target - float(np.minimum(p[order], r).sum()) if np.isfinite(r).all() else np.inf
         if gap < best[3] - 1e-15:
-            best = (order, alpha, r, gap)
-            if gap <= SIDE_TOLERANCE:
+            best[:] = [order, alpha, r, gap]
+            return True
+        return False
+
+    fits = 0
+    if len(tokens) <= ORDER_SEARCH and math.factorial(len(tokens)) <= budget:
+        for permutation in itertools.permutations(range(len(tokens))):
+            consider(tokens[list(permutation)])
+            if best[3] <= SIDE_TOLERANCE:
                 break
-    return best
+        return tuple(best)
+    improved = True
+    while improved and fits < budget and best[3] > SIDE_TOLERANCE:
+        improved = False
+        for i, j in itertools.combinations(range(len(tokens)), 2):
+            order = best[0].copy()
+            order[i], order[j] = order[j], order[i]
+            fits += 1
+            if consider(order):
+                improved = True
+                break
+            if fits >= budget:
+                break
+    return tuple(best)
 
 
 def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplacementRule:
@@ -279,7 +307,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
         a_t, r_t = _t_side(p, q, k, t_tokens, outside)
         t_short = t_target - float(np.minimum(p[t_tokens], r_t).sum())
         t_tokens, a_t, r_t, t_short = _order_search(
-            p, t_tokens, (a_t, r_t), t_short, t_target, lambda o: _t_side(p, q, k, o, outside)
+            p, t_tokens, (a_t, r_t), t_short, t_target, lambda o: _t_side(p, q, k, o, outside), len(t_tokens) + 1
         )
         alpha[t_tokens], r[t_tokens] = a_t, r_t
 
@@ -299,7 +327,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
             a_u, r_u = _u_side(p, q, k, u_tokens, t_tokens)
             fb_short = u_target - float(np.minimum(p[u_tokens], r_u).sum())
             order_u, a_u, r_u, fb_short = _order_search(
-                p, u_tokens, (a_u, r_u), fb_short, u_target, lambda o: _u_side(p, q, k, o, t_tokens)
+                p, u_tokens, (a_u, r_u), fb_short, u_target, lambda o: _u_side(p, q, k, o, t_tokens), n
             )
             if fb_short < u_short and np.isfinite(r_u).all():
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u

@@ -19,21 +19,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from test_decoding import tiny_model  # noqa: E402
+from test_decoding_models import tiny_dir  # noqa: E402, F401 -- the tiny model saved to a directory
 
 from multidraft.decoding import Sampling, measure  # noqa: E402
 from multidraft.decoding.models import cpu_threads, default_threads  # noqa: E402
 from multidraft.decoding.profiling import profile_latency, profile_memory  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny-llama")
-    loaded = tiny_model(0)
-    loaded.model.save_pretrained(path)
-    loaded.tokenizer.save_pretrained(path)
-    return path
 
 
 def one_line_error(result, command: str) -> str:

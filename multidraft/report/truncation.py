@@ -224,8 +224,9 @@ def _explanation(sweep: TruncationSweep, rows: Sequence[KeyDiagnosisRow], s: int
         ". The published key p − q₁q₂ (the target mass that the pair (k, k) does not already deliver; the paper "
         "writes p for the draft and q for the target) ranks tokens roughly by target mass, so the fixed rule hands "
         "a pair to its more likely token and the selected token's law r comes out sharper than the draft. Where "
-        "the draft is flatter than the target (draft temperature above 1, as in the paper's experiments, which vary "
-        "the target temperature from 0.2 to 1.0 with drafts at 1.0) that moves r towards p"
+        "the draft is flatter than the target (draft temperature above 1; the paper's Figure 4 likewise varies the "
+        "target temperature from 0.2 to 1.0 with drafts at 1.0, and its authors found too little room below 1) "
+        "that moves r towards p"
     )
     if hot:
         shares = [row.acceptance["published"] / row.optimal for row in hot]

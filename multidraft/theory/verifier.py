@@ -33,7 +33,7 @@ x^K), fitted to the best law of its class; on T* the *front/back* rule (coins α
 forward pass, U merged into one token); where a side falls short of r*, the front/back rule on
 U, or other position orders for a small side, and the better exact law is kept. Lossless either
 way (its exact law enters the accept/residual step); its acceptance reached P* to 1e-14 on every
-Zipf setting measured and on 99% of 2,000 adversarial small instances, a lower bound on P*, not
+Zipf setting measured and on 99.7% of 2,000 adversarial small instances, a lower bound on P*, not
 a proof of optimality on every instance (docs/optimal_verifier.md §8-9).
 
 Derivations, proofs (why r* is optimal, why the pass never gets stuck) and the treatment of

@@ -618,16 +618,45 @@ def test_gap_table_notes_say_each_reason_once_with_the_ks_it_applies_to():
     assert "**SpecInfer** (K = 4, 8): too many tuples at k=4" in note.text and "k=8" not in note.text
 
 
-def test_an_enumeration_too_large_reads_as_a_number_not_as_digits():
-    """The without-replacement footnote printed "217406178270.0 GiB"."""
+def test_an_enumeration_too_large_reads_as_a_number_not_as_digits(monkeypatch):
+    """The without-replacement footnote printed "217406178270.0 GiB" (read with rrs-wor's
+    estimate switched off: with it the cell holds the estimate, next test)."""
     from multidraft.report.gap_table import _column_value
+    from multidraft.schemes.rrs_wor import RRSWithoutReplacement
     from multidraft.theory import WithoutReplacement, softmax, zipf
 
+    monkeypatch.delattr(RRSWithoutReplacement, "estimate_acceptance")
     p = zipf(49152, 1.1, np.random.default_rng(0))
     value, _, note = _column_value("SpecInfer", "wor", 5, [WithoutReplacement(softmax(np.log(p), 1.6), 4)], p[None, :])
     assert value is None and "exceed the limit ENUMERATION_LIMIT" in note
     assert re.search(r"\de\+\d+ draft tuples", note) and re.search(r"\de\+\d+ bytes of memory", note)
     assert not re.search(r"\d{7}", note.replace("2,000,000", ""))
+
+
+def test_spec_infer_without_replacement_beyond_enumeration_is_a_marked_estimate(monkeypatch):
+    """rrs-wor at K > 2 where enumeration is refused, with ``ESTIMATES_IN_TABLE``: the cell is the
+    Rao-Blackwellised estimate (95% half-width <= 1e-3 on the mean), marked ≈ in the table and
+    explained in a ≈ note; without it (the default) the cell is empty and the note names the
+    estimate."""
+    from multidraft.report import gap_table
+    from multidraft.report.gap_table import ESTIMATE_NOTE, PositionGapRow, _column_value, _marked, _notes
+    from multidraft.theory import WithoutReplacement, softmax, zipf
+
+    p = zipf(2000, 1.1, np.random.default_rng(0))
+    law = WithoutReplacement(softmax(np.log(p), 1.6), 4)
+    value, _, note = _column_value("SpecInfer", "wor", 5, [law], p[None, :])
+    assert value is None and "estimate_acceptance" in note
+    monkeypatch.setattr(gap_table, "ESTIMATES_IN_TABLE", True)
+
+    value, name, note = _column_value("SpecInfer", "wor", 5, [law], p[None, :])
+    assert value is not None and 0 < value < 1 and name == "rrs-wor.estimate_acceptance"
+    assert note.startswith(ESTIMATE_NOTE) and "95% interval" in note
+    half = float(re.search(r"±(\S+) on the mean", note).group(1))
+    assert half <= 1e-3
+    row = PositionGapRow("wor", 4, (1.6,), 1.0, {"SpecInfer": value}, {"SpecInfer": note})
+    assert _marked(row, "SpecInfer") == "≈ " and _marked(row, "SpecTr") == ""
+    (paragraph,) = _notes([row])
+    assert paragraph.text.startswith("≈: **SpecInfer**: estimate")
 
 
 def test_real_model_default_grid_measures_few_settings_well():

@@ -48,6 +48,9 @@ _RANK_KEYS = {"truncated LP": "published", "truncated LP, ratio key": "ratio"}
 _LAWS = ("iid", "wor")
 #: 95% half-width of a column's mean when it is an estimate (rrs-wor, K > 2, large n).
 ESTIMATE_HALF_WIDTH = 1e-3
+#: Whether the table computes that estimate: minutes of CPU per cell at n = 49152 (about 0.4 ms
+#: per rejection path, ~10^5 paths per cell), too slow for the default report, so off by default.
+ESTIMATES_IN_TABLE = False
 #: Notes of estimated columns start with this (the cells are marked "≈").
 ESTIMATE_NOTE = "estimate"
 #: How the figure names them.
@@ -150,7 +153,7 @@ def _column_value(
     try:
         values = [float(scheme.acceptance(p, law)) for p, law in zip(targets, laws)]
     except ValueError as error:
-        if hasattr(scheme, "estimate_acceptance"):  # rrs-wor, K > 2: Rao-Blackwellised estimate
+        if ESTIMATES_IN_TABLE and hasattr(scheme, "estimate_acceptance"):  # rrs-wor, K > 2
             rng = np.random.default_rng(0)
             width = ESTIMATE_HALF_WIDTH * np.sqrt(len(laws))  # per position, so the mean's is <= 1e-3
             estimates = [scheme.estimate_acceptance(p, law, rng, half_width=width) for p, law in zip(targets, laws)]
@@ -162,7 +165,11 @@ def _column_value(
             )
         # The error's own advice (if any, after ";") concerns the optimum, not this scheme: drop it.
         reason = str(error).splitlines()[0].split("; ")[0]
-        return None, name, f"{name} has no exact acceptance at n={targets.shape[1]} ({reason})"
+        estimate = (
+            "; an unbiased estimate with its 95% interval: RRSWithoutReplacement.estimate_acceptance"
+            if hasattr(scheme, "estimate_acceptance") else ""
+        )  # fmt: skip
+        return None, name, f"{name} has no exact acceptance at n={targets.shape[1]} ({reason}){estimate}"
     return float(np.mean(values)), name, None
 
 
@@ -204,8 +211,8 @@ def position_gap_table(
     in ``pairs``: two independent non-identical drafts (K = 2), the optimum by the exact
     threshold search (:func:`multidraft.theory.optimal_acceptance`). Beside the optimum, the
     acceptance the optimal verifier achieves (iid: P* to rounding; without replacement: the
-    J-curtain/front-back rule's, a lower bound; SpecInfer's at K > 2 and a large vocabulary an
-    unbiased estimate, marked ≈). ``progress``: a bar on stderr (or the report's bar).
+    J-curtain/front-back rule's, a lower bound; with ``ESTIMATES_IN_TABLE`` SpecInfer's at K > 2
+    and a large vocabulary is an unbiased estimate, marked ≈). ``progress``: a bar on stderr (or the report's bar).
     References: Khisti et al. ICLR 2025 (Theorems 1-3, Section 4); Sun et al. 2023 (SpecTr);
     Miao et al. 2024 (SpecInfer); Jeon et al. 2024.
     """

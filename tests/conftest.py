@@ -3,9 +3,6 @@ installed console script, and the fixtures the decoding tests share.
 
 Profiles: ``ci`` (the default under CI=true: derandomised, so a run is reproducible) and
 ``dev`` (more examples locally). Select with ``HYPOTHESIS_PROFILE=dev``.
-
-A scheme defined in ``tests/registered_scheme.py`` is registered before collection, so every
-test that reads the registry runs on it too.
 """
 
 from __future__ import annotations
@@ -21,8 +18,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-
-import registered_scheme  # noqa: F401 -- registers a scheme from outside the package (first-draft)
 
 settings.register_profile(
     "ci", max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]

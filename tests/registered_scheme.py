@@ -1,6 +1,8 @@
-"""A scheme defined outside the package and registered by name (tests/conftest.py imports this
-module): the registry tests, the command line, decoding and the report must take it up without
-being edited (tests/test_scheme_registration.py checks that they do).
+"""A scheme defined outside the package and registered by name: the registry tests, the command
+line, decoding and the report must take it up without being edited
+(tests/test_scheme_registration.py checks that they do). Loaded as a pytest plugin
+(``pytest -p registered_scheme``) it registers the scheme before collection, so the registry
+tests are parametrised over it like over the built-in schemes.
 
 ``first-draft``: single-draft speculative sampling on the first draft only (Leviathan et al.
 2023), the other drafts ignored; lossless for any law of independent drafts. Its acceptance
@@ -38,7 +40,6 @@ class _FirstDraftPlan(SequentialPlan):
         return beta + (1 - beta) * (self.rule[1] * (1 - missed)).sum()
 
 
-@register_scheme
 class FirstDraft(Scheme):
     """Speculative sampling on the first draft; the others ride along."""
 
@@ -47,3 +48,8 @@ class FirstDraft(Scheme):
 
     def _prepare(self, p: np.ndarray, law, exact: bool) -> Plan:
         return _FirstDraftPlan(self, p, law, exact)
+
+
+def pytest_configure(config) -> None:
+    """As a plugin (``-p registered_scheme``): register before the test modules are collected."""
+    register_scheme(FirstDraft)

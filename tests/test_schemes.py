@@ -13,7 +13,8 @@ and ties included):
   ``imports_lp`` (running it imports :mod:`multidraft.lp`, and only then).
 
 Everything is read off the scheme classes in ``multidraft.schemes.SCHEMES``: a new scheme is
-tested by registering it (tests/conftest.py registers one from outside the package).
+tested by registering it (tests/test_scheme_registration.py runs this module with one registered
+from outside the package).
 
 Bad inputs are checked in a table. The deliberately wrong variants live in
 ``tests/test_schemes_statistical.py`` next to the statistical checks they must also fail.
@@ -237,8 +238,10 @@ def test_imports_lp_is_exactly_the_pairs_that_import_the_lp_layer():
 import json, pickle, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import numpy as np
-import registered_scheme  # the scheme registered from outside the package, as in this process
-from multidraft.schemes import get_scheme
+from multidraft.schemes import SCHEMES, get_scheme, register_scheme
+from registered_scheme import FirstDraft
+if {"first-draft" in SCHEMES!r}:  # registered in this process (pytest -p registered_scheme): there too
+    register_scheme(FirstDraft)
 imported = []
 for name, target, law in pickle.load(sys.stdin.buffer):
     for module in [m for m in sys.modules if m == "multidraft.lp" or m.startswith("multidraft.lp.")]:

@@ -32,8 +32,6 @@ import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-import numpy as np
-
 from multidraft.theory.limits import (
     MAX_MEMORY,
     MAX_VARIABLES,

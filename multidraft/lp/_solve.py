@@ -32,8 +32,6 @@ import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-import numpy as np
-
 from multidraft.theory.limits import (
     MAX_MEMORY,
     MAX_VARIABLES,
@@ -57,7 +55,6 @@ __all__ = [
     "solving_bar",
     "solve",
     "certify",
-    "as_target",
 ]
 
 #: Largest accepted violation of a marginal / bound when a solver's point is re-checked.
@@ -209,16 +206,6 @@ def solving_bar(what: str, variables: int, enabled: bool) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------ solve
-
-
-def as_target(target: object, n: int) -> np.ndarray:
-    """Validate the target distribution p against a vocabulary of size n."""
-    from multidraft.theory.distributions import as_distribution
-
-    p = as_distribution(target, "target")
-    if len(p) != n:
-        raise ValueError(f"target: length {len(p)} does not match the vocabulary n={n} of the drafts")
-    return p
 
 
 def solve(

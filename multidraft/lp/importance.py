@@ -38,7 +38,6 @@ import numpy as np
 from multidraft.lp._solve import (
     FEASIBILITY_TOLERANCE,
     MAX_VARIABLES,
-    as_target,
     certify,
     check_solver,
     lp_size,
@@ -286,8 +285,8 @@ def importance_lp(
 
     start = time.perf_counter()
     solver = check_solver(solver)
-    n = check_law(law).n
-    p = as_target(target, n)
+    p = check_law(law).check_target(target)
+    n = law.n
     what = f"importance LP ({law.name} law, n={n}, k={law.k})"
     m_estimate = law.tuple_count(merged=merge_symmetric)
     lp_size(what, m_estimate * law.k + n, m_estimate + 2 * n, optimum_advice(law, lp=False), max_variables=max_variables)
@@ -330,8 +329,8 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
     start = time.perf_counter()
     if not isinstance(solution, TransportSolution):
         raise ValueError(f"solution: expected a TransportSolution, got {type(solution).__name__}")
-    n = check_law(law).n
-    p = as_target(target, n)
+    p = check_law(law).check_target(target)
+    n = law.n
     tuples, probs, plan = solution.tuples, solution.tuple_probs, solution.plan
     if tuples.ndim != 2 or tuples.shape[1] != law.k or plan.shape != (len(tuples), n):
         raise ValueError(

@@ -23,7 +23,6 @@ import numpy as np
 from multidraft.lp._solve import (
     FEASIBILITY_TOLERANCE,
     MAX_VARIABLES,
-    as_target,
     certify,
     check_solver,
     lp_size,
@@ -159,8 +158,8 @@ def transport_lp(
 
     start = time.perf_counter()
     solver = check_solver(solver)
-    n = check_law(law).n
-    p = as_target(target, n)
+    p = check_law(law).check_target(target)
+    n = law.n
     what = transport_size(law, merge_symmetric, max_variables).what
 
     tuples, probs, merged = law_tuples(law, merge_symmetric)

@@ -17,20 +17,13 @@ sampler needs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import (
-    Scheme,
-    normalise,
-    positive_part,
-    safe_divide,
-    sequential_conditional,
-    sequential_sample,
-)
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, normalise, positive_part, safe_divide
+from multidraft.theory.laws import IID, Deterministic, DraftLaw, Independent
 
 __all__ = ["SpecInfer", "rrs_acceptance", "rrs_residuals"]
 
@@ -84,10 +77,18 @@ def rrs_residuals(p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
     return np.stack(residuals)
 
 
-@dataclass(frozen=True)
-class _Plan:
-    step: np.ndarray  # [K, n]: min(1, r_{i-1}/q_i)
-    residual: np.ndarray  # [n]: r_K
+class RRSPlan(SequentialPlan):
+    """Recursive rejection sampling with the drafts' laws q_i: step i accepts with
+    ``min(1, r_{i-1}/q_i)``; the residual is r_K."""
+
+    @cached_property
+    def rule(self) -> tuple[np.ndarray, np.ndarray]:
+        drafts = self.law.marginals(self.exact)
+        residuals = rrs_residuals(self.target, drafts)
+        return np.minimum(safe_divide(residuals[:-1], drafts), 1), residuals[-1]
+
+    def closed_form(self) -> float | Fraction:
+        return rrs_acceptance(self.target, self.law.marginals(self.exact))
 
 
 class SpecInfer(Scheme):
@@ -99,26 +100,12 @@ class SpecInfer(Scheme):
     """
 
     name = "specinfer"
-    supported_laws = ("iid", "independent", "deterministic")
-    any_vocabulary_laws = supported_laws
-    exact_capable = True
-    exact_output = True
-    batch_capable = True
+    capabilities = Capabilities(
+        laws=(IID, Independent, Deterministic), exact_output=True, any_vocabulary=(IID, Independent, Deterministic)
+    )
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        drafts = law.marginals(exact)
-        residuals = rrs_residuals(p, drafts)
-        step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
-        return _Plan(step, residuals[-1])
-
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        return sequential_conditional(plan.step, plan.residual, tuples)
-
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return sequential_sample(plan.step, plan.residual, tuples, rng)
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        return rrs_acceptance(p, law.marginals(exact))
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return RRSPlan(self, p, law, exact)
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched RRS: ``target [B, n]``, ``drafts [B, K, n]`` (q_i per row), ``tokens [B, K]``

@@ -47,15 +47,14 @@ import numpy as np
 
 from multidraft.theory._curtain import interval_weight, nested_layout
 from multidraft.theory._front_back import front_back_nodes, front_back_pass
-from multidraft.theory.distributions import as_distribution
-from multidraft.theory.laws import DraftLaw
+from multidraft.theory.laws import IID, DraftLaw, WithoutReplacement, check_law
 
 __all__ = ["SelectionRule", "CurtainRule", "FrontBackRule", "optimal_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS"]
 
-#: Draft laws with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
-VERIFIER_LAWS = ("iid", "wor")
+#: Draft-law classes with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
+VERIFIER_LAWS: tuple[type[DraftLaw], ...] = (IID, WithoutReplacement)
 #: Those whose verifier provably reaches P* (for drafts without replacement it is a lower bound).
-PROVEN_OPTIMAL_LAWS = ("iid",)
+PROVEN_OPTIMAL_LAWS: tuple[type[DraftLaw], ...] = (IID,)
 #: Largest accepted shortfall of the realised acceptance below P* before falling back.
 FIT_TOLERANCE = 1e-6
 
@@ -362,15 +361,12 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     Complexity: one argsort of the q/p ratios and O(n) vectorised work, plus the compiled stack
     pass over the free tokens (iid); the prefix race and the O(n · G · K) front/back pass (wor).
     """
-    if not isinstance(law, DraftLaw):
-        raise TypeError(f"law: expected a DraftLaw (IID, ...), got {type(law).__name__}")
-    if law.name not in VERIFIER_LAWS:
+    if not isinstance(check_law(law), VERIFIER_LAWS):
         raise ValueError(
-            f"law: the optimal verifier supports the {', '.join(VERIFIER_LAWS)} laws; got the {law.name} law"
+            f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws; "
+            f"got the {law.name} law"
         )
-    p = as_distribution(target, "target")
-    if len(p) != law.n:
-        raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
+    p = law.check_target(target)
     order = law.scan_order(p)
     contained = law.prefix_containment(order)
     prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
@@ -381,7 +377,7 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     in_cut[order[:best]] = True
     certificate = np.flatnonzero(in_cut)
     certificate.flags.writeable = False
-    if law.name == "wor":
+    if isinstance(law, WithoutReplacement):
         return _front_back_rule(p, law.draft, law.k, optimum, certificate, in_cut)
     return _curtain_rule(p, law.draft, law.k, order, best, optimum, certificate)
 

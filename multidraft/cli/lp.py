@@ -19,9 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 
-from multidraft.cli import add_verbose
+from multidraft.cli import LazyHelp, add_verbose
 from multidraft.cli._laws import LAWS, build_law
-from multidraft.lp._solve import CERTIFIED_GAP, ROUTES
+
+
+def _solver_help() -> str:
+    from multidraft.lp._solve import ROUTES
+
+    return (
+        f"solver tried first: {', '.join(ROUTES)} (default HIGHS); the others are tried if its answer "
+        "cannot be certified, and the one that answered is printed"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,8 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--solver",
         default="HIGHS",
-        help=f"solver tried first: {', '.join(ROUTES)} (default HIGHS); the others are tried if its answer "
-        "cannot be certified, and the one that answered is printed",
+        help=LazyHelp(_solver_help),
     )
     parser.add_argument("--plan", action="store_true", help="also print the coupling and the importance weights")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
@@ -56,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Solve the LP and print the optimum (and the plan)."""
+    from multidraft.lp._solve import CERTIFIED_GAP
     from multidraft.lp.importance import importance_from_coupling
     from multidraft.lp.transport import transport_lp
     from multidraft.theory import parse_distribution

@@ -17,10 +17,11 @@ raises :class:`SolverError` naming each route and why it failed.
 **Why these settings.** With its defaults, HiGHS declared feasible transport LPs infeasible
 (issue 20: 30 of 96 at n = 20-60, K = 2): its presolve's *forcing-row* rule fixes every variable
 of a row to zero when the row's right-hand side (a draft tuple's mass, down to 1e-21, or a
-target mass) is within the primal feasibility tolerance (1e-7) of zero; each fix is within
-tolerance, but they add up over many rows, and the reduced LP's row and column masses then
-differ by more than 1e-7 (4.1e-7 on the n = 6 instance of the issue). So the first route runs
-the simplex without presolve. And its points were accurate only to that tolerance (entries down
+target mass) is within the primal feasibility tolerance (1e-7) of zero. Each fix is within
+tolerance, but they add up: on the issue's n = 6 instance 15 of the 21 tuple rows (4.25e-7 of
+mass) and two target columns (1.2e-8) are fixed, so the reduced LP's rows hold 4.13e-7 less
+mass than its columns -- exactly the primal infeasibility HiGHS then reports. So the first
+route runs the simplex without presolve. And its points were accurate only to that tolerance (entries down
 to -1e-7, values up to 2.7e-7 above P* once clipped), so every HiGHS route tightens the primal
 and dual feasibility tolerances to 1e-10, its smallest setting.
 
@@ -394,7 +395,7 @@ def certify(condition: bool, what: str, defect: str, solver: str, variables: int
 # ---------------------------------------------------------------------------- certification
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Certification:
     """How a certified LP optimum was obtained, and its distance to the min-cut.
 

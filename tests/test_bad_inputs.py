@@ -84,6 +84,7 @@ CLI_CASES = [
     CliCase("a law given with repeated drafts", ("lp", *PAIR, "--draft", "0.1,0.9", "--law", "wor"), "repeated --draft means independent drafts"),
     CliCase("an LP too large to build", ("lp", "--target", TENTHS, "--draft", TENTHS, "--k", "10"), "exceed the limit max_variables=500,000"),
     CliCase("a solver that is not installed", ("lp", *PAIR, "--k", "2", "--solver", "NOPE"), "solver: 'NOPE' is not an installed cvxpy solver"),
+    CliCase("a solver that cannot reach the certificate", ("lp", *PAIR, "--k", "2", "--solver", "OSQP"), "solver: 'OSQP' is not offered for the certified LPs"),
     # cones
     CliCase("an empty vocabulary", ("cones", "--n", "0", "--k", "2"), "n: the vocabulary size must be an integer >= 1, got 0"),
     CliCase("a cone too large to enumerate", ("cones", "--n", "9", "--k", "3"), "exceed the limit max_variables=60"),
@@ -155,6 +156,7 @@ def _api_cases() -> list[ApiCase]:
         ApiCase("a truncated LP too large to build", "truncated_lp(p, q, s=20000) with n = 49152", lambda: truncated_lp(np.full(49152, 1 / 49152), np.full(49152, 1 / 49152), s=20000), ProblemTooLargeError, "use s <= 563"),
         ApiCase("no tokens kept by the truncated LP", "truncated_lp(p, q, s=0)", lambda: truncated_lp([0.5, 0.5], [0.5, 0.5], s=0), ValueError, "s: the number of tokens kept must be an integer >= 1"),
         ApiCase("a solver that is not installed", "transport_lp(p, law, solver='NOPE')", lambda: transport_lp([0.5, 0.5], IID([0.5, 0.5], 2), solver="NOPE"), ValueError, "solver: 'NOPE' is not an installed cvxpy solver"),
+        ApiCase("a solver that cannot reach the certificate", "transport_lp(p, law, solver='SCS')", lambda: transport_lp([0.5, 0.5], IID([0.5, 0.5], 2), solver="SCS"), ValueError, "solver: 'SCS' is not offered for the certified LPs"),
         ApiCase("an unknown scheme name", "get_scheme('rrs')", lambda: get_scheme("rrs"), ValueError, "scheme: unknown name 'rrs'"),
         ApiCase("a scheme option it does not take", "get_scheme('specinfer', s=3)", lambda: get_scheme("specinfer", s=3), ValueError, "unknown options"),
         ApiCase("NaN logits", "softmax([0.0, float('nan')])", lambda: softmax([0.0, np.nan]), ValueError, "logits: contain NaN"),

@@ -7,7 +7,8 @@ distribution has an exact twin (Fractions) for exact-mode comparisons.
 :func:`extreme_cases` builds the float inputs that break naive arithmetic (issue 20, item 4):
 masses from 1e-12 down to the floor 1e-300 and below it (flushed to zero by
 ``as_distribution``), exact zeros next to them, ties, one-hot vectors, p = q, disjoint
-supports, float32 arrays, and n = 1 and 2, for every draft law.
+supports, float32 arrays, n = 1 and 2, and drafts whose K - 1 largest tokens hold all but a
+sliver of the mass, for every draft law.
 """
 
 from __future__ import annotations
@@ -126,6 +127,18 @@ def extreme_pairs(draw, n: int) -> tuple[np.ndarray, np.ndarray]:
     return target, (target.copy() if relation == "equal" else draw(extreme_vectors(n)))
 
 
+@st.composite
+def sliver_vectors(draw, n: int, top: int) -> np.ndarray:
+    """A distribution whose ``top`` largest tokens hold all but a sliver: every other token gets
+    a tiny mass at or above the floor (so all n are supported), as a peaked softmax gives
+    without replacement the K - 1 likely tokens and a last draw from the tail."""
+    tiny = np.array(draw(st.lists(st.sampled_from([m for m in TINY_MASSES if m >= 1e-300]), min_size=n - top, max_size=n - top)))
+    # float weights, so that the float sum of the top tokens rounds to either side of 1 - sliver
+    weights = np.array(draw(st.lists(st.floats(1 / 64, 1), min_size=top, max_size=top)))
+    values = np.concatenate([weights / weights.sum() * (1.0 - tiny.sum()), tiny])
+    return values[np.array(draw(st.permutations(range(n))))]
+
+
 def _maybe_float32(draw, values: np.ndarray) -> np.ndarray:
     """``values`` as given or as a float32 array (tiny masses underflow there, sums are off by
     about 1e-7): what a model's softmax hands over."""
@@ -152,7 +165,13 @@ def extreme_cases(draw, law_name: str, max_n: int = 4, max_k: int = 3) -> tuple[
         k = draw(st.integers(1, max_k))
         others = [_maybe_float32(draw, draw(extreme_vectors(n))) for _ in range(k - 1)]
         return target, Independent([draft, *others], normalize=True)
+    law = {"iid": IID, "wor": WithoutReplacement, "greedy": Greedy}[law_name]
+    if n >= 3 and draw(st.integers(0, 3)) == 0:  # the K - 1 largest draft tokens hold all but a sliver
+        k = draw(st.integers(2, min(max_k, n)))
+        draft = draw(sliver_vectors(n, k - 1))
+        if draw(st.booleans()):  # the target lives on the sliver: the cut at the top tokens decides P*
+            target = _maybe_float32(draw, draw(extreme_vectors(n, sorted(np.argsort(draft)[: n - k + 1].tolist()))))
+        return target, law(draft, k, normalize=True)
     limit = max_k if law_name == "iid" else min(max_k, _supported(draft))
     k = draw(st.integers(1, limit))
-    law = {"iid": IID, "wor": WithoutReplacement, "greedy": Greedy}[law_name]
     return target, law(draft, k, normalize=True)

@@ -146,8 +146,10 @@ def test_schemes_on_extreme_inputs(name, law_name):
 
 @st.composite
 def large_cases(draw, law_name: str, n: int = 300, max_k: int = 8):
-    """(target, law) on n tokens from Dirichlet(α <= 0.05) rows (entries far below 1e-300 and
-    flushed, next to masses near one), with a random share of exact zeros and tiny masses."""
+    """(target, law) on n tokens: Dirichlet(α <= 0.05) rows (entries far below 1e-300 and
+    flushed, next to masses near one) with a random share of exact zeros and tiny masses, or
+    (``"sliver"``) a draft whose K - 1 largest tokens hold all but tiny masses on every other
+    token, with the target on that sliver half the time."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
 
     def vector() -> np.ndarray:
@@ -160,12 +162,23 @@ def large_cases(draw, law_name: str, n: int = 300, max_k: int = 8):
         return values / values.sum()
 
     target = vector()
+    law = {"iid": IID, "wor": WithoutReplacement, "greedy": Greedy}.get(law_name)
+    if law is not None and max_k >= 2 and draw(st.booleans()):  # sliver
+        k = draw(st.integers(2, max_k))
+        tail = rng.choice([m for m in TINY_MASSES if m >= MASS_FLOOR], size=n - k + 1)
+        draft = np.concatenate([rng.random(k - 1) if draw(st.booleans()) else np.ones(k - 1), tail])
+        draft[: k - 1] *= (1.0 - tail.sum()) / draft[: k - 1].sum()
+        order = rng.permutation(n)
+        if draw(st.booleans()):
+            target = np.where(np.isin(np.arange(n), order[: k - 1]), 0.0, target)
+            target = target / target.sum() if target.sum() > 0 else np.where(np.arange(n) == order[-1], 1.0, 0.0)
+        return target, law(draft[np.argsort(order)], k, normalize=True)
     draft = target.copy() if draw(st.booleans()) else vector()
     support = int(np.count_nonzero(as_distribution(draft)))
     if law_name == "independent":
         return target, Independent([draft] + [vector() for _ in range(draw(st.integers(0, 2)))], normalize=True)
     k = draw(st.integers(1, max_k if law_name == "iid" else min(max_k, support)))
-    return target, {"iid": IID, "wor": WithoutReplacement, "greedy": Greedy}[law_name](draft, k, normalize=True)
+    return target, law(draft, k, normalize=True)
 
 
 #: (scheme, law, largest K) of every scheme at a law it runs at any vocabulary size, plus
@@ -182,7 +195,7 @@ def test_any_vocabulary_schemes_on_extreme_inputs(name, law_name, max_k):
     """The schemes that run at any vocabulary size keep their bounds at n = 300."""
     scheme = get_scheme(name)
 
-    @_share(0.05)
+    @_share(0.1)
     @given(large_cases(law_name, max_k=max_k))
     def run(case):
         target, law = case
@@ -342,6 +355,11 @@ def test_strategies_reach_the_extremes():
         _reach(cases, lambda c: c[1].n == 1)
         _reach(cases, lambda c: c[1].n == 2 and c[1].k == 2)
         _reach(cases, lambda c: np.asarray(c[0]).dtype == np.float32)
+    # the K - 1 largest draft tokens hold all but 1e-30 or less, K >= 3 (the race quadrature)
+    _reach(
+        extreme_cases("wor"),
+        lambda c: c[1].k >= 3 and 0 < np.sort(c[1].draft)[: c[1].n - c[1].k + 1].sum() <= 1e-30,
+    )
     # drafts without replacement needing a tiny-mass token: K equals the supported tokens
     _reach(
         extreme_cases("wor"),

@@ -113,6 +113,9 @@ def test_top_tokens_holding_all_but_a_sliver(seed):
     noise there, and the prefixes it called negligible got containment 1 instead of 0 (P* 0.0035
     instead of 1 at n = 2000, K = 8); the spread is now summed over the other tokens, and the
     step keeps its error bound (its second bound does not degrade as the sliver shrinks)."""
+    top = np.full(7, 1 / 7)  # sums to 1 - 2.2e-16 in floats: the cancellation's worst case
+    q = np.concatenate([top * (1 - 3e-100), np.full(3, 1e-100)])
+    np.testing.assert_allclose(wor_prefix_containment(q, 8), subset_containment(q, 8)[prefix_masks(np.arange(10))], rtol=0, atol=ACCURACY)
     rng = np.random.default_rng(seed)
     for _ in range(40):
         n = int(rng.integers(4, 11))

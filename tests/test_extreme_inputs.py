@@ -9,8 +9,9 @@ entry is kept, and every number computed from it must be right:
 * P* by the default route equals P* over all subsets (a second, independent computation);
 * every scheme's acceptance is finite, at most P* + 1e-9, and at least the single-draft
   acceptance ``Σ min(p, q_1)`` - 1e-9 where the scheme guarantees it (:func:`floor_guaranteed`);
-* every scheme's output law, by enumeration, equals the target to 1e-9, and its sampler emits
-  only tokens of positive target probability;
+* every scheme's output law, by enumeration, equals the target to 1e-9, and its samplers (numpy,
+  and the batched torch form decoding runs, where the scheme has one) emit only tokens of
+  positive target probability;
 * the schemes that run at any vocabulary size keep the bounds at n = 300 with Dirichlet(0.01)
   inputs (masses down to 1e-300 and below) and K up to 8;
 * bad extreme inputs raise only ``ValueError`` or ``TypeError``, with a message that starts
@@ -138,10 +139,27 @@ def test_schemes_on_extreme_inputs(name, law_name):
         assert out.shape == p.shape
         np.testing.assert_allclose(out, p, rtol=0, atol=1e-9)
         rng = np.random.default_rng(seed)
-        tokens, accepted = scheme.sample(target, law, law.sample(rng, 16), rng)
+        tuples = law.sample(rng, 16)
+        tokens, accepted = scheme.sample(target, law, tuples, rng)
         assert (p[tokens] > 0).all(), tokens
+        if scheme.supports_batch(law):
+            tokens = _select_batch(scheme, p, law, tuples, seed)
+            assert (p[tokens] > 0).all(), tokens
 
     run()
+
+
+def _select_batch(scheme: Scheme, p: np.ndarray, law, tuples: np.ndarray, seed: int) -> np.ndarray:
+    """The scheme's batched torch form (what decoding runs) on float64 tensors: one row per
+    tuple, each with the target and the law's draft marginals."""
+    import torch
+
+    rows = len(tuples)
+    target = torch.tensor(np.tile(p, (rows, 1)))
+    drafts = torch.tensor(np.tile(np.asarray(law.marginals()), (rows, 1, 1)))
+    output, accepted = scheme.select_batch(target, drafts, torch.tensor(tuples), torch.Generator().manual_seed(seed))
+    assert output.shape == (rows,) and accepted.shape == (rows,)
+    return output.numpy()
 
 
 @st.composite
@@ -214,6 +232,19 @@ def test_rrs_wor_with_a_draft_token_holding_all_but_1e_20():
     scheme = get_scheme("rrs-wor")
     assert scheme.acceptance([0.5, 0.5], law) == 1.0
     assert scheme.enumerated_acceptance([0.5, 0.5], law) == 1.0
+
+
+def test_rrs_wor_batched_when_the_earlier_drafts_hold_all_but_1e_16():
+    """The batched form divided by ``1 - Σ_{j<i} q(x_j)``, which is 0 after drafts of mass 1/3
+    and 2/3 (the third holds 1e-16): NaN weights, and a refusal mid-decoding. The target sits
+    on the third token, so every run must emit it."""
+    law = WithoutReplacement([1 / 3, 0.0, 1e-16, 2 / 3], 3, normalize=True)
+    target = np.array([0.0, 0.0, 1.0, 0.0])
+    tuples = law.enumerate()[0]
+    assert len(tuples) == 6
+    np.testing.assert_array_equal(_select_batch(get_scheme("rrs-wor"), target, law, np.repeat(tuples, 8, axis=0), 0), 2)
+    tokens, _ = get_scheme("rrs-wor").sample(target, law, tuples, np.random.default_rng(0))
+    np.testing.assert_array_equal(tokens, 2)
 
 
 @pytest.mark.parametrize(

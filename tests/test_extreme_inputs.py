@@ -122,9 +122,10 @@ def _pair_settings(name: str, law: str) -> settings:
 
 
 @pytest.mark.parametrize("name, law_name", PAIRS, ids=[f"{name}-{law}" for name, law in PAIRS])
-def test_schemes_on_extreme_inputs(name, law_name):
+def test_schemes_on_extreme_inputs(name, law_name, one_thread):
     """Acceptance finite and within its bounds, output law = target, samples inside the target's
-    support, for extreme inputs with n <= 4 and K <= 3 (K = 1 included)."""
+    support, for extreme inputs with n <= 4 and K <= 3 (K = 1 included); torch on one thread
+    (conftest.py: tiny tensors on a busy machine)."""
     scheme = get_scheme(name)
 
     @_pair_settings(name, law_name)
@@ -234,7 +235,20 @@ def test_rrs_wor_with_a_draft_token_holding_all_but_1e_20():
     assert scheme.enumerated_acceptance([0.5, 0.5], law) == 1.0
 
 
-def test_rrs_wor_batched_when_the_earlier_drafts_hold_all_but_1e_16():
+def test_spectr_when_target_and_draft_overlap_by_1e_16():
+    """SpecTr's ρ search tested ``1 - (1 - β)^K <= ρβ`` with the left side rounding noise for
+    β near 1e-16: false at every ρ it tried, and it widened ρ by 1e-12 at a time for ever (an
+    overlap of 2e-16 hung). Now it ends at once, with its bounds and a lossless output."""
+    for overlap in (6e-17, 2e-16, 3e-16, 1e-15):
+        target, draft = [1 - overlap, overlap, 0.0], [0.0, overlap, 1 - overlap]
+        for k in (2, 3, 8):
+            law = IID(draft, k)
+            scheme = get_scheme("spectr")
+            _check_bounds(scheme, target, law, _optimum(target, law))
+            np.testing.assert_allclose(scheme.output_distribution(target, law), target, rtol=0, atol=1e-12)
+
+
+def test_rrs_wor_batched_when_the_earlier_drafts_hold_all_but_1e_16(one_thread):
     """The batched form divided by ``1 - Σ_{j<i} q(x_j)``, which is 0 after drafts of mass 1/3
     and 2/3 (the third holds 1e-16): NaN weights, and a refusal mid-decoding. The target sits
     on the third token, so every run must emit it."""

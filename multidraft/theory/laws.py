@@ -41,7 +41,14 @@ from multidraft.theory._kernels import (
     wor_prefix_containment,
     zeta_transform,
 )
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
+from multidraft.theory.distributions import (
+    MASS_FLOOR,
+    as_distribution,
+    as_exact_distribution,
+    check_count,
+    check_generator,
+    is_exact_input,
+)
 from multidraft.theory.limits import SizeEstimate, check_size, optimum_advice
 
 __all__ = [
@@ -97,14 +104,14 @@ def check_k(k: int) -> int:
 def _validated(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
     """Float copy of a draft distribution plus its exact Fractions when given exactly.
 
-    A positive exact entry too small for a float (below ~1e-308) is kept as the smallest
-    positive float, so that every support decision made on the float copy (enumeration,
-    support masks, K <= support size) agrees with the exact law.
+    A positive exact entry below :data:`~multidraft.theory.distributions.MASS_FLOOR` (1e-300)
+    is kept as ``MASS_FLOOR`` in the float copy, so that every support
+    decision made on it (enumeration, support masks, K <= support size) agrees with the exact
+    law, and the float copy keeps the invariants of :func:`as_distribution`.
     """
     if is_exact_input(draft) or (isinstance(draft, str) and "." not in draft):
         exact = as_exact_distribution(draft, name, normalize=normalize)
-        tiny = np.finfo(np.float64).smallest_subnormal
-        return np.array([max(float(x), tiny) if x > 0 else 0.0 for x in exact]), exact
+        return np.array([max(float(x), MASS_FLOOR) if x > 0 else 0.0 for x in exact]), exact
     return as_distribution(draft, name, normalize=normalize), None
 
 
@@ -188,7 +195,15 @@ class DraftLaw(ABC):
 
     @abstractmethod
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        """Draw draft tuples: int64 array ``[k]`` or ``[size, k]``."""
+        """Draw draft tuples: int64 array ``[k]`` or ``[size, k]`` (``size >= 0``)."""
+
+    @staticmethod
+    def _sample_count(rng: object, size: object) -> int:
+        """The number of tuples :meth:`sample` draws (1 for ``size=None``), once ``rng`` is
+        checked to be a ``numpy.random.Generator`` (``TypeError``) and ``size`` a count >= 0
+        (``ValueError`` naming it)."""
+        check_generator(rng)
+        return 1 if size is None else check_count(size, "size", minimum=0, meaning="the number of draft tuples")
 
     @abstractmethod
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -485,7 +500,8 @@ class IID(_RatioPrefixLaw):
     _prefix_kernel = staticmethod(iid_prefix_containment)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        shape = (self.k,) if size is None else (size, self.k)
+        count = self._sample_count(rng, size)
+        shape = (self.k,) if size is None else (count, self.k)
         return rng.choice(self.n, size=shape, p=self.draft).astype(np.int64)
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -578,7 +594,7 @@ class Independent(DraftLaw):
         return f"Independent(n={self.n}, k={self.k})"
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         columns = [rng.choice(self.n, size=count, p=q) for q in self.drafts]
         out = np.stack(columns, axis=-1).astype(np.int64)
         return out[0] if size is None else out
@@ -672,7 +688,7 @@ class WithoutReplacement(_RatioPrefixLaw):
         if self.k > support:
             raise ValueError(
                 f"k: without replacement needs k <= the number of draft tokens with positive "
-                f"probability, got k={self.k} > {support}"
+                f"probability (entries below MASS_FLOOR={MASS_FLOOR:g} count as zero), got k={self.k} > {support}"
             )
 
     def tuple_count(self, merged: bool = False) -> int:
@@ -687,7 +703,7 @@ class WithoutReplacement(_RatioPrefixLaw):
         return super().sorted_prefix_containment(sorted_draft, k)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         with np.errstate(divide="ignore"):
             keys = np.log(self.draft) + rng.gumbel(size=(count, self.n))
         if self.k < self.n:
@@ -771,7 +787,7 @@ class Greedy(DraftLaw):
         if rest_mass <= 0:
             raise ValueError(
                 f"draft: greedy drafting with k={self.k} needs positive draft mass outside the "
-                f"top {self.k - 1} tokens"
+                f"top {self.k - 1} tokens (entries below MASS_FLOOR={MASS_FLOOR:g} count as zero)"
             )
         self.residual = np.where(rest, self.draft, 0.0) / rest_mass
 
@@ -810,7 +826,7 @@ class Greedy(DraftLaw):
         return [self._exact_draft[t] / mass if self.rest_mask[t] else Fraction(0) for t in range(self.n)]
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         last = rng.choice(self.n, size=(count, 1), p=self.residual)
         out = np.concatenate([np.tile(self.fixed, (count, 1)), last], axis=-1).astype(np.int64)
         return out[0] if size is None else out
@@ -904,7 +920,8 @@ class Deterministic(DraftLaw):
         return self._one_hot(self.tokens[self._check_position(position)], exact)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        return self.tokens.copy() if size is None else np.tile(self.tokens, (size, 1))
+        count = self._sample_count(rng, size)
+        return self.tokens.copy() if size is None else np.tile(self.tokens, (count, 1))
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         probs = np.array([Fraction(1)], dtype=object) if exact else np.ones(1)

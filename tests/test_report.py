@@ -621,13 +621,14 @@ def test_gap_table_notes_say_each_reason_once_with_the_ks_it_applies_to():
 def test_an_enumeration_too_large_reads_as_a_number_not_as_digits(monkeypatch):
     """The without-replacement footnote printed "217406178270.0 GiB" (read with rrs-wor's
     estimate switched off: with it the cell holds the estimate, next test)."""
-    from multidraft.report.gap_table import _column_value
+    from multidraft.report.gap_table import SCHEME_COLUMNS, _column_value
     from multidraft.schemes.rrs_wor import RRSWithoutReplacement
     from multidraft.theory import WithoutReplacement, softmax, zipf
 
     monkeypatch.delattr(RRSWithoutReplacement, "estimate_acceptance")
     p = zipf(49152, 1.1, np.random.default_rng(0))
-    value, _, note = _column_value("SpecInfer", "wor", 5, [WithoutReplacement(softmax(np.log(p), 1.6), 4)], p[None, :])
+    specinfer = next(column for column in SCHEME_COLUMNS if column.label == "SpecInfer")
+    value, _, note = _column_value(specinfer, 5, [WithoutReplacement(softmax(np.log(p), 1.6), 4)], p[None, :])
     assert value is None and "exceed the limit ENUMERATION_LIMIT" in note
     assert re.search(r"\de\+\d+ draft tuples", note) and re.search(r"\de\+\d+ bytes of memory", note)
     assert not re.search(r"\d{7}", note.replace("2,000,000", ""))
@@ -639,16 +640,17 @@ def test_spec_infer_without_replacement_beyond_enumeration_is_a_marked_estimate(
     explained in a ≈ note; without it (the default) the cell is empty and the note names the
     estimate."""
     from multidraft.report import gap_table
-    from multidraft.report.gap_table import ESTIMATE_NOTE, PositionGapRow, _column_value, _marked, _notes
+    from multidraft.report.gap_table import ESTIMATE_NOTE, SCHEME_COLUMNS, PositionGapRow, _column_value, _marked, _notes
     from multidraft.theory import WithoutReplacement, softmax, zipf
 
+    specinfer = next(column for column in SCHEME_COLUMNS if column.label == "SpecInfer")
     p = zipf(2000, 1.1, np.random.default_rng(0))
     law = WithoutReplacement(softmax(np.log(p), 1.6), 4)
-    value, _, note = _column_value("SpecInfer", "wor", 5, [law], p[None, :])
+    value, _, note = _column_value(specinfer, 5, [law], p[None, :])
     assert value is None and "estimate_acceptance" in note
     monkeypatch.setattr(gap_table, "ESTIMATES_IN_TABLE", True)
 
-    value, name, note = _column_value("SpecInfer", "wor", 5, [law], p[None, :])
+    value, name, note = _column_value(specinfer, 5, [law], p[None, :])
     assert value is not None and 0 < value < 1 and name == "rrs-wor.estimate_acceptance"
     assert note.startswith(ESTIMATE_NOTE) and "95% interval" in note
     half = float(re.search(r"±(\S+) on the mean", note).group(1))

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.schemes.base import Scheme, normalise, positive_part, safe_divide, sample_rows
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme, normalise, positive_part, safe_divide, sample_rows
+from multidraft.theory.laws import DraftLaw, WithoutReplacement
 
 __all__ = ["RRSWithoutReplacement", "AcceptanceEstimate"]
 
@@ -51,12 +51,6 @@ class AcceptanceEstimate:
 
     def __str__(self) -> str:
         return f"{self.value:.4f} ± {self.half_width:.1e} (estimate, 95%, {self.paths} paths)"
-
-
-@dataclass(frozen=True)
-class _Plan:
-    target: np.ndarray  # [n]
-    draft: np.ndarray  # [n]: q, the law of the first draft
 
 
 _KERNELS = None
@@ -141,27 +135,21 @@ def _kernels():
     return _KERNELS
 
 
-class RRSWithoutReplacement(Scheme):
-    """RRS for drafts drawn without replacement; step i uses q renormalised off earlier drafts.
+def _others(q: np.ndarray) -> np.ndarray:
+    """``1 - q(x) = Σ_{y ≠ x} q(y)`` for every token x, as the sum of the other entries (a prefix
+    plus a suffix sum of non-negative terms), so it keeps its relative accuracy when q(x) is
+    within rounding of one: q = [1e-20, 1] gives 1e-20 at x = 1, where ``1 - q(x)`` is 0."""
+    before = np.concatenate([[0.0], np.cumsum(q[:-1])])
+    after = np.concatenate([np.cumsum(q[:0:-1])[::-1], [0.0]])
+    return before + after
 
-    >>> from multidraft.theory.laws import WithoutReplacement
-    >>> law = WithoutReplacement(["1/2", "1/4", "1/4"], 2)
-    >>> RRSWithoutReplacement().acceptance(["1/4", "1/4", "1/2"], law, exact=True)
-    Fraction(7, 8)
-    """
 
-    name = "rrs-wor"
-    supported_laws = ("wor",)
-    any_vocabulary_laws = ()  # closed-form acceptance for K <= 2 only; K > 2 enumerates
-    exact_capable = True
-    exact_output = True
-    batch_capable = True
+class _RRSWithoutReplacementPlan(Plan):
+    """The residuals depend on the drawn prefix: each tuple is walked through its own steps."""
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        return _Plan(p, law.marginal(0, exact))
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | None:
-        if exact or law.k > 2:
+    def closed_form(self) -> float | None:
+        p, law = self.target, self.law
+        if self.exact or law.k > 2:
             return None
         q = law.draft
         first = float(np.minimum(p, q).sum())
@@ -179,10 +167,93 @@ class RRSWithoutReplacement(Scheme):
         below_r = np.concatenate([[0.0], np.cumsum(r_sorted)])  # Σ r_1 over t <= c
         above_q = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])  # Σ q over t > c
         holders = np.flatnonzero(rejected > 0)
-        scale = 1.0 / (1.0 - q[holders])
+        scale = 1.0 / _others(q)[holders]
         count = np.searchsorted(ratio, scale, side="right")
         second = below_r[count] + scale * above_q[count]
         return first + float(rejected[holders] @ second)
+
+    def _steps(self, tuples: np.ndarray):
+        """Yield, per position i, ``(accept [m], residual before step i [m, n])`` and finally
+        the residual after the last step."""
+        m, k = tuples.shape
+        rows = np.arange(m)
+        draft = self.law.marginal(0, self.exact)  # q, the law of the first draft
+        residual = np.broadcast_to(self.target, (m, len(self.target))).copy()
+        available = np.ones((m, len(self.target)), dtype=bool)
+        for i in range(k):
+            q_i = self.scheme._step_draft(draft, available)
+            x = tuples[:, i]
+            accept = np.minimum(safe_divide(residual[rows, x], q_i[rows, x]), 1)
+            yield accept, x
+            residual = normalise(positive_part(residual - q_i), residual)
+            available[rows, x] = False
+        yield None, residual
+
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        m, n = len(tuples), len(self.target)
+        out = np.zeros((m, n), dtype=self.target.dtype)
+        if out.dtype == object:
+            out[:] = 0
+        reach = np.ones(m, dtype=self.target.dtype)
+        rows = np.arange(m)
+        for accept, value in self._steps(tuples):
+            if accept is None:
+                return out + reach[:, None] * value
+            out[rows, value] += reach * accept
+            reach = reach * (1 - accept)
+        raise AssertionError("unreachable")
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        m, k = tuples.shape
+        uniform = rng.random((m, k))
+        tokens = np.full(m, -1, dtype=np.int64)
+        for i, (accept, value) in enumerate(self._steps(tuples)):
+            undecided = tokens < 0
+            if accept is None:
+                if undecided.any():
+                    tokens[undecided] = sample_rows(value[undecided], rng)
+                return tokens
+            take = undecided & (uniform[:, i] < accept)
+            tokens[take] = value[take]
+        raise AssertionError("unreachable")
+
+
+class RRSWithoutReplacement(Scheme):
+    """RRS for drafts drawn without replacement; step i uses q renormalised off earlier drafts.
+
+    >>> from multidraft.theory.laws import WithoutReplacement
+    >>> law = WithoutReplacement(["1/2", "1/4", "1/4"], 2)
+    >>> RRSWithoutReplacement().acceptance(["1/4", "1/4", "1/2"], law, exact=True)
+    Fraction(7, 8)
+    """
+
+    name = "rrs-wor"
+    # The closed-form acceptance covers K <= 2 only; K > 2 enumerates: no any-vocabulary law.
+    capabilities = Capabilities(laws=(WithoutReplacement,), exact_output=True)
+
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return _RRSWithoutReplacementPlan(self, p, law, exact)
+
+    @staticmethod
+    def _step_draft(draft: np.ndarray, available: np.ndarray) -> np.ndarray:
+        """The law of the next draft given the tokens still ``available [m, n]``: q restricted
+        to them and renormalised, ``q^{(i)}``."""
+        restricted = np.where(available, draft[None, :], 0)
+        return restricted / restricted.sum(axis=-1, keepdims=True)
+
+    def select_batch(self, target, drafts, tokens, generator):
+        """Batched RRS without replacement: ``target [B, n]``, ``drafts [B, K, n]`` (only
+        ``drafts[:, 0]`` = q is used: later laws are q renormalised off the earlier drafts),
+        ``tokens [B, K]`` distinct per row -> ``(output [B], accepted [B])``."""
+        from multidraft.schemes import _torch
+        from multidraft.schemes.specinfer import _rrs_batch
+
+        k = _torch.check_batch(target, drafts[:, :1].expand_as(drafts), tokens)
+        if k > 1:
+            ordered = tokens.sort(dim=1).values
+            if bool((ordered[:, 1:] == ordered[:, :-1]).any()):
+                raise ValueError("tokens: drafts without replacement must be distinct within each row")
+        return _rrs_batch(target, drafts, tokens, generator, k, without_replacement=True)
 
     def estimate_acceptance(
         self, target: object, law: DraftLaw, rng: np.random.Generator, *, half_width: float = 1e-3,
@@ -197,18 +268,14 @@ class RRSWithoutReplacement(Scheme):
         >>> abs(est.value - 7 / 8) <= 2 * est.half_width  # exact: 7/8
         True
         """
-        from multidraft.theory.distributions import as_distribution
-
-        if law.name != "wor":
+        if not isinstance(law, WithoutReplacement):
             raise ValueError(f"law: rrs-wor estimates drafts without replacement, got the {law.name} law")
         if not half_width > 0:
             raise ValueError(f"half_width: must be positive, got {half_width}")
-        p = as_distribution(target, "target")
-        values: list[np.ndarray] = []
+        p = law.check_target(target)
         count, total, squares = 0, 0.0, 0.0
         while count < max_paths:
             paths = self._sampled_paths(p, law, batch, rng)
-            values.append(paths)
             count, total, squares = count + len(paths), total + paths.sum(), squares + (paths**2).sum()
             mean = total / count
             spread = 1.96 * np.sqrt(max(squares / count - mean**2, 0.0) / max(count - 1, 1))
@@ -225,68 +292,3 @@ class RRSWithoutReplacement(Scheme):
         """``Σ_i Π_{j<i} (1 - a_j) β_i`` for every sampled ordered draft tuple (rows of ``tuples``):
         one compiled pass of K residual updates per row (O(K n), no [rows, n] temporaries)."""
         return _kernels()[1](np.ascontiguousarray(p, dtype=np.float64), law.draft, np.ascontiguousarray(tuples))
-
-    @staticmethod
-    def _step_draft(draft: np.ndarray, available: np.ndarray) -> np.ndarray:
-        """The law of the next draft given the tokens still ``available [m, n]``: q restricted
-        to them and renormalised, ``q^{(i)}``."""
-        restricted = np.where(available, draft[None, :], 0)
-        return restricted / restricted.sum(axis=-1, keepdims=True)
-
-    def _steps(self, plan: _Plan, tuples: np.ndarray):
-        """Yield, per position i, ``(accept [m], residual before step i [m, n])`` and finally
-        the residual after the last step."""
-        m, k = tuples.shape
-        rows = np.arange(m)
-        residual = np.broadcast_to(plan.target, (m, len(plan.target))).copy()
-        available = np.ones((m, len(plan.target)), dtype=bool)
-        for i in range(k):
-            q_i = self._step_draft(plan.draft, available)
-            x = tuples[:, i]
-            accept = np.minimum(safe_divide(residual[rows, x], q_i[rows, x]), 1)
-            yield accept, x
-            residual = normalise(positive_part(residual - q_i), residual)
-            available[rows, x] = False
-        yield None, residual
-
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        m, n = len(tuples), len(plan.target)
-        out = np.zeros((m, n), dtype=plan.target.dtype)
-        if out.dtype == object:
-            out[:] = 0
-        reach = np.ones(m, dtype=plan.target.dtype)
-        rows = np.arange(m)
-        for accept, value in self._steps(plan, tuples):
-            if accept is None:
-                return out + reach[:, None] * value
-            out[rows, value] += reach * accept
-            reach = reach * (1 - accept)
-        raise AssertionError("unreachable")
-
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        m, k = tuples.shape
-        uniform = rng.random((m, k))
-        tokens = np.full(m, -1, dtype=np.int64)
-        for i, (accept, value) in enumerate(self._steps(plan, tuples)):
-            undecided = tokens < 0
-            if accept is None:
-                if undecided.any():
-                    tokens[undecided] = sample_rows(value[undecided], rng)
-                return tokens
-            take = undecided & (uniform[:, i] < accept)
-            tokens[take] = value[take]
-        raise AssertionError("unreachable")
-
-    def select_batch(self, target, drafts, tokens, generator):
-        """Batched RRS without replacement: ``target [B, n]``, ``drafts [B, K, n]`` (only
-        ``drafts[:, 0]`` = q is used: later laws are q renormalised off the earlier drafts),
-        ``tokens [B, K]`` distinct per row -> ``(output [B], accepted [B])``."""
-        from multidraft.schemes import _torch
-        from multidraft.schemes.specinfer import _rrs_batch
-
-        k = _torch.check_batch(target, drafts[:, :1].expand_as(drafts), tokens)
-        if k > 1:
-            ordered = tokens.sort(dim=1).values
-            if bool((ordered[:, 1:] == ordered[:, :-1]).any()):
-                raise ValueError("tokens: drafts without replacement must be distinct within each row")
-        return _rrs_batch(target, drafts, tokens, generator, k, without_replacement=True)

@@ -363,3 +363,138 @@ def test_j_curtain_fitted_to_r_star_tiles_when_its_condition_fails():
         if checked == 12:
             break
     assert checked >= 5
+
+
+def _tail_instances(seed: int, per_k: int):
+    """Small instances (n = 7) whose T* side gets a uniform tail when MIN_TAIL is 2: max(3, K)
+    tokens carry most of both laws (so that the mass outside the K - 1 largest is not tiny),
+    the other light pool tokens the rest."""
+    rng = np.random.default_rng(seed)
+    found = {2: 0, 3: 0}
+    for _ in range(20_000):
+        if min(found.values()) >= per_k:
+            return
+        k = int(rng.integers(2, 4))
+        big = max(3, k)
+        q = np.concatenate([rng.dirichlet(np.ones(big)), rng.uniform(1e-5, 3e-4, 7 - big)])
+        p = np.concatenate([rng.dirichlet(np.ones(big)), rng.uniform(1e-6, 3e-4, 7 - big) * rng.uniform(0, 1)])
+        p, q = p / p.sum(), q / q.sum()
+        law = WithoutReplacement(q, k)
+        rule = optimal_selection_rule(p, law)
+        if rule.tail < rule.n and found[k] < per_k:
+            found[k] += 1
+            yield p, law, rule
+    raise AssertionError(f"tail instances found per K: {found}")
+
+
+def test_uniform_tail_law_and_output_by_enumeration(monkeypatch):
+    """The T* side's uniform tail (winner uniform among the drafted tail tokens when no head coin
+    says front): its law by the power series against every ordered draft tuple enumerated with
+    the rule's choice probabilities (absolute 1e-12 and, on the tiny tail tokens, relative
+    1e-11), the output is p, and the acceptance is never below the rule without a tail."""
+    from multidraft.theory import _wor_rule
+
+    monkeypatch.setattr(_wor_rule, "MIN_TAIL", 2)
+    for p, law, rule in _tail_instances(seed=0, per_k=3):
+        enumerated = enumerated_law(rule, law)
+        np.testing.assert_allclose(enumerated, rule.selection_law, rtol=0, atol=1e-12)
+        tail = rule.position >= rule.tail
+        np.testing.assert_allclose(rule.selection_law[tail], enumerated[tail], rtol=1e-11)
+        np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+        with monkeypatch.context() as patch:
+            patch.setattr(_wor_rule, "MIN_TAIL", law.n + 1)
+            plain = optimal_selection_rule(p, law)
+        assert plain.tail == law.n
+        assert rule.acceptance >= plain.acceptance - 1e-12
+        assert rule.shortfall[1] <= plain.shortfall[1] + 1e-12
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_uniform_tail_series_is_the_direct_integral(k):
+    """n = 20000, drafts hotter than the target (T* nearly everything): the tail's law by its
+    power series in q equals the same integral evaluated token by token (relative 1e-13), the
+    rule's law sums to one, and the acceptance is P* (sorted scan)."""
+    from multidraft.theory._front_back import front_back_head
+    from multidraft.theory._wor_tail import tail_law, tail_law_direct, tail_polynomials, tail_products
+
+    p = zipf(20000, exponent=1.1, rng=np.random.default_rng(k))
+    q = softmax(np.log(p), temperature=1.6)
+    law = WithoutReplacement(q, k)
+    rule = optimal_selection_rule(p, law)
+    assert rule.tail < rule.n - 10000
+    order = rule.position.argsort()
+    outside = float(q[order[: rule.boundary]].sum())
+    lead = 1 if outside > 0 else 0
+    t_tokens = order[rule.boundary :]
+    merged_q = np.concatenate([[outside] * lead, q[t_tokens]])
+    merged_p = np.concatenate([[0.0] * lead, p[t_tokens]])
+    nodes, weights = front_back_nodes(merged_q, k)
+    head = lead + rule.tail - rule.boundary
+    tail_q = merged_q[head:]
+    tail_phi, tail_psi, _, _ = tail_products(tail_q, nodes, k)
+    _, _, pre_phi, pre_psi = front_back_head(
+        merged_p[:head], merged_q[:head], lead, k, nodes, weights, None, (tail_phi, tail_psi, float(tail_q.sum()))
+    )
+    polynomials = tail_polynomials(pre_phi, pre_psi, tail_phi, tail_psi, k)
+    series, direct = tail_law(tail_q, nodes, weights, polynomials, k), tail_law_direct(tail_q, nodes, weights, polynomials, k)
+    np.testing.assert_allclose(series, direct, rtol=1e-13)
+    np.testing.assert_allclose(rule.selection_law[t_tokens[head - lead :]], series, rtol=1e-13)
+    assert rule.selection_law.sum() == pytest.approx(1.0, abs=1e-12)
+    assert rule.acceptance == pytest.approx(optimal_acceptance(p, law).value, abs=1e-10)
+
+
+def _last_of_tail(rule, tuples, rng):
+    chosen = WithoutReplacementRule.choose(rule, tuples, rng)
+    position = rule.position[tuples]
+    rows = np.flatnonzero(position[np.arange(len(tuples)), chosen] >= rule.tail)
+    chosen[rows] = np.argmax(position[rows], axis=-1)
+    return chosen
+
+
+@pytest.mark.statistical
+def test_uniform_tail_selection_follows_its_law_and_the_wrong_twin_is_caught():
+    """n = 8192, K = 4, T = 1.6 (a tail of most of the vocabulary): the selected tokens of 20,000
+    sampled draft sets, binned (the 20 most likely head tokens, the rest of the head, ten
+    position bands of the tail), against the computed law (chi-square); the twin that takes the
+    last tail token instead is rejected against the same law."""
+    from scipy import stats
+
+    n = 8192
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(9))
+    law = WithoutReplacement(softmax(np.log(p), temperature=1.6), 4)
+    rule = optimal_selection_rule(p, law)
+    assert rule.tail < n // 2
+    rng = np.random.default_rng(10)
+    tuples = np.concatenate([law.sample(rng, 2000) for _ in range(10)])
+    top = np.argsort(-np.where(rule.position < rule.tail, rule.selection_law, 0.0))[:20]
+    bins = np.full(n, 20)
+    bins[top] = np.arange(20)
+    in_tail = rule.position >= rule.tail
+    bins[in_tail] = 21 + (rule.position[in_tail] - rule.tail) * 10 // (n - rule.tail)
+    expected = np.bincount(bins, rule.selection_law, minlength=31) * len(tuples)
+
+    def observed(choose):
+        chosen = tuples[np.arange(len(tuples)), choose(tuples, np.random.default_rng(11))]
+        return np.bincount(bins[chosen], minlength=31)
+
+    assert stats.chisquare(observed(rule.choose), expected).pvalue > 1e-3
+    assert stats.chisquare(observed(lambda t, g: _last_of_tail(rule, t, g)), expected).pvalue < 1e-6
+
+
+def test_front_back_nodes_sum_the_spread():
+    """The front/back pass's step comes from σ summed over the tokens outside the K - 1 largest
+    (and β, the least of those): with q = (0.6, 0.4, 1e-30) the old form ``1 - M_{K-1}`` is 0,
+    and its step (about 0.004 over 80 units of log t) asked for ~20,000 nodes; the law still
+    sums to one with the few hundred nodes of the summed form."""
+    from multidraft.theory._kernels import race_step
+
+    k = 3
+    q = np.array([0.6, 0.4, 1e-30])
+    assert 1.0 - (q[0] + q[1]) == 0.0
+    nodes, weights = front_back_nodes(q, k)
+    step = float(np.log(nodes[1] / nodes[0]))
+    assert step == pytest.approx(min(0.2, race_step(k, 1.0, spread=1e-30, least_top=0.4)))
+    assert nodes[-1] >= 46e30 and len(nodes) < 1000
+    p = np.array([0.5, 0.3, 0.2])
+    _, r = front_back_pass(p, q, 3, k, nodes, weights)
+    assert r.sum() == pytest.approx(1.0, abs=1e-13)

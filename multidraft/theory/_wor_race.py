@@ -43,6 +43,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.theory._kernels import RACE_TOLERANCE, race_step, ratio_order
+from multidraft.theory import _wor_moments
+from multidraft.theory._numba import compile_in_place
+from multidraft.theory._wor_moments import ROUNDING, light_tokens, moment_order, stirling_weights
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 
@@ -79,7 +82,8 @@ _PROBES, _FEW = 8, 64
 
 def _top_masses(sorted_draft: np.ndarray, k: int) -> np.ndarray:
     """``M[j, i]`` = mass of the i largest tokens among the first j (i = 0..K-1, j = 0..n)."""
-    return _kernels()["top_masses"](np.ascontiguousarray(sorted_draft, dtype=np.float64), int(k))
+    _compiled()
+    return _top_masses(np.ascontiguousarray(sorted_draft, dtype=np.float64), int(k))
 
 
 def _bounds(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -98,10 +102,24 @@ def _outside_mass(q_sorted: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])
 
 
-def _scan_nodes(k: int, top_mass: float, smallest_rate: float) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes and trapezoid weights (in u = log t) for ``∫ λ e^{-λt} P(N >= K) dt``: below
-    ``(1e-18 K!)^{1/(K+1)}`` the integrand in u is below 1e-18, above ``45/λ_min`` likewise."""
-    step = race_step(k, top_mass)
+def _spread(draft: np.ndarray, k: int) -> tuple[float, float]:
+    """``(σ, β)`` for :func:`~multidraft.theory._kernels.race_step`: σ = the draft mass outside the
+    K - 1 largest tokens, *summed over those tokens* (``1 - M_{K-1}`` cancels when the top tokens
+    hold all but a sliver), and β = the least of the K - 1 largest."""
+    positive = draft[draft > 0]
+    if len(positive) < k:
+        return max(float(positive.sum()), np.finfo(np.float64).tiny), 0.0
+    ordered = np.partition(positive, len(positive) - k + 1) if k > 1 else positive
+    tail = ordered[: len(positive) - k + 1]
+    top = ordered[len(positive) - k + 1 :]
+    return float(tail.sum()), float(top.min()) if len(top) else 0.0
+
+
+def _scan_nodes(k: int, spread: float, least_top: float, smallest_rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and trapezoid weights (in u = log t) for ``∫ λ e^{-λt} P(N >= K) dt``: the step from
+    ``race_step``'s bound (both of its forms); below ``(1e-18 K!)^{1/(K+1)}`` the integrand in u
+    is below 1e-18, above ``45/λ_min`` likewise."""
+    step = race_step(k, 1.0, spread=spread, least_top=least_top if least_top > 0 else None)
     t_lo = (1e-18 * math.factorial(k)) ** (1.0 / (k + 1))
     t_hi = max(45.0 / smallest_rate, 2.0 * t_lo)
     u = np.arange(math.log(t_lo), math.log(t_hi) + step, step)
@@ -109,35 +127,93 @@ def _scan_nodes(k: int, top_mass: float, smallest_rate: float) -> tuple[np.ndarr
     return t, np.full(len(t), step)
 
 
-def containment_at(q_sorted: np.ndarray, k: int, prefixes: np.ndarray) -> np.ndarray:
-    """``g(T_j) = P(set(X) ⊆ T_j)`` at the given prefix sizes j (sorted, 1 <= j <= n), for q in
-    scan order: one compiled pass over the first ``max(prefixes)`` tokens.
+#: Tokens between two checkpoints of a prefix race (a prefix costs at most this many token
+#: updates beyond its checkpoint).
+CHECKPOINT = 256
 
-    Prefixes whose outside mass makes ``K λ / (1 - M_{K-1}) < RACE_TOLERANCE`` get 1 (within
-    tolerance by that bound on P(some draw falls outside), as in the full race)."""
+
+class PrefixRace:
+    """``g(T_j) = P(set(X) ⊆ T_j)`` for prefixes T_j of one scan order, evaluated on demand.
+
+    ``prefixes`` are the prefix sizes it may be asked about: the nodes reach the smallest
+    outside mass among those that are not negligible (below), and one compiled pass over the
+    tokens up to the last of them stores checkpoints every
+    :data:`CHECKPOINT` tokens: the product of the Bernoulli factors of the tokens so far that are
+    not light, and the power sums of the light ones (``q t_max <= LIGHT``,
+    :mod:`~multidraft.theory._wor_moments`). A prefix then costs at most CHECKPOINT token updates
+    and one evaluation per node, O(K L + K²) (L = :func:`moment_order`). Sorted prefixes that
+    follow each other continue from the previous one instead. A prefix whose rounding bound from
+    the power sums exceeds ``RACE_TOLERANCE`` is recomputed token by token; ``split=False`` takes
+    every token one by one (the reference). Prefixes whose outside mass makes
+    ``K λ / σ < RACE_TOLERANCE`` get 1 (within tolerance by that bound on P(some draw falls
+    outside), as in the full race).
+    """
+
+    def __init__(self, q_sorted: np.ndarray, k: int, prefixes: np.ndarray, *, split: bool = True) -> None:
+        self.k = k
+        self.outside = _outside_mass(q_sorted)
+        self.spread, least_top = _spread(q_sorted, k)
+        prefixes = np.asarray(prefixes, dtype=np.int64)
+        live = prefixes[~self.negligible(prefixes)]
+        smallest_rate = float(self.outside[live].min()) if len(live) else 1.0
+        self.t, self.w = _scan_nodes(k, self.spread, least_top, smallest_rate)
+        self.head = np.ascontiguousarray(q_sorted[: int(live.max()) if len(live) else 0], dtype=np.float64)
+        self.a = stirling_weights(moment_order(k), k)
+        self.split = split
+        self._marks = self._checkpoints(split)
+
+    def _checkpoints(self, split: bool) -> tuple:
+        """(light mask, scale, block, marks) of the split pass, or of the token-by-token one."""
+        _compiled()
+        light = light_tokens(self.head, float(self.t[-1])) if split else np.zeros(len(self.head), dtype=bool)
+        scale = float(self.head[light].max()) if light.any() else 1.0
+        block = CHECKPOINT if split else len(self.head) + 1
+        return light, scale, block, _checkpoints(self.head, light, scale, self.a, self.k, self.t, block)
+
+    def negligible(self, prefixes: np.ndarray) -> np.ndarray:
+        """Prefixes whose value is 1 within ``RACE_TOLERANCE``."""
+        return self.k * self.outside[prefixes] / max(self.spread, 1e-300) < RACE_TOLERANCE
+
+    def containment(self, prefixes: np.ndarray) -> np.ndarray:
+        """g at the given prefix sizes (sorted, 1 <= j <= upto)."""
+        prefixes = np.asarray(prefixes, dtype=np.int64)
+        out = np.ones(len(prefixes))
+        live = prefixes[~self.negligible(prefixes)]
+        if len(live) == 0:
+            return out
+        values, error = self._run(self._marks, live)
+        redo = error > RACE_TOLERANCE
+        if redo.any():  # token by token, from the start
+            values[redo], _ = self._run(self._checkpoints(False), live[redo])
+        out[~self.negligible(prefixes)] = values
+        return np.clip(out, 0.0, 1.0)
+
+    def _run(self, marks: tuple, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        light, scale, block, (nu_marks, state_marks, mass_marks) = marks
+        return _containment(
+            self.head, light, scale, self.a, self.k, self.t, self.w, block, nu_marks, state_marks, mass_marks,
+            prefixes, self.outside[prefixes],
+        )  # fmt: skip
+
+
+def containment_at(q_sorted: np.ndarray, k: int, prefixes: np.ndarray, *, split: bool = True) -> np.ndarray:
+    """``g(T_j)`` at the given prefix sizes j (sorted, 1 <= j <= n), for q in scan order: one
+    :class:`PrefixRace` over the first ``max(prefixes)`` tokens."""
     prefixes = np.asarray(prefixes, dtype=np.int64)
-    out = np.ones(len(prefixes))
     if len(prefixes) == 0:
-        return out
-    lam = _outside_mass(q_sorted)[prefixes]
-    top = float(np.sort(q_sorted)[::-1][: k - 1].sum())
-    negligible = k * lam / max(1.0 - top, 1e-300) < RACE_TOLERANCE
-    if negligible.all():
-        return out
-    t, w = _scan_nodes(k, top, float(lam[~negligible].min()))
-    live = prefixes[~negligible]
-    out[~negligible] = _kernels()["containment"](
-        np.ascontiguousarray(q_sorted[: live[-1]], dtype=np.float64), int(k), t, w, live, lam[~negligible]
-    )
-    return np.clip(out, 0.0, 1.0)
+        return np.ones(0)
+    return PrefixRace(q_sorted, k, prefixes, split=split).containment(prefixes)
 
 
 def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: float = 1e-13) -> OptimalCut:
     """The optimal cut of drafts without replacement by the pruned exact scan (module
     docstring). ``tolerance`` widens the candidate set against rounding of the bounds.
 
-    Complexity: one argsort, O(n K) for the bounds, O(m G K) for the race over the first m
-    tokens (m = the last candidate; G ≈ 100-200 nodes)."""
+    Complexity: one argsort, O(n K) for the bounds, a :class:`PrefixRace` per probe and one for
+    the final candidates, each over the first m tokens (m = its last prefix: O(m L) for the light
+    tokens, O(G K) per other token), and O(CHECKPOINT L + G K L) per prefix evaluated. (One race
+    for all would take its nodes out to the smallest outside mass of any initial candidate: no
+    token is light then.)"""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
     order = ratio_order(p, q)
     p_sorted, q_sorted = p[order], q[order]
@@ -172,14 +248,15 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
 
 
 def full_scan_cut(target: np.ndarray, draft: np.ndarray, k: int) -> OptimalCut:
-    """The same cut by evaluating every prefix (the pruning's reference; O(n G K))."""
+    """The same cut by evaluating every prefix token by token (the reference of the pruning and
+    of the power sums; O(n G K))."""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
     order = ratio_order(p, q)
     q_sorted = q[order]
     draftable = int(np.count_nonzero(q_sorted))
     prefixes = np.arange(draftable + 1)
     contained = np.zeros(draftable + 1)
-    contained[1:] = containment_at(q_sorted, k, prefixes[1:])
+    contained[1:] = containment_at(q_sorted, k, prefixes[1:], split=False)
     values = np.concatenate([[0.0], np.cumsum(p[order])])[: draftable + 1] + 1.0 - contained
     best = int(np.argmin(values))
     return OptimalCut(order, best, float(min(values[best], 1.0)), float(contained[best]), draftable + 1)
@@ -188,9 +265,10 @@ def full_scan_cut(target: np.ndarray, draft: np.ndarray, k: int) -> OptimalCut:
 def _gamma_nodes(k: int, rate: float, outside: float, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights in u = log t for ``∫ L^j t^j e^{-Lt}/(j-1)! P(N_{T*}(t) <= K-j) du``.
 
-    ``rate`` = L + q(T*) - M_{K-1}(T*) bounds the decay (``P(N <= m) <= e^{-(q(T*) - M) t} ·
-    poly``); ``outside`` = L sets the left end (the integrand is below L t there)."""
-    step = race_step(k, 1.0 - rate, tolerance / 2.0**k)
+    ``rate`` = L + (the T* mass outside its K - 1 largest tokens, summed over those tokens)
+    bounds the decay (``P(N <= m) <= e^{-(q(T*) - M) t} · poly``) and is the σ of ``race_step``;
+    ``outside`` = L sets the left end (the integrand is below L t there)."""
+    step = race_step(k, 1.0, tolerance / 2.0**k, spread=rate)
     t_lo = 1e-18 / max(outside, 1e-300)
     x = 45.0
     for _ in range(20):  # x^K e^{-x} < 1e-18
@@ -200,107 +278,186 @@ def _gamma_nodes(k: int, rate: float, outside: float, tolerance: float) -> tuple
     return np.exp(u), np.full(len(u), step)
 
 
-def count_law(q_set: np.ndarray, k: int, t: np.ndarray) -> np.ndarray:
-    """``P(N_S(t) = m)`` for m < K at every node t (``[G, K]``), S the tokens with masses
-    ``q_set``: the truncated product of the Bernoulli factors, compiled."""
-    return _kernels()["count_law"](np.ascontiguousarray(q_set, dtype=np.float64), int(k), np.ascontiguousarray(t))
+def count_law(q_set: np.ndarray, k: int, t: np.ndarray, *, split: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(P(N_S(t) = m), bound)`` for m < K at every node t (``[G, K]`` each), S the tokens with
+    masses ``q_set``: the truncated product of the Bernoulli factors, light tokens by their power
+    sums where ``split`` (:mod:`~multidraft.theory._wor_moments`); ``bound`` bounds each entry's
+    rounding error."""
+    q_set = np.ascontiguousarray(q_set, dtype=np.float64)
+    t = np.ascontiguousarray(t, dtype=np.float64)
+    light = light_tokens(q_set, float(t[-1])) if split else np.zeros(len(q_set), dtype=bool)
+    order = moment_order(k)
+    scale = float(q_set[light].max()) if light.any() else 1.0
+    _compiled()
+    return _count_law(q_set, light, scale, stirling_weights(order, k), k, t)
 
 
 def j_law(q_tstar: np.ndarray, outside: float, k: int, tolerance: float = RACE_TOLERANCE) -> np.ndarray:
     """``c_j = P(J = j)``, j = 0..K, the coefficients of ``G(x) = E[x^J]`` (module docstring),
-    for the T* masses ``q_tstar`` and L = ``outside`` = q(U) > 0."""
+    for the T* masses ``q_tstar`` and L = ``outside`` = q(U) > 0. Light T* tokens enter by their
+    power sums; where the rounding bound of that exceeds ``tolerance`` the product is taken token
+    by token."""
     q_tstar = np.asarray(q_tstar, dtype=np.float64)
     at_least = np.zeros(k + 2)
     at_least[0] = 1.0
     if len(q_tstar) == 0:  # T* empty: N ≡ 0, J ≡ K
         at_least[1 : k + 1] = 1.0
     else:
-        top = float(np.sort(q_tstar)[::-1][: k - 1].sum())
-        rate = max(outside + float(q_tstar.sum()) - top, 1e-300)
+        spread, _ = _spread(q_tstar, k)
+        rate = max(outside + spread, 1e-300)
         t, w = _gamma_nodes(k, rate, outside, tolerance)
-        counts = np.cumsum(count_law(q_tstar, k, t), axis=1)  # P(N <= m), [G, K]
         lt = outside * t
         log_weight = np.log(w) - lt
+        density = np.exp(log_weight[None, :] + np.arange(1, k + 1)[:, None] * np.log(lt)[None, :]
+                          - np.array([math.lgamma(j) for j in range(1, k + 1)])[:, None])  # [K, G]: (Lt)^j e^{-Lt}/(j-1)! du
+        law, bound = count_law(q_tstar, k, t)
+        if float((density @ bound.sum(axis=1)).max()) > tolerance:
+            law, _ = count_law(q_tstar, k, t, split=False)
+        counts = np.cumsum(law, axis=1)  # P(N <= m), [G, K]
         for j in range(1, k + 1):
-            density = np.exp(log_weight + j * np.log(lt) - math.lgamma(j))  # (Lt)^j e^{-Lt}/(j-1)! · du
-            at_least[j] = float(density @ counts[:, k - j])
+            at_least[j] = float(density[j - 1] @ counts[:, k - j])
     at_least = np.clip(at_least, 0.0, 1.0)
     at_least[1 : k + 1] = np.minimum.accumulate(at_least[1 : k + 1])
     return at_least[: k + 1] - at_least[1 : k + 2]
 
 
-_KERNELS = None
+def _compiled() -> None:
+    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`);
+    they call :mod:`~multidraft.theory._wor_moments`'s ``_node_products``."""
+    global _node_products
+    _wor_moments._compiled()
+    _node_products = _wor_moments._node_products
+    compile_in_place(globals(), KERNELS)
 
 
-def _kernels() -> dict:
-    """The numba-compiled kernels, compiled on first use and cached on disk."""
-    global _KERNELS
-    if _KERNELS is None:
-        import numba
+def _top_masses(q, k):
+    n = q.shape[0]
+    out = np.zeros((n + 1, k))
+    best = np.zeros(k)  # best[0] unused; best[1..k-1] the largest masses so far, decreasing
+    for j in range(n):
+        value = q[j]
+        i = k - 1
+        if k > 1 and value > best[k - 1]:
+            while i > 1 and best[i - 1] < value:
+                best[i] = best[i - 1]
+                i -= 1
+            best[i] = value
+        running = 0.0
+        for i in range(1, k):
+            running += best[i]
+            out[j + 1, i] = running
+    return out
 
-        _KERNELS = _build_kernels(numba.njit(cache=True, nogil=True))
-    return _KERNELS
+
+def _bernoulli(state, stay, k):
+    """``state <- state · (stay + (1 - stay) x)`` modulo x^K, for one node."""
+    drawn = 1.0 - stay
+    for m in range(k - 1, 0, -1):
+        state[m] = state[m] * stay + state[m - 1] * drawn
+    state[0] = state[0] * stay
 
 
-def _build_kernels(jit) -> dict:
-    @jit
-    def top_masses(q, k):
-        n = q.shape[0]
-        out = np.zeros((n + 1, k))
-        best = np.zeros(k)  # best[0] unused; best[1..k-1] the largest masses so far, decreasing
-        for j in range(n):
-            value = q[j]
-            i = k - 1
-            if k > 1 and value > best[k - 1]:
-                while i > 1 and best[i - 1] < value:
-                    best[i] = best[i - 1]
-                    i -= 1
-                best[i] = value
-            running = 0.0
-            for i in range(1, k):
-                running += best[i]
-                out[j + 1, i] = running
-        return out
+def _add_token(q, light, scale, t, k, state, nu):
+    """One token into the split product: a light token's powers (q/s)^l into ``nu``, another's
+    Bernoulli factor into ``state`` at every node."""
+    if light:
+        ratio = q / scale
+        power = 1.0
+        for l in range(nu.shape[0]):
+            nu[l] += power
+            power *= ratio
+    else:
+        for g in range(t.shape[0]):
+            _bernoulli(state[g], math.exp(-q * t[g]), k)
 
-    @jit
-    def bernoulli(state, stay, k):
-        """``state <- state · (stay + (1 - stay) x)`` modulo x^K, for one node."""
-        drawn = 1.0 - stay
-        for m in range(k - 1, 0, -1):
-            state[m] = state[m] * stay + state[m - 1] * drawn
-        state[0] = state[0] * stay
 
-    @jit
-    def containment(q, k, t, w, prefixes, lam):
-        nodes = t.shape[0]
-        state = np.zeros((nodes, k))
-        state[:, 0] = 1.0
-        out = np.zeros(prefixes.shape[0])
-        c = 0
-        for j in range(q.shape[0]):
-            for g in range(nodes):
-                bernoulli(state[g], math.exp(-q[j] * t[g]), k)
-            while c < prefixes.shape[0] and prefixes[c] == j + 1:
-                rate = lam[c]
-                total = 0.0
-                for g in range(nodes):
-                    below = 0.0
-                    for m in range(k):
-                        below += state[g, m]
-                    x = rate * t[g]
-                    total += w[g] * x * math.exp(-x) * (1.0 - below)
-                out[c] = total
-                c += 1
-        return out
+def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, psi, phi_abs, psi_abs):
+    """The whole product (heavy state × light power sums) at one node, with its rounding
+    bound."""
+    if nu[0] == 0.0:
+        for m in range(k):
+            out[m] = state_g[m]
+            out_bound[m] = 0.0
+        return
+    _node_products(nu, scale, light_mass, t_g, k, a, phi, psi, phi_abs, psi_abs)
+    for m in range(k):
+        value, bound = 0.0, 0.0
+        for i in range(m + 1):
+            value += state_g[i] * phi[m - i]
+            bound += state_g[i] * phi_abs[m - i]
+        out[m] = value
+        out_bound[m] = ROUNDING * bound
 
-    @jit
-    def count_law(q, k, t):
-        nodes = t.shape[0]
-        state = np.zeros((nodes, k))
-        state[:, 0] = 1.0
-        for j in range(q.shape[0]):
-            for g in range(nodes):
-                bernoulli(state[g], math.exp(-q[j] * t[g]), k)
-        return state
 
-    return {"top_masses": top_masses, "containment": containment, "count_law": count_law}
+def _checkpoints(q, light, scale, a, k, t, block):
+    """Every ``block`` tokens: (power sums, product of the other tokens' factors, light mass)."""
+    n, nodes = q.shape[0], t.shape[0]
+    marks = n // block + 1
+    nu_marks, state_marks, mass_marks = np.zeros((marks, a.shape[0])), np.zeros((marks, nodes, k)), np.zeros(marks)
+    state = np.zeros((nodes, k))
+    state[:, 0] = 1.0
+    nu = np.zeros(a.shape[0])
+    mass = 0.0
+    for j in range(n + 1):
+        if j % block == 0:
+            nu_marks[j // block], state_marks[j // block], mass_marks[j // block] = nu, state, mass
+        if j < n:
+            _add_token(q[j], light[j], scale, t, k, state, nu)
+            if light[j]:
+                mass += q[j]
+    return nu_marks, state_marks, mass_marks
+
+
+def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass_marks, prefixes, lam):
+    nodes = t.shape[0]
+    state, nu = np.zeros((nodes, k)), np.zeros(a.shape[0])
+    phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+    law, law_bound = np.empty(k), np.empty(k)
+    out, error = np.zeros(prefixes.shape[0]), np.zeros(prefixes.shape[0])
+    position, mass = -1, 0.0
+    for c in range(prefixes.shape[0]):
+        j = prefixes[c]
+        mark = j // block
+        if position < 0 or position > j or j - position > j - mark * block:  # restart from the checkpoint
+            position = mark * block
+            nu[:], state[:, :], mass = nu_marks[mark], state_marks[mark], mass_marks[mark]
+        for i in range(position, j):
+            _add_token(q[i], light[i], scale, t, k, state, nu)
+            if light[i]:
+                mass += q[i]
+        position = j
+        total, bound = 0.0, 0.0
+        for g in range(nodes):
+            _product_at(state[g], nu, scale, mass, t[g], k, a, law, law_bound, phi, psi, phi_abs, psi_abs)
+            below, below_bound = 0.0, 0.0
+            for m in range(k):
+                below += law[m]
+                below_bound += law_bound[m]
+            x = lam[c] * t[g]
+            weight = w[g] * x * math.exp(-x)
+            total += weight * (1.0 - below)
+            bound += weight * below_bound
+        out[c] = total
+        error[c] = bound
+    return out, error
+
+
+def _count_law(q, light, scale, a, k, t):
+    nodes = t.shape[0]
+    state = np.zeros((nodes, k))
+    state[:, 0] = 1.0
+    nu = np.zeros(a.shape[0])
+    light_mass = 0.0
+    for j in range(q.shape[0]):
+        _add_token(q[j], light[j], scale, t, k, state, nu)
+        if light[j]:
+            light_mass += q[j]
+    phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+    law, bound = np.empty((nodes, k)), np.empty((nodes, k))
+    for g in range(nodes):
+        _product_at(state[g], nu, scale, light_mass, t[g], k, a, law[g], bound[g], phi, psi, phi_abs, psi_abs)
+    return law, bound
+
+
+#: The compiled kernels of this module.
+KERNELS = ("_top_masses", "_bernoulli", "_add_token", "_product_at", "_checkpoints", "_containment", "_count_law")

@@ -37,9 +37,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory._front_back import front_back_nodes, front_back_pass
+from multidraft.theory._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory._wor_curtain import Layout, _groups, clipped_layout, point_win_probabilities
+from multidraft.theory._wor_moments import LIGHT
 from multidraft.theory._wor_race import j_law, optimal_cut
+from multidraft.theory._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
 from multidraft.theory.verifier import FrontBackRule, _single_draft_step
 
 __all__ = ["WithoutReplacementRule", "wor_selection_rule", "optimal_wor_law"]
@@ -50,6 +52,10 @@ ORDER_SEARCH, LOCAL_SEARCH, SEARCH_FITS = 5, 64, 400
 #: Tokens all the fits of one search may pass (the U side's fit passes the whole vocabulary, so a
 #: large vocabulary gets no search; the T* side's passes |T*| + 1).
 SEARCH_TOKENS = 20_000
+#: The uniform tail of the T* side (:mod:`~multidraft.theory._wor_tail`): at least MIN_TAIL
+#: tokens, each with p <= TAIL_SLACK r* (room for its law's O(q t) departure from ∝ q), and a
+#: rounding bound of its power sums below TAIL_TOLERANCE.
+MIN_TAIL, TAIL_SLACK, TAIL_TOLERANCE = 64, 0.9, 1e-13
 #: Shortfall of a side below its optimum that triggers the alternative rule on that side (above
 #: the rounding of a sum over 10^5 tokens).
 SIDE_TOLERANCE = 1e-10
@@ -74,6 +80,10 @@ class WithoutReplacementRule(FrontBackRule):
         r*, the optimal law this rule aims at (Σ min(p, r*) = :attr:`optimum`).
     shortfall : tuple[float, float]
         ``(h(U) side, T* side)`` of ``optimum - acceptance`` before the first-draft comparison.
+    tail : int
+        First position of the T* side's uniform tail (``n``: none; always given): on a row that drafts no U
+        token and no head coin says front, the winner is uniform among the drafted tail tokens
+        (:mod:`~multidraft.theory._wor_tail`).
     """
 
     u_rule: str = "j-curtain"
@@ -82,6 +92,7 @@ class WithoutReplacementRule(FrontBackRule):
     group: np.ndarray | None = None
     optimal_law: np.ndarray | None = None
     shortfall: tuple[float, float] = (0.0, 0.0)
+    tail: int = 0
 
     def _in_u(self, tuples: np.ndarray) -> np.ndarray:
         return self.position[tuples] < self.boundary
@@ -90,7 +101,14 @@ class WithoutReplacementRule(FrontBackRule):
         """The selected draft (column) of every row of ``tuples [N, K]`` (distinct tokens)."""
         tuples = np.asarray(tuples, dtype=np.int64)
         chosen = super().choose(tuples, rng)
-        if self.first_draft or self.u_rule != "j-curtain":
+        if self.first_draft:
+            return chosen
+        in_tail = self.position[tuples] >= self.tail
+        rows = np.flatnonzero(in_tail[np.arange(len(tuples)), chosen])  # no front: a tail token won
+        if len(rows):  # uniform among the drafted tail tokens instead of the last
+            keys = np.where(in_tail[rows], rng.random((len(rows), self.k)), np.inf)
+            chosen[rows] = np.argmin(keys, axis=-1)
+        if self.u_rule != "j-curtain":
             return chosen
         rows = np.flatnonzero(self._in_u(tuples).any(axis=-1))
         if len(rows):
@@ -153,7 +171,15 @@ class WithoutReplacementRule(FrontBackRule):
         J-curtain's by enumerating the rebuilt stream's U-points: for enumeration at small n)."""
         tuples = np.asarray(tuples, dtype=np.int64)
         out = super().choice_probabilities(tuples)
-        if self.first_draft or self.u_rule != "j-curtain":
+        if self.first_draft:
+            return out
+        position = self.position[tuples]  # tail coins α = 0: only the no-front mass of T* rows is here
+        in_tail = (position >= self.tail) & (position >= self.boundary).all(axis=-1, keepdims=True)
+        count = in_tail.sum(axis=-1, keepdims=True)
+        if count.any():
+            spread = np.where(in_tail, out.sum(axis=-1, keepdims=True) - np.where(in_tail, 0.0, out).sum(axis=-1, keepdims=True), 0.0)
+            out = np.where(in_tail, spread / np.maximum(count, 1), out)
+        if self.u_rule != "j-curtain":
             return out
         for row in np.flatnonzero(self._in_u(tuples).any(axis=-1)):
             out[row] = 0.0
@@ -217,15 +243,38 @@ def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained:
     return r
 
 
-def _t_side(p, q, k, t_order, outside):
+def _t_side(p, q, k, t_order, outside, r_star=None):
     """Front/back on T* in the position order ``t_order``, U merged into one token of mass L:
-    ``(α, r)`` of the T* tokens."""
+    ``(α, r)`` of the T* tokens. Given ``r_star``, the longest suffix of pool tokens (p <=
+    :data:`TAIL_SLACK` r*) that are light at every node, if it has :data:`MIN_TAIL` tokens or more,
+    becomes the uniform tail (:mod:`~multidraft.theory._wor_tail`; its coins α = 0); returns
+    ``(α, r, tail)``, ``tail`` = the tail's first index in ``t_order`` (``len(t_order)``: none)."""
     lead = 1 if outside > 0 else 0
     merged_q = np.concatenate([[outside], q[t_order]]) if lead else q[t_order]
     merged_p = np.concatenate([[0.0], p[t_order]]) if lead else p[t_order]
     nodes, weights = front_back_nodes(merged_q, k)
+    start = len(t_order) if r_star is None else _tail_start(p[t_order], q[t_order], r_star[t_order], float(nodes[-1]))
+    if start < len(t_order):
+        tail_q = q[t_order[start:]]
+        tail_phi, tail_psi, *tail_abs = tail_products(tail_q, nodes, k)
+        head = lead + start
+        alpha, r, pre_phi, pre_psi = front_back_head(
+            merged_p[:head], merged_q[:head], lead, k, nodes, weights, None, (tail_phi, tail_psi, float(tail_q.sum()))
+        )
+        if tail_rounding(tail_q, nodes, weights, pre_phi, pre_psi, tail_abs, k) <= TAIL_TOLERANCE:
+            polynomials = tail_polynomials(pre_phi, pre_psi, tail_phi, tail_psi, k)
+            r_tail = tail_law(tail_q, nodes, weights, polynomials, k)
+            return np.concatenate([alpha[lead:], np.zeros(len(tail_q))]), np.concatenate([r[lead:], r_tail]), start
     alpha, r = front_back_pass(merged_p, merged_q, lead, k, nodes, weights)
-    return alpha[lead:], r[lead:]
+    return alpha[lead:], r[lead:], len(t_order)
+
+
+def _tail_start(p, q, r_star, t_max):
+    """First index of the longest suffix of light pool tokens (module constants), or ``len(p)``."""
+    fits = (q > 0) & (q * t_max <= LIGHT) & (p <= TAIL_SLACK * r_star)
+    misses = np.flatnonzero(~fits)
+    start = int(misses[-1]) + 1 if len(misses) else 0
+    return start if len(p) - start >= MIN_TAIL else len(p)
 
 
 def _u_side(p, q, k, u_order, t_order):
@@ -303,12 +352,21 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     # T* side: front/back with U merged into one token of mass L (another order where short).
     t_target = float(np.minimum(p[t_tokens], r_star[t_tokens]).sum())
     t_short = 0.0
+    tail = n
     if len(t_tokens):
-        a_t, r_t = _t_side(p, q, k, t_tokens, outside)
+        a_t, r_t, start = _t_side(p, q, k, t_tokens, outside, r_star)
         t_short = t_target - float(np.minimum(p[t_tokens], r_t).sum())
-        t_tokens, a_t, r_t, t_short = _order_search(
-            p, t_tokens, (a_t, r_t), t_short, t_target, lambda o: _t_side(p, q, k, o, outside), len(t_tokens) + 1
-        )
+        if t_short > SIDE_TOLERANCE:  # front/back throughout (without the tail), other orders too
+            a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(p, q, k, t_tokens, outside)[:2]
+            plain_short = t_target - float(np.minimum(p[t_tokens], r_plain).sum())
+            order_t, a_plain, r_plain, plain_short = _order_search(
+                p, t_tokens, (a_plain, r_plain), plain_short, t_target, lambda o: _t_side(p, q, k, o, outside)[:2],
+                len(t_tokens) + 1,
+            )
+            if plain_short < t_short or start == len(t_tokens):
+                t_tokens, a_t, r_t, t_short, start = order_t, a_plain, r_plain, plain_short, len(t_tokens)
+        if start < len(t_tokens):
+            tail = boundary + start
         alpha[t_tokens], r[t_tokens] = a_t, r_t
 
     # U side: the J-curtain at its best; the front/back U side (other orders too, for a small U)
@@ -342,5 +400,5 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     accept, residual = _single_draft_step(p, r)
     return WithoutReplacementRule(
         k, n, p, q, r, cut.value, certificate, accept, residual, position, boundary, alpha, bool(first_draft), note,
-        u_rule, coefficients, layout, group, r_star, (u_short, t_short),
+        u_rule, coefficients, layout, group, r_star, (u_short, t_short), tail,
     )  # fmt: skip

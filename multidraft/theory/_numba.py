@@ -1,0 +1,28 @@
+"""Compiling a module's kernels with numba so that the disk cache works.
+
+numba caches a compiled function only if every function it calls is a *module global*: a kernel
+that calls another through a closure variable (``def build(jit): @jit def f ...; @jit def g: f()``)
+is compiled afresh in every process and adds a new cache entry each time (seconds per process
+for the larger passes). So the kernels are plain module-level functions, compiled in place on
+first use by :func:`compile_in_place`; numba is imported only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, Sequence
+
+__all__ = ["compile_in_place"]
+
+
+def compile_in_place(namespace: MutableMapping[str, object], names: Sequence[str]) -> None:
+    """Replace the functions ``names`` of a module's ``namespace`` (its ``globals()``) by their
+    numba-compiled versions (``cache=True, nogil=True``); names already compiled are kept.
+    Compilation itself happens at each kernel's first call, by which time every callee it names
+    is compiled."""
+    import numba
+    from numba.core.dispatcher import Dispatcher
+
+    jit = numba.njit(cache=True, nogil=True)
+    for name in names:
+        if not isinstance(namespace[name], Dispatcher):
+            namespace[name] = jit(namespace[name])

@@ -21,10 +21,11 @@ exact fractions ("num/den" strings in ``--json``) for the schemes that allow it;
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 
 from multidraft.cli import LazyHelp, add_verbose
-from multidraft.cli._laws import LAWS, build_law
+from multidraft.cli._laws import LAWS, LazyChoices, build_law
 
 #: The built-in example: Khisti et al., Section 3 (uniform draft, acceptance one).
 EXAMPLE_TARGET = "1/3,1/6,1/2"
@@ -51,8 +52,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--k", type=int, default=None, help="number of drafts K (needed with a single --draft)")
     parser.add_argument("--law", choices=LAWS, default=None, help="draft law (default iid)")
     parser.add_argument("--scheme", action="append", metavar="NAME", help=LazyHelp(_scheme_help))
-    parser.add_argument("--s", type=int, default=None, help="truncation size s for truncated-lp and multistage")
-    parser.add_argument("--rank-key", choices=("published", "ratio"), default=None, help="ranking key for truncated-lp")
+    parser.add_argument("--s", type=int, default=None, help=LazyHelp(lambda: _option_help("s", "truncation size s")))
+    parser.add_argument(
+        "--rank-key",
+        choices=LazyChoices(_rank_keys),
+        default=None,
+        help=LazyHelp(lambda: _option_help("rank_key", "ranking key")),
+    )
     parser.add_argument("--exact", action="store_true", help="exact fractions (inputs must be fractions)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_verbose(parser)
@@ -68,13 +74,34 @@ def _scheme_help() -> str:
     )
 
 
+#: Options of this command that are scheme options: passed to every scheme whose constructor
+#: takes a parameter of that name.
+SCHEME_OPTIONS = ("s", "rank_key")
+
+
+def _rank_keys() -> tuple[str, ...]:
+    from multidraft.lp.truncated import RANK_KEYS
+
+    return RANK_KEYS
+
+
+def _takers(option: str) -> list[str]:
+    """The registered schemes whose constructor takes ``option``."""
+    from multidraft.schemes import SCHEMES
+
+    return [name for name, cls in SCHEMES.items() if option in inspect.signature(cls).parameters]
+
+
+def _option_help(option: str, what: str) -> str:
+    return f"{what} for {' and '.join(_takers(option))}"
+
+
 def _scheme_options(name: str, args: argparse.Namespace) -> dict:
-    options: dict = {}
-    if args.s is not None and name in ("truncated-lp", "multistage"):
-        options["s"] = args.s
-    if args.rank_key is not None and name == "truncated-lp":
-        options["rank_key"] = args.rank_key
-    return options
+    """The scheme options given on the command line that the scheme ``name`` takes."""
+    from multidraft.schemes import SCHEMES
+
+    taken = inspect.signature(SCHEMES[name]).parameters
+    return {option: getattr(args, option) for option in SCHEME_OPTIONS if option in taken and getattr(args, option) is not None}
 
 
 def _evaluate(name: str, target, law, args: argparse.Namespace):

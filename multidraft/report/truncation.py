@@ -19,11 +19,11 @@ from multidraft.report.figures import png_bytes, pyplot, readable_log_axis
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, progress_bar
-from multidraft.theory import optimal_acceptance_batch
+from multidraft.theory import IID, optimal_acceptance_batch
 
 __all__ = ["RANK_KEYS", "TruncationSweep", "truncation_sweep", "truncation_figure", "units", "build"]
 
-#: Rank keys swept by the section (:func:`multidraft.lp.truncated_lp`).
+#: Rank keys swept by the section (:func:`multidraft.lp.truncated_selection`).
 RANK_KEYS = ("published", "ratio")
 
 
@@ -55,12 +55,12 @@ def truncation_sweep(
 ) -> TruncationSweep:
     """Truncated LP acceptance ``Σ_y min(p(y), r_s(y))`` and solve time against ``s``.
 
-    For every s and rank key: :func:`multidraft.lp.truncated_lp` on each position (one
+    For every s and rank key: :func:`multidraft.lp.truncated_selection` on each position (one
     warm-up call, then the median of ``repeats`` timed calls). The acceptance is
     non-decreasing in s towards the full pair LP and is bounded by P* (Khisti et al., ICLR
     2025, Section 4). ``progress``: a bar on stderr (or the report's bar).
     """
-    from multidraft.lp import truncated_lp  # noqa: PLC0415 -- the LP layer, loaded when used
+    from multidraft.lp import truncated_selection  # noqa: PLC0415 -- the LP layer, loaded when used
 
     if repeats < 1:
         raise ValueError(f"repeats: needs at least one timed repeat, got {repeats}")
@@ -73,11 +73,11 @@ def truncation_sweep(
         for key, s in bar.track(grid, lambda item: f"truncated LP: rank key {item[0]}, s={item[1]}"):
             values, times = [], []
             for p, q in zip(targets, drafts):
-                values.append(float(truncated_lp(p, q, s=s, rank_key=key).acceptance))
+                values.append(float(truncated_selection(p, IID(q, 2), s=s, rank_key=key).acceptance))
                 samples = []
                 for _ in range(repeats):
                     start = clock()
-                    truncated_lp(p, q, s=s, rank_key=key)
+                    truncated_selection(p, IID(q, 2), s=s, rank_key=key)
                     samples.append(clock() - start)
                 times.append(float(np.median(samples)))
             results[key, s] = (float(np.mean(values)), float(np.median(times)))

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Plan, Scheme, sample_rows, single_draft_step
+from multidraft.schemes.base import Plan, Scheme, sample_rows, canonical_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
 
 __all__ = ["ImportanceScheme", "ImportancePlan", "RECOMPUTE_LIMIT"]
@@ -50,7 +50,7 @@ class ImportancePlan(Plan):
     @cached_property
     def step(self) -> tuple[np.ndarray, np.ndarray]:
         """``(min(1, p/r) [n], norm((p - r)_+) [n])``."""
-        return single_draft_step(self.target, self.intermediate)
+        return canonical_step(self.target, self.intermediate)
 
     @property
     def selected_acceptance(self) -> float:

@@ -46,8 +46,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.theory._curtain import interval_weight, nested_layout
+from multidraft.theory._field import canonical_step
 from multidraft.theory._front_back import front_back_nodes, front_back_pass
 from multidraft.theory.laws import IID, DraftLaw, WithoutReplacement, check_law
+from multidraft.theory.optimal import _prefix_cut
 
 __all__ = ["SelectionRule", "CurtainRule", "FrontBackRule", "optimal_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS"]
 
@@ -236,17 +238,6 @@ class FrontBackRule(SelectionRule):
         return out
 
 
-def _single_draft_step(p: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(min(1, p/r), norm((p - r)_+))`` of the canonical step against the selection law r
-    (acceptance 0 where r = 0; the residual is p itself when its mass is zero)."""
-    accept = np.zeros(len(p))
-    np.divide(p, r, out=accept, where=r > 0)
-    np.minimum(accept, 1.0, out=accept)
-    excess = np.maximum(p - r, 0.0)
-    mass = excess.sum()
-    return accept, excess / mass if mass > 0 else p.copy()
-
-
 def _water_level(values: np.ndarray, masses: np.ndarray, density: np.ndarray, total: float, clip: str) -> float:
     """The level λ with ``Σ min(v_i, λ m_i) = total`` (``clip="min"``) or ``Σ max(v_i, λ m_i)
     = total`` (``clip="max"``), for ``density = v/m`` sorted increasingly and m > 0.
@@ -367,11 +358,7 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
             f"got the {law.name} law"
         )
     p = law.check_target(target)
-    order = law.scan_order(p)
-    contained = law.prefix_containment(order)
-    prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
-    best = int(np.argmin(prefix_p + 1.0 - contained))
-    optimum = float(min(prefix_p[best] + 1.0 - contained[best], 1.0))
+    order, best, optimum = _prefix_cut(p, law, exact=False)
     # In the scan order T* = [0, best) and U = [best, n); undraftable tokens (q = 0) come last.
     in_cut = np.zeros(law.n, dtype=bool)
     in_cut[order[:best]] = True
@@ -438,7 +425,7 @@ def _front_back_rule(p, q, k, optimum, certificate, in_cut) -> FrontBackRule:
     first_draft = not fitted or np.minimum(p, q).sum() > np.minimum(p, r).sum()
     if first_draft:
         r = q.copy()
-    accept, residual = _single_draft_step(p, r)
+    accept, residual = canonical_step(p, r)
     return FrontBackRule(k, n, p, q, r, optimum, certificate, accept, residual, position, boundary, alpha, first_draft, note)
 
 
@@ -449,7 +436,7 @@ def _rule(p, q, k, optimum, certificate, token_group, group, start, end, group_d
     group_last = np.cumsum(counts)
     group_first = group_last - counts
     r = q * np.append(group_density, 0.0)[token_group]  # index -1: undraftable tokens
-    accept, residual = _single_draft_step(p, r)
+    accept, residual = canonical_step(p, r)
     return CurtainRule(
         k, len(p), p, q, r, optimum, certificate, accept, residual, token_group, start, end, group_first, group_last, note
     )

@@ -7,22 +7,22 @@ ICLR 2025, Theorem 3 and Remark 2; Hu et al. 2025):
 
     P*(acc) = min_{T ⊆ Ω} [ p(T) + 1 - P_D(set(X) ⊆ T) ].
 
-Two independent routes compute it:
+Three independent routes compute it:
 
 * ``method="subsets"``: all 2^n sets at once (subset sums and a zeta transform; n <= 22).
-* ``method="sorted"``: one sort plus a prefix scan, O(n log n), for laws whose optimal cut is
-  a prefix of one token order: IID and WithoutReplacement (order by decreasing q/p; exchange
-  argument in theory.md for iid, proof by the exponential race in
-  :class:`~multidraft.theory.laws.WithoutReplacement` for wor), Greedy (its K-1
-  fixed tokens first, then the rest by q̃/p) and Deterministic (the draft set first).
+* ``method="sorted"``: one sort plus a prefix scan, O(n log n) (:func:`prefix_cut` over the
+  law's ``prefix_scan``), for laws whose optimal cut is a prefix of one token order: IID and
+  WithoutReplacement (order by decreasing q/p; exchange argument in theory.md for iid, proof by
+  the exponential race in docs/wor_prefix_structure.md for wor), Greedy (its K-1 fixed tokens
+  first, then the rest by q̃/p) and Deterministic (the draft set first).
 * ``method="threshold"``: independent drafts (Independent, non-identical, any K; IID too, as a
   cross-check of the sorted scan). Their optimal cut is a
   threshold set of the score ``Σ_i q_i(y) Π_{j≠i} q_j(T) - p(y)``, whose weights depend on the
   cut itself; a branch and bound over boxes of the draft masses ``(q_1(T), ..., q_K(T))``
-  finds it (proof of completeness in :mod:`multidraft.theory._independent` and
-  docs/independent_optimum.md). Tens of milliseconds at n = 49152.
+  finds it (proof of completeness: docs/independent_optimum.md; timings:
+  benchmarks/bench_independent.py).
 
-``exact=True`` runs either route in :class:`fractions.Fraction` arithmetic end to end.
+``exact=True`` runs every route in :class:`fractions.Fraction` arithmetic end to end.
 Every result carries its certificate: the minimising set T, whose cut value equals the
 returned number.
 """

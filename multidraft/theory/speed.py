@@ -22,7 +22,7 @@ target. Its **block efficiency** is the expected number of tokens emitted per ta
       throughput = E[tokens per iteration] / (L · t_draft(K, 1) + t_target(K, L + 1)),
 
   where t(b, m) is the latency of one forward pass over b sequences of m new tokens each
-  (:class:`LatencyModel`, profiled by :func:`multidraft.decoding.profile_latency`).
+  (:class:`LatencyModel`, profiled by :func:`multidraft.decoding.profiling.profile_latency`).
   :func:`best_configuration` scans K and L and returns the whole curve.
 
 All functions are pure numpy; inputs are validated at the boundary with a ``ValueError`` that

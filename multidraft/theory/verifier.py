@@ -17,26 +17,20 @@ lies in B(h) and ``Σ min(p, r*) = r*(U) + p(T*) = P*`` (r* <= p on U, r* >= p o
 
 **Its realisation** ("curtain"; :mod:`multidraft.theory._curtain`): every draft draws a
 position uniformly from its token's set of [0, 1) and the draft with the smallest position is
-selected. U's sets tile [0, q(U)) and T*'s tile [q(U), 1), so a draft in U always beats a draft
-in T* (U is tight: some U token is selected whenever one is drafted). Inside each part, the
-tokens with r* = p ("free" tokens) get sets of their own and the others (the "pool", r* ∝ q)
-share one set, built by the nested stack pass. The law the rule *actually* has is computed
-from its sets (``q(y)/|S_y| · ∫_{S_y} K(1 - t)^{K-1} dt``, to rounding) and that law is the r
-used in the accept/residual step, so the output is exactly the target and only the acceptance
-carries rounding (about 1e-14).
+selected; U's sets tile [0, q(U)) and T*'s tile [q(U), 1), laid out by the nested stack pass.
+The law the rule *actually* has is computed from its sets and is the r used in the
+accept/residual step, so the output is exactly the target and only the acceptance carries
+rounding.
 
-**Drafts without replacement** (:mod:`multidraft.theory._front_back`). The clipped form of r*
-is not always reachable for this law, and no closed form of its optimal law is known. The
-*front/back* rule (same T*; positions U first, then T*; drafted tokens of the active part flip
-coins α; the first "front" one wins, else the last) has a law computed exactly by one forward
-pass of exponential-race integrals, with α fitted so that r tracks p; the fit is kept when it
-accepts more than selecting the first draft (law q), else that. Lossless either way; its
-acceptance reached P* to 1e-10 on every Zipf-like position measured and on 93% of 2,000
-adversarial small instances (the largest shortfall there 0.08; 3e-4 on average on real
-SmolLM2 positions): a lower bound on P*, not a proof of optimality (docs/optimal_verifier.md).
+**Drafts without replacement** (:mod:`multidraft.theory._front_back`). No closed form of the
+optimal law is known; the *front/back* rule (same T*; drafted tokens of the active part flip
+coins α; the first "front" one wins, else the last) has a law computed exactly by one pass of
+exponential-race integrals, with α fitted so that r tracks p, kept when it accepts more than
+the first draft (law q). Lossless either way; its acceptance is a lower bound on P*.
 
-Derivations, proofs (why r* is optimal, why the pass never gets stuck) and the treatment of
-ties, zeros, p = q, disjoint supports and empty U or T*: docs/optimal_verifier.md.
+Derivations and proofs (why r* is optimal, why the pass never gets stuck), the treatment of
+ties, zeros, p = q, disjoint supports and empty U or T*, and the measured accuracy and
+shortfall: docs/optimal_verifier.md.
 """
 
 from __future__ import annotations

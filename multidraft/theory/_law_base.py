@@ -1,11 +1,12 @@
 """The draft-law interface (:class:`DraftLaw`) and the routes every law inherits: answers by
-enumerating its tuples, written once for float and exact arithmetic through a
-:class:`~multidraft.theory._field.Field`. The laws themselves and their registry are in
+enumerating its tuples (and, for laws of independent coordinates, by their product), written
+once for float and exact arithmetic through a :class:`~multidraft.theory._field.Field`. The laws themselves and their registry are in
 :mod:`multidraft.theory.laws`, which re-exports everything public here.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from fractions import Fraction
@@ -13,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from multidraft.theory._field import EXACT, FLOAT, Field
-from multidraft.theory._kernels import zeta_transform
+from multidraft.theory._kernels import subset_sums, zeta_transform
 from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
 from multidraft.theory.limits import SizeEstimate, check_size, optimum_advice
 
@@ -57,6 +58,26 @@ def validated_draft(draft: object, name: str, normalize: bool) -> tuple[np.ndarr
         tiny = np.finfo(np.float64).smallest_subnormal
         return np.array([max(float(x), tiny) if x > 0 else 0.0 for x in exact]), exact
     return as_distribution(draft, name, normalize=normalize), None
+
+
+def product_enumeration(drafts: Sequence[np.ndarray], guard, field: Field) -> tuple[np.ndarray, np.ndarray]:
+    """Tuples of independent coordinates with the product probability (``drafts`` in ``field``)."""
+    supports = [np.flatnonzero(q > 0) for q in drafts]
+    guard(math.prod(len(s) for s in supports))
+    grids = np.meshgrid(*supports, indexing="ij")
+    tuples = np.stack([g.reshape(-1) for g in grids], axis=-1).astype(np.int64)
+    probs = field.ones(len(tuples))
+    for i, q in enumerate(drafts):
+        probs = probs * q[tuples[:, i]]
+    return tuples, probs
+
+
+def product_subset_containment(drafts: Sequence[np.ndarray], active: np.ndarray, forced: np.ndarray, field: Field) -> np.ndarray:
+    """``Π_i q_i(forced ∪ S)`` for every subset S of ``active`` (independent coordinates)."""
+    out = field.one
+    for q in drafts:
+        out = out * field.clip_one(subset_sums(q[active]) + field.total(q[forced]))
+    return out
 
 
 class DraftLaw(ABC):

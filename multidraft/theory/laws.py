@@ -36,7 +36,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory._field import EXACT, Field
+from multidraft.theory._field import EXACT
 from multidraft.theory._kernels import (
     exact_ratio_order,
     iid_prefix_containment,
@@ -52,6 +52,8 @@ from multidraft.theory._law_base import (
     DraftLaw,
     check_k,
     check_law,
+    product_enumeration,
+    product_subset_containment,
     validated_draft,
 )
 from multidraft.theory.distributions import check_count
@@ -78,26 +80,6 @@ __all__ = [
     "iid_prefix_containment",
     "wor_prefix_containment",
 ]
-
-
-def _product_enumeration(drafts: Sequence[np.ndarray], guard, field: Field) -> tuple[np.ndarray, np.ndarray]:
-    """Tuples of independent coordinates with the product probability (``drafts`` in ``field``)."""
-    supports = [np.flatnonzero(q > 0) for q in drafts]
-    guard(math.prod(len(s) for s in supports))
-    grids = np.meshgrid(*supports, indexing="ij")
-    tuples = np.stack([g.reshape(-1) for g in grids], axis=-1).astype(np.int64)
-    probs = field.ones(len(tuples))
-    for i, q in enumerate(drafts):
-        probs = probs * q[tuples[:, i]]
-    return tuples, probs
-
-
-def _product_subset_containment(drafts: Sequence[np.ndarray], active: np.ndarray, forced: np.ndarray, field: Field) -> np.ndarray:
-    """``Π_i q_i(forced ∪ S)`` for every subset S of ``active`` (independent coordinates)."""
-    out = field.one
-    for q in drafts:
-        out = out * field.clip_one(subset_sums(q[active]) + field.total(q[forced]))
-    return out
 
 
 class _OneDistributionLaw(DraftLaw):
@@ -180,7 +162,7 @@ class IID(_RatioPrefixLaw):
         return rng.choice(self.n, size=shape, p=self.draft).astype(np.int64)
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        return _product_enumeration([self._q(exact)] * self.k, self._enumeration_guard, self._field(exact))
+        return product_enumeration([self._q(exact)] * self.k, self._enumeration_guard, self._field(exact))
 
     def containment(self, sets: np.ndarray) -> np.ndarray:
         sets = self._check_sets(sets)
@@ -209,7 +191,7 @@ class IID(_RatioPrefixLaw):
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
     ) -> np.ndarray:
         active, forced = self._subset_frame(active, forced)
-        return _product_subset_containment([self._q(exact)] * self.k, active, forced, self._field(exact))
+        return product_subset_containment([self._q(exact)] * self.k, active, forced, self._field(exact))
 
     def _exact_prefix_containment(self, order: np.ndarray) -> np.ndarray:
         return EXACT.prefix_sums(self._q(True)[order]) ** self.k
@@ -275,7 +257,7 @@ class Independent(DraftLaw):
         return out[0] if size is None else out
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        return _product_enumeration(self._qs(exact), self._enumeration_guard, self._field(exact))
+        return product_enumeration(self._qs(exact), self._enumeration_guard, self._field(exact))
 
     def containment(self, sets: np.ndarray) -> np.ndarray:
         sets = self._check_sets(sets).astype(np.float64)
@@ -310,7 +292,7 @@ class Independent(DraftLaw):
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
     ) -> np.ndarray:
         active, forced = self._subset_frame(active, forced)
-        return _product_subset_containment(self._qs(exact), active, forced, self._field(exact))
+        return product_subset_containment(self._qs(exact), active, forced, self._field(exact))
 
     def _tuple_possible(self, drafts: np.ndarray) -> bool:
         return bool(all(self.drafts[i, t] > 0 for i, t in enumerate(drafts)))

@@ -100,6 +100,8 @@ def _scheme_options(name: str, args: argparse.Namespace) -> dict:
     """The scheme options given on the command line that the scheme ``name`` takes."""
     from multidraft.schemes import SCHEMES
 
+    if name not in SCHEMES:
+        return {}  # get_scheme names the registered schemes
     taken = inspect.signature(SCHEMES[name]).parameters
     return {option: getattr(args, option) for option in SCHEME_OPTIONS if option in taken and getattr(args, option) is not None}
 

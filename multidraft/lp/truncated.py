@@ -45,7 +45,7 @@ from multidraft.lp._truncation import (
     split_rows,
 )
 from multidraft.lp.importance import ImportanceSelection, _acceptance, _certified_intermediate, _check_drafts
-from multidraft.theory.distributions import check_count
+from multidraft.theory.distributions import as_distribution, check_count
 from multidraft.theory.laws import IID, DraftLaw, Independent, check_law
 from multidraft.theory.limits import MAX_MEMORY
 
@@ -293,6 +293,9 @@ def truncated_lp(
     else:
         if k not in (None, 2):
             raise ValueError(f"k: two draft distributions make k = 2, got k={k}")
+        first, second = as_distribution(draft, "draft"), as_distribution(draft2, "draft2")  # errors by name
+        if len(second) != len(first):
+            raise ValueError(f"draft2: length {len(second)} differs from draft's {len(first)}")
         law = Independent([draft, draft2])
     return truncated_selection(target, law, **options)
 

@@ -39,7 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from multidraft.theory import canonical_step, normalise, positive_part, safe_divide
+from multidraft.theory import canonical_step, field, normalise, positive_part, safe_divide
 from multidraft.theory.laws import DraftLaw, check_law, membership
 from multidraft.theory.limits import ProblemTooLargeError
 
@@ -116,10 +116,9 @@ def sequential_conditional(step: np.ndarray, residual: np.ndarray, tuples: np.nd
     """
     m, k = tuples.shape
     step = np.broadcast_to(step, (k, residual.shape[-1]))
-    out = np.zeros((m, residual.shape[-1]), dtype=residual.dtype)
-    if residual.dtype == object:
-        out[:] = Fraction(0)
-    reach = np.ones(m, dtype=residual.dtype)
+    arithmetic = field(residual.dtype == object)
+    out = arithmetic.zeros((m, residual.shape[-1]))
+    reach = arithmetic.ones(m)
     rows = np.arange(m)
     for i in range(k):
         accept = step[i][tuples[:, i]]
@@ -257,7 +256,7 @@ class Plan(ABC):
         """``Σ_x D(x) Σ_{y ∈ set(x)} P(Y = y | X = x)`` over the law's tuples (small n)."""
         self._require_exact_output()
         tuples, probs = self.law.enumerate(exact=self.exact)
-        total = Fraction(0) if self.exact else 0.0
+        total = field(self.exact).zero
         for rows in _chunks(len(tuples), self.law.n):
             inside = membership(tuples[rows], self.law.n)
             hit = np.where(inside, self.conditional(tuples[rows]), 0).sum(axis=-1)
@@ -272,7 +271,7 @@ class Plan(ABC):
         """
         self._require_exact_output()
         tuples, probs = self.law.enumerate(exact=self.exact)
-        out = np.array([Fraction(0)] * self.law.n, dtype=object) if self.exact else np.zeros(self.law.n)
+        out = field(self.exact).zeros(self.law.n)
         for rows in _chunks(len(tuples), self.law.n):
             out = out + probs[rows] @ self.conditional(tuples[rows])
         return out

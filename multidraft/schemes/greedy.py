@@ -19,6 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, canonical_step
+from multidraft.theory import field
 from multidraft.theory.laws import DraftLaw, Greedy
 
 __all__ = ["GreedyVerifier"]
@@ -34,7 +35,7 @@ class _GreedyPlan(SequentialPlan):
 
     def closed_form(self) -> float | Fraction:
         p, law = self.target, self.law
-        fixed = sum((p[t] for t in law.fixed.tolist()), Fraction(0) if self.exact else 0.0)
+        fixed = sum((p[t] for t in law.fixed.tolist()), field(self.exact).zero)
         return fixed + np.minimum(p, law.marginal(law.k - 1, self.exact)).sum()
 
 

@@ -15,7 +15,10 @@ single-draft baseline -- speculative sampling with one draft from the first draf
 distribution, Σ min(p, q) -- whatever K is). ``--scheme all`` lists every registered scheme
 that applies to the law. ``--exact`` gives
 exact fractions ("num/den" strings in ``--json``) for the schemes that allow it; with
-``--scheme all`` the others are listed under ``"skipped"``.
+``--scheme all`` the others are listed under ``"skipped"``, and a scheme whose exact value is
+beyond the size guard at this K and n under ``"out_of_range"`` with the reason (a scheme named
+on its own is an error instead). ``--s`` and ``--rank-key`` need a scheme that takes them.
+Probabilities that fall outside [0, 1] by rounding only (at most 1e-12) are printed clipped.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import argparse
 import inspect
 import json
 
-from multidraft.cli import LazyHelp, add_verbose
+from multidraft.cli import ROUNDING, LazyHelp, add_verbose, shown_probability
 from multidraft.cli._laws import LAWS, LazyChoices, build_law
 
 #: The built-in example: Khisti et al., Section 3 (uniform draft, acceptance one).
@@ -60,7 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=LazyHelp(lambda: _option_help("rank_key", "ranking key")),
     )
     parser.add_argument("--exact", action="store_true", help="exact fractions (inputs must be fractions)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print one JSON object (probabilities outside [0, 1] by at most {ROUNDING:g}, i.e. rounding, "
+        "are printed clipped to it, here and in the table)",
+    )
     add_verbose(parser)
     parser.set_defaults(func=run)
 
@@ -93,17 +101,24 @@ def _takers(option: str) -> list[str]:
 
 
 def _option_help(option: str, what: str) -> str:
-    return f"{what} for {' and '.join(_takers(option))}"
+    return f"{what} for {' and '.join(_takers(option))} (needs one of them)"
 
 
 def _scheme_options(name: str, args: argparse.Namespace) -> dict:
     """The scheme options given on the command line that the scheme ``name`` takes."""
-    from multidraft.schemes import SCHEMES
+    return {option: getattr(args, option) for option in SCHEME_OPTIONS if getattr(args, option) is not None and name in _takers(option)}
 
-    if name not in SCHEMES:
-        return {}  # get_scheme names the registered schemes
-    taken = inspect.signature(SCHEMES[name]).parameters
-    return {option: getattr(args, option) for option in SCHEME_OPTIONS if option in taken and getattr(args, option) is not None}
+
+def _check_options_used(requested: list[str], args: argparse.Namespace) -> None:
+    """Refuse ``--s``/``--rank-key`` when no requested scheme takes it (it would be ignored)."""
+    for option in SCHEME_OPTIONS:
+        names = _takers(option)
+        if getattr(args, option) is not None and not set(names) & set(requested):
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(
+                f"{flag}: only {' and '.join(names)} take{'s' if len(names) == 1 else ''} it, and none is requested; "
+                f"add --scheme {names[0]} (or drop {flag})"
+            )
 
 
 def _evaluate(name: str, target, law, args: argparse.Namespace):
@@ -120,13 +135,19 @@ def _evaluate(name: str, target, law, args: argparse.Namespace):
 
 
 def _format(value, exact: bool) -> str | float:
-    return f"{value.numerator}/{value.denominator}" if exact else float(value)
+    return f"{value.numerator}/{value.denominator}" if exact else shown_probability(value)
+
+
+def _out_of_range(error: Exception) -> str:
+    """The reason a scheme's exact value is out of range, without the advice after ';'."""
+    return str(error).splitlines()[0].split("; ")[0]
 
 
 def run(args: argparse.Namespace) -> int:
     """Compute and print the acceptance of each requested scheme."""
     from multidraft.schemes import SCHEMES, schemes_for
     from multidraft.theory import parse_distribution
+    from multidraft.theory.limits import ProblemTooLargeError
 
     if args.target is None and args.draft is None:
         target_text, drafts, k = EXAMPLE_TARGET, [EXAMPLE_DRAFT], args.k or EXAMPLE_K
@@ -139,12 +160,22 @@ def run(args: argparse.Namespace) -> int:
 
     requested = ["optimal", *(args.scheme or DEFAULT_SCHEMES)]
     skipped: list[str] = []
-    if "all" in requested:
+    every = "all" in requested
+    if every:
         requested = ["optimal", "single"] + [name for name in schemes_for(law) if name != "single"]
         if args.exact:
             skipped = [name for name in requested if name not in ("optimal",) and not SCHEMES[name].capabilities.exact_acceptance]
             requested = [name for name in requested if name not in skipped]
-    values = {name: _evaluate(name, target, law, args) for name in dict.fromkeys(requested)}
+    _check_options_used(requested, args)
+    values: dict = {}
+    out_of_range: dict[str, str] = {}
+    for name in dict.fromkeys(requested):
+        try:
+            values[name] = _evaluate(name, target, law, args)
+        except ProblemTooLargeError as error:
+            if not every or name == "optimal":
+                raise
+            out_of_range[name] = _out_of_range(error)
 
     if args.json:
         payload = {
@@ -156,15 +187,19 @@ def run(args: argparse.Namespace) -> int:
         }
         if skipped:
             payload["skipped"] = skipped
+        if out_of_range:
+            payload["out_of_range"] = out_of_range
         print(json.dumps(payload))
         return 0
     optimum = values.get("optimal")
     print(f"law {law.name}, k = {law.k}, n = {law.n}" + (" (exact)" if args.exact else ""))
     print(f"{'scheme':<14} {'acceptance':>22} {'of optimum':>11}")
     for name, value in values.items():
-        shown = str(value) if args.exact else f"{float(value):.12f}"
+        shown = str(value) if args.exact else f"{shown_probability(value):.12f}"
         ratio = f"{float(value) / float(optimum):.4f}" if optimum else ""
         print(f"{name:<14} {shown:>22} {ratio:>11}")
     if skipped:
         print(f"not exact, skipped: {', '.join(skipped)}")
+    for name, reason in out_of_range.items():
+        print(f"out of range: {name} ({reason})")
     return 0

@@ -27,7 +27,7 @@ from multidraft.report.figures import png_bytes, pyplot
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
-from multidraft.theory import Independent, optimal_acceptance, optimal_acceptance_batch
+from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, optimal_acceptance_batch
 from multidraft.theory.laws import law_for
 from multidraft.theory.optimal import BATCH_LAWS
 from multidraft.theory.verifier import VERIFIER_LAWS, optimal_selection_rule
@@ -81,7 +81,8 @@ _LAWS = BATCH_LAWS
 #: Law of the non-identical pairs.
 _PAIR_LAW = Independent.name
 
-_LINESTYLES = dict(zip(_LAWS, ("-", ":")))
+#: How the figure names the laws of the temperature rows.
+_LAW_TITLES = {IID.name: "iid drafts", WithoutReplacement.name: "without replacement"}
 
 _STYLES = {
     VERIFIER_COLUMN: dict(color="black", marker="*", linewidth=0.8),
@@ -272,34 +273,34 @@ def position_gap_table(
 
 
 def gap_figure(table: PositionGapTable):
-    """Fraction of the optimum reached by each scheme against draft temperature, one panel per K."""
+    """Fraction of the optimum reached by each scheme against draft temperature: one panel per K,
+    one row of panels per law (iid drafts on top, drafts without replacement below), so that
+    no law's line hides behind the other's."""
     plt = pyplot()
-    ks = sorted({row.k for row in table.rows if row.law in _LINESTYLES})
+    ks = sorted({row.k for row in table.rows if row.law != _PAIR_LAW})
+    laws = [law for law in _LAWS if any(row.law == law for row in table.rows)]
     figure, axes = plt.subplots(
-        1, len(ks), figsize=(4.2 * len(ks) + 1.6, 3.6), sharey=True, squeeze=False, layout="constrained"
-    )
-    for axis, k in zip(axes[0], ks):
-        for index, (law, linestyle) in enumerate(_LINESTYLES.items()):
+        len(laws), len(ks), figsize=(4.2 * len(ks) + 1.6, 3.2 * len(laws) + 0.4), sharex=True, sharey=True,
+        squeeze=False, layout="constrained",
+    )  # fmt: skip
+    for line, law in zip(axes, laws):
+        for axis, k in zip(line, ks):
             rows = [r for r in table.rows if r.law == law and r.k == k]
-            if not rows:
-                continue
             temperatures = [r.draft_temperatures[0] for r in rows]
-            for column in rows[0].values:
-                if index and column == SINGLE_COLUMN:
-                    continue  # the same single draft as for the first law, only a different denominator
+            for column in rows[0].values if rows else ():
                 fractions = [r.fraction(column) for r in rows]
                 if all(f is None for f in fractions):
-                    continue
+                    continue  # no exact value for this law at this vocabulary (see the table's note)
                 values = [np.nan if f is None else f for f in fractions]
-                style = _STYLES.get(column, dict(marker="v"))
-                axis.plot(temperatures, values, linestyle=linestyle, label=f"{column} ({law})", **style)
-        axis.axhline(1.0, color="black", linewidth=1.0)
-        axis.set_title(f"K = {k}")
+                axis.plot(temperatures, values, label=column, **_STYLES.get(column, dict(marker="v")))
+            axis.axhline(1.0, color="black", linewidth=1.0)
+            axis.set_title(f"{_LAW_TITLES.get(law, law)}, K = {k}", fontsize=9)
+            axis.grid(alpha=0.3)
+        line[0].set_ylabel("fraction of the optimum")
+    for axis in axes[-1]:
         axis.set_xlabel("draft temperature (target 1.0)")
-        axis.grid(alpha=0.3)
-    axes[0][0].set_ylabel("fraction of the optimal acceptance")
     handles: dict = {}
-    for axis in axes[0]:
+    for axis in axes.flat:
         for handle, label in zip(*axis.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     figure.legend(handles.values(), handles.keys(), fontsize=7, loc="outside right center")
@@ -313,14 +314,28 @@ def units(config: ReportConfig) -> int:
 
 
 def _notes(rows: Sequence[PositionGapRow]) -> list[Paragraph]:
-    """One note per empty column of a table (the first row's reason)."""
-    notes: dict[str, str] = {}
+    """One note for the empty cells of a table: each reason once, with the columns it empties
+    and the K where it does when that is not every row."""
+    every_k = sorted({row.k for row in rows})
+    first: dict[str, str] = {}  # column -> its first row's reason (later rows differ only in K)
+    empty: dict[str, set[int]] = {}  # column -> the K of its empty cells
     for row in rows:
         for column, note in row.notes.items():
-            notes.setdefault(column, note)
-    if not notes:
+            first.setdefault(column, note)
+            empty.setdefault(column, set()).add(row.k)
+    reasons: dict[str, dict] = {}  # reason -> column -> K values with an empty cell
+    for column, note in first.items():
+        reasons.setdefault(note, {})[column] = empty[column]
+    if not reasons:
         return []
-    return [Paragraph("—: " + "; ".join(f"{column}: {note}" for column, note in notes.items()) + ".")]
+    parts = []
+    for reason, columns in reasons.items():
+        named = " and ".join(
+            f"**{column}**" + ("" if sorted(ks) == every_k else f" (K = {', '.join(map(str, sorted(ks)))})")
+            for column, ks in columns.items()
+        )
+        parts.append(f"{named}: {reason}")
+    return [Paragraph("—: " + "; ".join(parts) + ".")]
 
 
 def build(context: BuildContext) -> SectionResult:
@@ -346,7 +361,7 @@ def build(context: BuildContext) -> SectionResult:
     ]
     columns = tuple(table.rows[0].values) if table.rows else GAP_COLUMNS
     headers = ("K", "draft T", "optimal") + columns
-    titles = {"iid": "Drafts iid", "wor": "Drafts without replacement"}
+    titles = {IID.name: "Drafts iid", WithoutReplacement.name: "Drafts without replacement"}
     for law in _LAWS:
         rows = [r for r in table.rows if r.law == law]
         if rows:
@@ -375,8 +390,9 @@ def build(context: BuildContext) -> SectionResult:
         blocks.append(Table(headers, body, "Non-identical draft pairs"))
         blocks += _notes(pairs)
     caption = (
-        "Fraction of the optimal acceptance per scheme against draft temperature "
-        "(solid: iid, dotted: without replacement)"
+        "Fraction of the optimal acceptance per scheme against draft temperature, one panel per K "
+        "(top row: iid drafts; bottom row: drafts without replacement, with the schemes that have an exact "
+        "value there)"
     )
     blocks.append(Figure("gap", png_bytes(gap_figure(table)), caption))
     data = {

@@ -21,6 +21,7 @@ import numpy as np
 
 from multidraft.schemes.base import Plan, Scheme, sample_rows, canonical_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
+from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = ["ImportanceScheme", "ImportancePlan", "RECOMPUTE_LIMIT"]
 
@@ -85,13 +86,17 @@ class ImportancePlan(Plan):
         return tokens
 
     def closed_form(self) -> None:
-        count = self.law.tuple_count()
-        if count > ENUMERATION_LIMIT:
-            raise ValueError(
-                f"scheme {self.scheme.name!r}: P(Y ∈ set(X)) needs enumerating {count} draft tuples "
-                f"(limit {ENUMERATION_LIMIT}); selected_acceptance(target, law) gives the selected "
-                "draft's acceptance Σ min(p, r) at any size"
-            )
+        """None (enumerate), after refusing a law with more tuples than ``ENUMERATION_LIMIT``."""
+        law = self.law
+        estimate = SizeEstimate(
+            f"scheme {self.scheme.name!r}: P(Y ∈ set(X)) ({law.name} law, n={law.n}, k={law.k})",
+            law.tuple_count(), 0, unit="draft tuples to enumerate",
+        )  # fmt: skip
+        check_size(
+            estimate,
+            "selected_acceptance(target, law) gives the selected draft's acceptance Σ min(p, r) at any size",
+            max_variables=ENUMERATION_LIMIT, variables_name="ENUMERATION_LIMIT",
+        )  # fmt: skip
         return None
 
 

@@ -44,8 +44,8 @@ from multidraft.lp._truncation import (
     selection_table,
     split_rows,
 )
-from multidraft.lp.importance import ImportanceSelection, _acceptance, _certified_intermediate, _check_drafts
-from multidraft.theory.distributions import as_distribution, check_count
+from multidraft.lp.importance import ImportanceSelection, _acceptance, _certified_intermediate, _check_drafts, drafts_law
+from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import IID, DraftLaw, Independent, check_law
 from multidraft.theory.limits import MAX_MEMORY
 
@@ -287,17 +287,8 @@ def truncated_lp(
     if isinstance(draft, DraftLaw):
         if draft2 is not None or k is not None:
             raise ValueError("draft: with a draft law, draft2 and k are taken from the law; leave them unset")
-        law = draft
-    elif draft2 is None:
-        law = IID(draft, 2 if k is None else k)
-    else:
-        if k not in (None, 2):
-            raise ValueError(f"k: two draft distributions make k = 2, got k={k}")
-        first, second = as_distribution(draft, "draft"), as_distribution(draft2, "draft2")  # errors by name
-        if len(second) != len(first):
-            raise ValueError(f"draft2: length {len(second)} differs from draft's {len(first)}")
-        law = Independent([draft, draft2])
-    return truncated_selection(target, law, **options)
+        return truncated_selection(target, draft, **options)
+    return truncated_selection(target, drafts_law(draft, draft2, k=k), **options)
 
 
 #: Entries of one block of rows of :func:`truncated_sample` (float64 arrays of this size stay small).

@@ -624,7 +624,7 @@ def test_an_enumeration_too_large_reads_as_a_number_not_as_digits():
     from multidraft.theory import WithoutReplacement, softmax, zipf
 
     p = zipf(49152, 1.1, np.random.default_rng(0))
-    (specinfer,) = [column for column in SCHEME_COLUMNS if column.label == "SpecInfer"]
+    specinfer = next(column for column in SCHEME_COLUMNS if column.label == "SpecInfer")
     value, _, note = _column_value(specinfer, 5, [WithoutReplacement(softmax(np.log(p), 1.6), 4)], p[None, :])
     assert value is None and "exceed the limit ENUMERATION_LIMIT" in note
     assert re.search(r"\de\+\d+ draft tuples", note) and re.search(r"\de\+\d+ bytes of memory", note)

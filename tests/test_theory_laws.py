@@ -312,6 +312,6 @@ def test_law_registry_constructor_and_target_check():
     exact = IID(["1/2", "1/4", "1/4"], 2).check_target(["1/3", "1/3", "1/3"], exact=True)
     assert exact.dtype == object and exact.tolist() == [Fraction(1, 3)] * 3
     # the one-draft baseline law: the same draft model drafting once, exact when the law is
-    assert Greedy(["1/2", "1/4", "1/4"], 2).single_draft()._exact_draft == (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    assert Greedy(["1/2", "1/4", "1/4"], 2).single_draft().marginal(0, exact=True).tolist() == [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)]
     assert Independent([q, [0.1, 0.1, 0.8]]).single_draft().draft.tolist() == q
     assert Deterministic([2, 0], 3).single_draft().tokens.tolist() == [2]

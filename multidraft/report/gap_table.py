@@ -277,7 +277,7 @@ def gap_figure(table: PositionGapTable):
     one row of panels per law (iid drafts on top, drafts without replacement below), so that
     no law's line hides behind the other's."""
     plt = pyplot()
-    ks = sorted({row.k for row in table.rows if row.law != _PAIR_LAW})
+    ks = sorted({row.k for row in table.rows if row.law in _LAWS})
     laws = [law for law in _LAWS if any(row.law == law for row in table.rows)]
     figure, axes = plt.subplots(
         len(laws), len(ks), figsize=(4.2 * len(ks) + 1.6, 3.2 * len(laws) + 0.4), sharex=True, sharey=True,

@@ -29,6 +29,15 @@ from multidraft.theory.laws import DraftLaw, WithoutReplacement
 __all__ = ["RRSWithoutReplacement"]
 
 
+def _others(q: np.ndarray) -> np.ndarray:
+    """``1 - q(x) = Σ_{y ≠ x} q(y)`` for every token x, as the sum of the other entries (a prefix
+    plus a suffix sum of non-negative terms), so it keeps its relative accuracy when q(x) is
+    within rounding of one: q = [1e-20, 1] gives 1e-20 at x = 1, where ``1 - q(x)`` is 0."""
+    before = np.concatenate([[0.0], np.cumsum(q[:-1])])
+    after = np.concatenate([np.cumsum(q[:0:-1])[::-1], [0.0]])
+    return before + after
+
+
 class _RRSWithoutReplacementPlan(Plan):
     """The residuals depend on the drawn prefix: each tuple is walked through its own steps."""
 
@@ -52,7 +61,7 @@ class _RRSWithoutReplacementPlan(Plan):
         below_r = np.concatenate([[0.0], np.cumsum(r_sorted)])  # Σ r_1 over t <= c
         above_q = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])  # Σ q over t > c
         holders = np.flatnonzero(rejected > 0)
-        scale = 1.0 / (1.0 - q[holders])
+        scale = 1.0 / _others(q)[holders]
         count = np.searchsorted(ratio, scale, side="right")
         second = below_r[count] + scale * above_q[count]
         return first + float(rejected[holders] @ second)

@@ -123,8 +123,10 @@ class SpecInfer(Scheme):
 
 def _rrs_batch(target, drafts, tokens, generator, k: int, without_replacement: bool):
     """Shared batched loop of SpecInfer (step i draws from q_i) and RRS without replacement
-    (step i draws from q_0 renormalised off the earlier drafts: scale ``1/(1 - Σ_{j<i} q(x_j))``;
-    the residual is already zero on those earlier, rejected, tokens)."""
+    (step i draws from q_0 renormalised off the earlier drafts: scale ``1/q(Ω \\ {x_j : j < i})``,
+    the mass left summed over the tokens not drawn yet, since ``1 - Σ_{j<i} q(x_j)`` cancels when
+    the earlier drafts hold all but 1e-16; the residual is already zero on those earlier,
+    rejected, tokens)."""
     import torch
 
     from multidraft.schemes import _torch
@@ -134,19 +136,20 @@ def _rrs_batch(target, drafts, tokens, generator, k: int, without_replacement: b
     rows = torch.arange(batch, device=target.device)  # rows still undecided
     weights = target  # w_{i-1} for the undecided rows
     mass = torch.ones(batch, dtype=target.dtype, device=target.device)
-    drawn = torch.zeros(batch, dtype=target.dtype, device=target.device)  # Σ_{j<i} q(x_j) (wor)
+    undrawn = torch.ones(target.shape, dtype=torch.bool, device=target.device) if without_replacement else None
     for i in range(k):
         x = tokens[rows, i]  # [R]
         position = 0 if without_replacement else i
         qx = drafts[rows, position, x]  # q_i(X_i), [R]
-        scale = 1.0 / (1.0 - drawn) if without_replacement else torch.ones_like(qx)
+        scale = 1.0 / torch.where(undrawn, drafts[rows, 0], 0).sum(dim=1) if without_replacement else torch.ones_like(qx)
         wx = weights.gather(1, x[:, None]).squeeze(1)
         accept = _torch.uniforms(x.shape, target, generator) * (qx * scale) * mass < wx
         output[rows[accept]] = x[accept]
         keep = ~accept
         rows, weights, mass, scale = rows[keep], weights[keep], mass[keep], scale[keep]
         if without_replacement:
-            drawn = drawn[keep] + qx[keep]
+            undrawn = undrawn[keep]
+            undrawn[torch.arange(len(rows), device=target.device), x[keep]] = False
         if rows.numel() == 0:
             return output, (tokens == output[:, None]).any(dim=1)
         # `weights` is a fresh copy (boolean indexing above), so it may be updated in place:

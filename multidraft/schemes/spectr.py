@@ -38,6 +38,13 @@ def _beta(p: np.ndarray, q: np.ndarray, rho: float) -> float:
     return float(np.minimum(q, p / rho).sum())
 
 
+def _some_pass(beta: float, k: int) -> float:
+    """``1 - (1 - β)^K``, the chance that one of K drafts passes, without cancellation
+    (``-expm1(K log1p(-β))``): for β near 1e-16, ``1 - (1 - β)^K`` is rounding noise as large as
+    Kβ itself, and the validity test of :func:`spectr_rho` could then fail for every ρ."""
+    return 1.0 if beta >= 1.0 else float(-np.expm1(k * np.log1p(-beta)))
+
+
 def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
     """Smallest ρ ∈ [1, K] with ``1 - (1 - β(ρ))^K <= ρ β(ρ)`` (bisection, float64).
 
@@ -51,7 +58,7 @@ def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
 
     def valid(rho: float) -> bool:
         beta = _beta(target, draft, rho)
-        return 1.0 - (1.0 - beta) ** k <= rho * beta
+        return _some_pass(beta, k) <= rho * beta
 
     if valid(1.0):
         return 1.0
@@ -82,7 +89,7 @@ class _SpecTrPlan(SequentialPlan):
         kept = np.minimum(q, p / rho)
         beta = float(kept.sum())
         # β = 0 (disjoint supports): no draft is ever accepted, γ -> K and the residual is p.
-        gamma = (1.0 - (1.0 - beta) ** k) / beta if beta > 0 else float(k)
+        gamma = _some_pass(beta, k) / beta if beta > 0 else float(k)
         residual = normalise(positive_part(p - kept * gamma), p)
         step = np.minimum(safe_divide(p, rho * q), 1.0)
         return _Fit(rho, beta, step, residual, q - kept)

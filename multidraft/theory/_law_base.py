@@ -15,7 +15,14 @@ import numpy as np
 
 from multidraft.theory._field import EXACT, FLOAT, Field
 from multidraft.theory._kernels import subset_sums, zeta_transform
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
+from multidraft.theory.distributions import (
+    MASS_FLOOR,
+    as_distribution,
+    as_exact_distribution,
+    check_count,
+    check_generator,
+    is_exact_input,
+)
 from multidraft.theory.limits import SizeEstimate, check_size, optimum_advice
 
 #: Most draft tuples :meth:`DraftLaw.enumerate` will list before refusing.
@@ -49,14 +56,14 @@ def check_k(k: int) -> int:
 def validated_draft(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
     """Float copy of a draft distribution plus its exact Fractions when given exactly.
 
-    A positive exact entry too small for a float (below ~1e-308) is kept as the smallest
-    positive float, so that every support decision made on the float copy (enumeration,
-    support masks, K <= support size) agrees with the exact law.
+    A positive exact entry below :data:`~multidraft.theory.distributions.MASS_FLOOR` (1e-300)
+    is kept as ``MASS_FLOOR`` in the float copy, so that every support
+    decision made on it (enumeration, support masks, K <= support size) agrees with the exact
+    law, and the float copy keeps the invariants of :func:`as_distribution`.
     """
     if is_exact_input(draft) or (isinstance(draft, str) and "." not in draft):
         exact = as_exact_distribution(draft, name, normalize=normalize)
-        tiny = np.finfo(np.float64).smallest_subnormal
-        return np.array([max(float(x), tiny) if x > 0 else 0.0 for x in exact]), exact
+        return np.array([max(float(x), MASS_FLOOR) if x > 0 else 0.0 for x in exact]), exact
     return as_distribution(draft, name, normalize=normalize), None
 
 
@@ -163,7 +170,15 @@ class DraftLaw(ABC):
 
     @abstractmethod
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        """Draw draft tuples: int64 array ``[k]`` or ``[size, k]``."""
+        """Draw draft tuples: int64 array ``[k]`` or ``[size, k]`` (``size >= 0``)."""
+
+    @staticmethod
+    def _sample_count(rng: object, size: object) -> int:
+        """The number of tuples :meth:`sample` draws (1 for ``size=None``), once ``rng`` is
+        checked to be a ``numpy.random.Generator`` (``TypeError``) and ``size`` a count >= 0
+        (``ValueError`` naming it)."""
+        check_generator(rng)
+        return 1 if size is None else check_count(size, "size", minimum=0, meaning="the number of draft tuples")
 
     @abstractmethod
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:

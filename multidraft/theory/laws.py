@@ -56,7 +56,7 @@ from multidraft.theory._law_base import (
     product_subset_containment,
     validated_draft,
 )
-from multidraft.theory.distributions import check_count
+from multidraft.theory.distributions import MASS_FLOOR, check_count
 
 __all__ = [
     "DraftLaw",
@@ -158,7 +158,8 @@ class IID(_RatioPrefixLaw):
     _prefix_kernel = staticmethod(iid_prefix_containment)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        shape = (self.k,) if size is None else (size, self.k)
+        count = self._sample_count(rng, size)
+        shape = (self.k,) if size is None else (count, self.k)
         return rng.choice(self.n, size=shape, p=self.draft).astype(np.int64)
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -251,7 +252,7 @@ class Independent(DraftLaw):
         return [field.array(q) for q in self._exact_drafts] if exact else list(self.drafts)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         columns = [rng.choice(self.n, size=count, p=q) for q in self.drafts]
         out = np.stack(columns, axis=-1).astype(np.int64)
         return out[0] if size is None else out
@@ -319,7 +320,7 @@ class WithoutReplacement(_RatioPrefixLaw):
         if self.k > support:
             raise ValueError(
                 f"k: without replacement needs k <= the number of draft tokens with positive "
-                f"probability, got k={self.k} > {support}"
+                f"probability (entries below MASS_FLOOR={MASS_FLOOR:g} count as zero), got k={self.k} > {support}"
             )
 
     def tuple_count(self, merged: bool = False) -> int:
@@ -334,7 +335,7 @@ class WithoutReplacement(_RatioPrefixLaw):
         return super().sorted_prefix_containment(sorted_draft, k)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         with np.errstate(divide="ignore"):
             keys = np.log(self.draft) + rng.gumbel(size=(count, self.n))
         if self.k < self.n:
@@ -412,7 +413,7 @@ class Greedy(_OneDistributionLaw):
         if rest_mass <= 0:
             raise ValueError(
                 f"draft: greedy drafting with k={self.k} needs positive draft mass outside the "
-                f"top {self.k - 1} tokens"
+                f"top {self.k - 1} tokens (entries below MASS_FLOOR={MASS_FLOOR:g} count as zero)"
             )
         self.residual = np.where(rest, self.draft, 0.0) / rest_mass
 
@@ -445,7 +446,7 @@ class Greedy(_OneDistributionLaw):
         return np.where(self.rest_mask, q, Fraction(0)) / EXACT.total(q[self.rest_mask])
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         last = rng.choice(self.n, size=(count, 1), p=self.residual)
         out = np.concatenate([np.tile(self.fixed, (count, 1)), last], axis=-1).astype(np.int64)
         return out[0] if size is None else out
@@ -525,7 +526,8 @@ class Deterministic(DraftLaw):
         return self._one_hot(self.tokens[self._check_position(position)], exact)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        return self.tokens.copy() if size is None else np.tile(self.tokens, (size, 1))
+        count = self._sample_count(rng, size)
+        return self.tokens.copy() if size is None else np.tile(self.tokens, (count, 1))
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         return self.tokens[None, :].copy(), self._field(exact).ones(1)

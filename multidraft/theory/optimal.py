@@ -36,7 +36,7 @@ import numpy as np
 
 from multidraft.theory._field import Field, field
 from multidraft.theory._independent import product_cut
-from multidraft.theory.distributions import as_distribution, as_exact_distribution
+from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_number
 from multidraft.theory.limits import optimum_advice
 from multidraft.theory.laws import (
     LAWS,
@@ -314,6 +314,7 @@ def unit_acceptance(
     >>> unit_acceptance([0.9, 0.1], IID([0.5, 0.5], 2)).violating_set
     array([1])
     """
+    tolerance = check_number(tolerance, "tolerance", "in [0, 1) (a shortfall of P* below 1 that counts as one)", lambda t: 0 <= t < 1)
     optimum = optimal_acceptance(target, law, exact=exact)
     holds = optimum.value == 1 if exact else optimum.value >= 1 - tolerance
     return UnitAcceptance(bool(holds), None if holds else optimum.certificate, optimum)

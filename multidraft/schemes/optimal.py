@@ -3,7 +3,8 @@
 Every route is the canonical decomposition (Khisti et al., ICLR 2025, Theorem 1): a selection
 rule picks one drafted token Z with law r, then single-draft speculative sampling of Z against
 p with draft law r (accept with probability ``min(1, p(Z)/r(Z))``, else sample
-``norm((p - r)_+)``); its acceptance is
+``norm((p - r)_+)``); the plan of each law comes from the route below (for greedy and
+deterministic drafts, the plan of another scheme); its acceptance is
 
     P* = min_{T ⊆ Ω} [ p(T) + 1 - P_D(set(X) ⊆ T) ]
 
@@ -16,7 +17,7 @@ asked).
   exactly p and ``Σ min(p, r) = P*`` up to about 1e-11).
 * **drafts without replacement**: the transport LP (below) where it fits, the exact optimum;
   beyond its size limit the rule of :func:`~multidraft.theory.verifier.optimal_selection_rule`
-  (the J-curtain on U, front/back on T*; lossless with its exact law; its acceptance
+  (the J-curtain on U, front/back with a uniform tail of light tokens on T*; lossless with its exact law; its acceptance
   ``Σ min(p, r)`` reached P* on every Zipf setting measured but is only proven to be a lower
   bound, and :meth:`Optimal.acceptance` reports that value, P* beside it in the records).
 * **greedy and deterministic drafts, any vocabulary size**: their closed-form verifiers

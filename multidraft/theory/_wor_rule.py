@@ -42,7 +42,8 @@ from multidraft.theory._wor_curtain import Layout, _groups, clipped_layout, poin
 from multidraft.theory._wor_moments import LIGHT
 from multidraft.theory._wor_race import j_law, optimal_cut
 from multidraft.theory._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
-from multidraft.theory.verifier import FrontBackRule, _single_draft_step
+from multidraft.theory._field import canonical_step
+from multidraft.theory.verifier import FrontBackRule
 
 __all__ = ["WithoutReplacementRule", "wor_selection_rule", "optimal_wor_law"]
 
@@ -397,7 +398,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     first_draft = not fitted or np.minimum(p, q).sum() > np.minimum(p, r).sum()
     if first_draft:
         r = q.copy()
-    accept, residual = _single_draft_step(p, r)
+    accept, residual = canonical_step(p, r)
     return WithoutReplacementRule(
         k, n, p, q, r, cut.value, certificate, accept, residual, position, boundary, alpha, bool(first_draft), note,
         u_rule, coefficients, layout, group, r_star, (u_short, t_short), tail,

@@ -19,7 +19,10 @@ and the better is kept.
 
 **T\\* side.** The front/back rule restricted to T* (positions by decreasing p/q, coins fitted
 to p, first "front" else the last drafted), whose law depends on U only through its first
-arrival, so U is merged into one token of mass L (the same law, at O(|T*|) cost). A side that
+arrival, so U is merged into one token of mass L (the same law, at O(|T*|) cost). Its last
+positions, when they are light pool tokens, form a *uniform tail* (winner uniform among the
+drafted tail tokens; law one power series in q, :mod:`~multidraft.theory._wor_tail`); if that
+side falls short, plain front/back is tried too. A side that
 falls short tries other position orders: all of them up to :data:`ORDER_SEARCH` tokens, a local
 search over transpositions up to :data:`LOCAL_SEARCH` (the fixed p/q order is provably not always
 enough; the research note's instances).

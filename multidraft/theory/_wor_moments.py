@@ -57,7 +57,7 @@ def moment_order(k: int, light: float = LIGHT) -> int:
     (module docstring), at least K.
 
     >>> moment_order(2), moment_order(8)
-    (13, 29)
+    (12, 26)
     """
     order = max(k, 1)
     for m in range(1, k):

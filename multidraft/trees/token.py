@@ -113,18 +113,22 @@ class TokenVerifier(TreeVerifier):
         return node_scheme(self.scheme, law), law, tree.tokens[rows, depth]
 
     def _conditional(self, tree: DraftTree, node: int) -> np.ndarray:
-        scheme, law, tuple_ = self._node(tree, node)
-        p = tree.target_at(node)
-        key = self._key(scheme, law, p, tree.draft[tree.nodes.rows(node), tree.nodes.depth[node]])
+        """``P(Y = · | live tuple)`` at ``node``, from a remembered plan when the node's
+        distributions and law were met before."""
+        rows = tree.nodes.rows(node)
+        depth = int(tree.nodes.depth[node])
+        p, drafts = tree.target_at(node), tree.draft[rows, depth]
+        key = self._key(tree.live_law_name(node), p, drafts)
         if key not in self._plans:
             if len(self._plans) >= _REMEMBERED_PLANS:
                 self._plans.pop(next(iter(self._plans)))
+            scheme, law, _ = self._node(tree, node)
             self._plans[key] = node_conditional(scheme, p, law, tree.exact)
-        return self._plans[key](tuple_[None, :])[0]
+        return self._plans[key](tree.tokens[rows, depth][None, :])[0]
 
     @staticmethod
-    def _key(scheme: Any, law: DraftLaw, p: np.ndarray, drafts: np.ndarray) -> bytes:
-        digest = hashlib.blake2b(f"{scheme.name}|{law.name}|{law.k}".encode())
+    def _key(law_name: str, p: np.ndarray, drafts: np.ndarray) -> bytes:
+        digest = hashlib.blake2b(f"{law_name}|{len(drafts)}".encode())
         for array in (p, drafts):
             digest.update(repr(array.tolist()).encode() if array.dtype == object else np.ascontiguousarray(array).tobytes())
         return digest.digest()

@@ -147,6 +147,8 @@ CASES = [
     ("token:rrs-wor", True),
     ("token:optimal", False),
     ("token:spectr", False),
+    ("selective", False),
+    ("selective", True),
 ]
 
 
@@ -193,10 +195,22 @@ def test_numpy_runs_follow_the_exact_law(name, without_replacement):
     assert twin > dof + 6 * np.sqrt(2 * dof) + 20
 
 
+#: The lockstep torch forms, which accelerators run (on the CPU the compiled numpy run of each
+#: tree is faster and is what ``verify_batch`` uses there): tested on the CPU too.
+LOCKSTEP = {"traversal": "traversal_batch", "block": "block_batch"}
+BATCH_CASES = CASES + [(name, wor, True) for name, wor in CASES if name in LOCKSTEP]
+
+
 @pytest.mark.statistical
-@pytest.mark.parametrize("name, without_replacement", CASES, ids=[f"{n}-{'wor' if w else 'iid'}" for n, w in CASES])
-def test_batched_torch_runs_follow_the_exact_law(name, without_replacement, device):
+@pytest.mark.parametrize(
+    "name, without_replacement, lockstep",
+    [case if len(case) == 3 else (*case, False) for case in BATCH_CASES],
+    ids=[f"{c[0]}-{'wor' if c[1] else 'iid'}{'-lockstep' if len(c) == 3 else ''}" for c in BATCH_CASES],
+)
+def test_batched_torch_runs_follow_the_exact_law(name, without_replacement, lockstep, device):
     import torch
+
+    from multidraft.trees import _batch
 
     verifier = get_verifier(name)
     tree = _tree_for(name, without_replacement)
@@ -207,7 +221,12 @@ def test_batched_torch_runs_follow_the_exact_law(name, without_replacement, devi
     target = torch.as_tensor(tree.target, device=device)[None].expand(size, -1, -1, -1).contiguous()
     draft = torch.as_tensor(tree.draft, device=device)[None].expand(size, -1, -1, -1).contiguous()
     generator = torch.Generator(device=device).manual_seed(5)
-    out = verifier.verify_batch(tokens, target, draft, generator, without_replacement=without_replacement)
+    if lockstep:
+        batch = _batch.check(tokens, target, draft, generator, without_replacement)
+        out = getattr(_batch, LOCKSTEP[name])(batch, generator)
+    else:
+        out = verifier.verify_batch(tokens, target, draft, generator, without_replacement=without_replacement)
+    assert out.accepted.device == tokens.device and out.next_token.dtype == torch.long
     accepted, rows, following = (x.cpu().numpy() for x in (out.accepted, out.row, out.next_token))
     nodes = tree.nodes.index[rows, accepted]
     observed = _joint(tree, nodes, following)

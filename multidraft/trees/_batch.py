@@ -6,6 +6,10 @@ tokens without replacement). The merged structure of each tree is read on the ho
 tokens (B·K·L integers); the O(n) work stays on the device, in the inputs' dtype, and the
 randomness comes only from the caller's ``torch.Generator``.
 
+* :func:`host_batch` -- on CPU tensors, each tree through the verifier's compiled numpy run
+  (zero-copy views): one fused O(n) pass per residual beats a dozen batched tensor passes
+  with their temporaries (benchmarks/bench_trees.py), so block and traversal verification take
+  this route on the CPU and the lockstep forms below on an accelerator;
 * :func:`block_batch` -- Sun et al.'s Algorithm 2 vectorised over the batch and the block;
 * :func:`traversal_batch` -- traversal verification as one pass over each tree's post-order,
   all trees in lockstep; the state of the nodes on the current root-to-node path is kept per
@@ -23,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.trees.base import BatchVerification
-from multidraft.trees.tree import ROW_SUM_TOLERANCE, _merge
+from multidraft.trees.tree import ROW_SUM_TOLERANCE, DraftTree, _merge
 
-__all__ = ["TreeBatch", "check", "block_batch", "traversal_batch", "token_batch"]
+__all__ = ["TreeBatch", "check", "host_batch", "block_batch", "traversal_batch", "token_batch"]
 
 # Event kinds of the traversal schedule.
 _NONE, _ENTER, _TEST = 0, 1, 2
@@ -106,6 +110,26 @@ def _sample(rows, generator):
 
 
 # ------------------------------------------------------------------------------------------
+
+
+def host_batch(verifier, batch: TreeBatch, generator) -> BatchVerification:
+    """Run ``verifier.verify`` on each tree of the batch on the host (numpy views of CPU
+    tensors; other devices are copied), with a numpy generator seeded from ``generator``;
+    the outcomes return to the inputs' device."""
+    import torch
+
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    rng = np.random.default_rng(seed)
+    tokens = batch.tokens.cpu().numpy()
+    target, draft = batch.target.double().cpu().numpy(), batch.draft.double().cpu().numpy()
+    out = np.zeros((3, batch.size), dtype=np.int64)
+    for b in range(batch.size):
+        tree = DraftTree(tokens[b], target[b], draft[b], without_replacement=batch.without_replacement, validate=False)
+        run = verifier._verify(tree, rng)
+        node = run[0]
+        out[:, b] = tree.nodes.depth[node], tree.nodes.row[node], run[1]
+    accepted, row, following = (torch.as_tensor(x, device=batch.tokens.device) for x in out)
+    return BatchVerification(accepted, row, following)
 
 
 def block_batch(batch: TreeBatch, generator) -> BatchVerification:

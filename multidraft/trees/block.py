@@ -100,6 +100,8 @@ class BlockVerification(TreeVerifier):
         return tau, sample_index(block.residual[tau], rng)
 
     def _verify_batch(self, batch, generator) -> BatchVerification:
-        from multidraft.trees._batch import block_batch
+        from multidraft.trees._batch import block_batch, host_batch
 
+        if batch.target.device.type == "cpu":
+            return host_batch(self, batch, generator)
         return block_batch(batch, generator)

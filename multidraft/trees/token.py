@@ -31,9 +31,11 @@ from multidraft.trees.tree import DraftTree
 
 __all__ = ["TokenVerifier", "node_law", "node_conditional", "node_scheme"]
 
-#: Plans a :class:`TokenVerifier` keeps (oldest dropped first): the exact evaluation of a
-#: small sequence model meets each node's (target, law) in many trees.
+#: Plans a :class:`TokenVerifier` keeps (oldest dropped first), for vocabularies up to
+#: :data:`REMEMBER_BELOW`: the exact evaluation of a small sequence model meets each node's
+#: (target, law) in many trees.
 _REMEMBERED_PLANS = 4096
+REMEMBER_BELOW = 1024
 
 
 def node_law(name: str, drafts: np.ndarray) -> DraftLaw:
@@ -118,6 +120,9 @@ class TokenVerifier(TreeVerifier):
         rows = tree.nodes.rows(node)
         depth = int(tree.nodes.depth[node])
         p, drafts = tree.target_at(node), tree.draft[rows, depth]
+        if tree.n > REMEMBER_BELOW:  # hashing a real vocabulary costs more than a plan
+            scheme, law, _ = self._node(tree, node)
+            return node_conditional(scheme, p, law, tree.exact)(tree.tokens[rows, depth][None, :])[0]
         key = self._key(tree.live_law_name(node), p, drafts)
         if key not in self._plans:
             if len(self._plans) >= _REMEMBERED_PLANS:

@@ -144,6 +144,8 @@ class Traversal(TreeVerifier):
         raise AssertionError("unreachable: the root always accepts")  # pragma: no cover
 
     def _verify_batch(self, batch, generator) -> BatchVerification:
-        from multidraft.trees._batch import traversal_batch
+        from multidraft.trees._batch import traversal_batch, host_batch
 
+        if batch.target.device.type == "cpu":
+            return host_batch(self, batch, generator)
         return traversal_batch(batch, generator)

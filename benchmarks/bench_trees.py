@@ -14,8 +14,10 @@ trees (``--trees``) are timed and the median per block reported, for:
 * ``law`` -- the exact law given the tree without next-token rows (the Rao-Blackwell E[τ]);
 * ``batch`` -- ``verify_batch`` on torch CPU tensors, B = 1 and B = ``--batch`` trees (per block).
 
-The baseline in the same run is today's token walk with SpecInfer (``token:specinfer``); the
-goal is <= 2 ms per block for traversal and block verification on CPU. torch runs
+The baseline in the same run is today's token walk with SpecInfer (``token:specinfer``;
+``token:rrs-wor`` without replacement); the goal is <= 2 ms per block for traversal and block
+verification on CPU. Selective verification and the token-level optimal walk fit a selection
+rule per node and are timed for reference. torch runs
 single-threaded (``--threads 1``) because the machine is shared. Warm-up excluded (numba
 compiles on the first call). Writes ``benchmarks/results/trees.json`` with machine, versions,
 date, commit and load average.
@@ -90,6 +92,8 @@ def main() -> None:
         ("token:specinfer", args.k, False),
         ("traversal", args.k, False),
         ("traversal", args.k, True),
+        ("selective", args.k, False),
+        ("token:optimal", args.k, False),
         ("token:rrs-wor", args.k, True),
         ("block", 1, False),
         ("traversal", 1, False),
@@ -133,7 +137,7 @@ def main() -> None:
             "mean_expected_accepted": float(np.mean(accepted)),
         }
         key = (k, wor)
-        if name.startswith("token:"):
+        if name in ("token:specinfer", "token:rrs-wor"):
             baseline[key] = row
         rows.append(row)
     for row in rows:

@@ -256,3 +256,45 @@ def test_batched_inputs_are_checked(device):
         BlockVerification().verify_batch(tokens.expand(2, 2, 2), target.expand(2, 2, 3, 2), draft.expand(2, 2, 2, 2), generator)
     with pytest.raises(ValueError, match="K distinct first tokens"):
         Traversal().verify_batch(tokens.expand(2, 2, 2), target.expand(2, 2, 3, 2), draft.expand(2, 2, 2, 2), generator, without_replacement=True)
+
+
+# ------------------------------------------------------------------ sequence models, LP inputs
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        pytest.param(lambda: SequenceModel([[0.5, 0.5]], []), "expected L \\+ 1 target tables and L draft tables", id="no draft table"),
+        pytest.param(lambda: SequenceModel([[0.5, 0.5], [[0.5, 0.5]]], [[0.5, 0.5]]), r"target\[1\]: expected shape \(2, 2\)", id="table shape"),
+        pytest.param(lambda: SequenceModel([[0.5, 0.6], [[0.5, 0.5]] * 2], [[0.5, 0.5]]), "target", id="not a distribution"),
+        pytest.param(lambda: SequenceModel.random(0, 2, np.random.default_rng(0)), "n: ", id="empty vocabulary"),
+        pytest.param(lambda: SequenceModel.constant([0.5, 0.5], [0.5, 0.5], 0), "length: ", id="zero length"),
+    ],
+)
+def test_bad_sequence_models_are_refused(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_tree_enumeration_counts_and_probabilities():
+    model = SequenceModel.random(3, 2, np.random.default_rng(0), exact=True, denominator=10)
+    for k, wor in ((2, False), (3, False), (2, True), (3, True)):
+        trees = list(model.trees(k, without_replacement=wor))
+        assert len(trees) == model.tree_count(k, wor)
+        assert sum(p for _, p in trees) == 1
+
+
+def test_block_level_inputs_are_checked():
+    from multidraft.trees import block_optimum, evaluate, tree_only_bound
+
+    model = SequenceModel.random(2, 2, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="form: unknown 'flow'"):
+        block_optimum(model, 2, form="flow")
+    with pytest.raises(ValueError, match="models: expected at least two SequenceModels"):
+        tree_only_bound([model], 2)
+    with pytest.raises(ValueError, match="models: every model needs the same n and L"):
+        tree_only_bound([model, SequenceModel.random(3, 2, np.random.default_rng(0))], 2)
+    with pytest.raises(ValueError, match="verifier: expected a TreeVerifier"):
+        evaluate("traversal", model, 2)
+    with pytest.raises(ValueError, match="k: without replacement needs k <= 2"):
+        list(model.trees(3, without_replacement=True))

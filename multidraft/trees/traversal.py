@@ -1,8 +1,10 @@
 """Traversal verification (Weng et al., NeurIPS 2025, arXiv 2505.12398): leaf to root over the
 draft tree.
 
-The paper's algorithm (its Algorithm 1 with the initialisation and update equations of its
-Section 3; notation M_b = target, M_s = draft, as there):
+The paper's algorithm (notation M_b = target, M_s = draft, as there), as reconstructed in
+theory.md ("Block level") from public descriptions of the paper -- its algorithm box was not
+readable here, so equations are cited by role, not number -- and checked lossless by exact
+enumeration (tests/test_trees_exact.py):
 
 1. **Initialise** top-down: ``p_α(root) = 1`` and, for a node X_i with parent X_{i-1},
    ``p_α(X_i) = min(p_α(X_{i-1}) · M_b(X_i | X^{i-1}) / M_s(X_i | X^{i-1}), 1)``.

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-
 from multidraft.trees.model import SequenceModel
 from multidraft.trees.optimum import _class_bound, _prefixes, _Program, _solve, block_optimum, tree_classes
 

@@ -298,3 +298,21 @@ def test_block_level_inputs_are_checked():
         evaluate("traversal", model, 2)
     with pytest.raises(ValueError, match="k: without replacement needs k <= 2"):
         list(model.trees(3, without_replacement=True))
+
+
+@pytest.mark.parametrize("n, k", [(6, 2), (30, 3), (80, 4)])
+def test_curtain_choice_for_one_tuple_equals_the_rules_own_integral(n, k):
+    """The memory-light per-tuple integral of selective verification against
+    CurtainRule.choice_probabilities (same formula, all pieces), and rows sum to one."""
+    from multidraft.theory.distributions import zipf
+    from multidraft.theory.laws import IID
+    from multidraft.theory.verifier import optimal_selection_rule
+    from multidraft.trees.selective import curtain_choice
+
+    rng = np.random.default_rng(n)
+    p, q = zipf(n, 1.2, rng), zipf(n, 0.9, rng)
+    rule = optimal_selection_rule(p, IID(q, k))
+    tuples = rng.choice(n, size=(20, k), p=q)
+    ours = np.array([curtain_choice(rule, row) for row in tuples])
+    np.testing.assert_allclose(ours, rule.choice_probabilities(tuples), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-12)

@@ -324,8 +324,8 @@ class WrongLawSelective(get_verifier("selective").__class__):
     """Twin: selects with the optimal rule but pretends the selection law is the draft q."""
 
     def _selection(self, tree, node, budget, residual):
-        r, chosen, rule = super()._selection(tree, node, budget, residual)
-        return np.asarray(tree.draft_at(node), dtype=np.float64), chosen, rule
+        _, chosen = super()._selection(tree, node, budget, residual)
+        return np.asarray(tree.draft_at(node), dtype=np.float64), chosen
 
 
 def test_selective_with_a_wrong_selection_law_is_lossy():

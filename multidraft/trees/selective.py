@@ -5,10 +5,12 @@ At a node v entered with budget a (the probability, averaged over v's random sub
 subtree's verification succeeds; a = 1 at the root) and target residual B (the target
 p(· | v) on entry):
 
-1. a selection rule picks **one** live draft token c -- the optimal rule of
-   :func:`multidraft.theory.verifier.optimal_selection_rule` for the target ``a·B`` (with the
-   missing mass 1 - a on a token no draft holds) and the node's draft law (iid or without
-   replacement) -- whose law r over the children is known exactly;
+1. a selection rule picks **one** live draft token c -- the token-level optimal selection for
+   the target ``a·B`` (the missing mass 1 - a on a token no draft holds) and the node's draft
+   law: the curtain rule of :func:`multidraft.theory.verifier.optimal_selection_rule` for iid
+   drafts, for drafts without replacement the transport LP's optimal coupling where it fits
+   (small vocabularies) and the front/back rule beyond -- whose law r over the children is
+   known exactly;
 2. c's subtree is verified the same way with budget ``b = min(1, a·B(c) / r(c))``;
 3. if it fails, v itself is accepted with probability ``a' = S / (S + 1 - a)``,
    ``S = Σ_x [a·B(x) - r(x)]_+``, and the next token is drawn from ``norm([a·B - r]_+)``;
@@ -35,11 +37,53 @@ from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, samp
 from multidraft.trees.token import node_law
 from multidraft.trees.tree import DraftTree
 
-__all__ = ["Selective", "REMEMBER_BELOW"]
+__all__ = ["Selective", "curtain_choice", "REMEMBER_BELOW"]
 
 #: Vocabularies up to this size have their selection rules remembered (exact evaluation).
 REMEMBER_BELOW = 1024
 _REMEMBERED_RULES = 4096
+
+
+def curtain_choice(rule, drafts: np.ndarray) -> np.ndarray:
+    """``P(draft i is selected | X = drafts)`` for one tuple ``drafts [K]`` under a curtain rule:
+
+        P(i | x) = ∫_0^1 g_{x_i}(t) Π_{j≠i} (1 - G_{x_j}(t)) dt,
+
+    g_y = 1/|S_y| on token y's position set S_y, G_y its distribution function (the formula of
+    :meth:`~multidraft.theory.verifier.CurtainRule.choice_probabilities`). Only the K drafted
+    tokens' pieces enter: between consecutive piece ends the integrand is a polynomial of
+    degree K - 1, integrated exactly by Gauss-Legendre with ⌈K/2⌉ + 1 nodes, and each G is read
+    off its own pieces by one binary search per node. Memory O(pieces of the drafted tokens ×
+    K) -- the rule's own method builds a pieces × nodes table, gigabytes at n = 49152.
+    """
+    drafts = np.asarray(drafts, dtype=np.int64)
+    groups = rule.token_group[drafts]
+    if (groups < 0).any():
+        raise ValueError("drafts: a draft token has draft probability zero")
+    distinct = np.unique(groups)
+    spans = [(rule.piece_start[rule.group_first[g] : rule.group_last[g]], rule.piece_end[rule.group_first[g] : rule.group_last[g]]) for g in distinct]
+    edges = np.unique(np.concatenate([[0.0, 1.0], *[np.concatenate(span) for span in spans]]))
+    nodes, weights = np.polynomial.legendre.leggauss(len(drafts) // 2 + 2)
+    left, width = edges[:-1, None], np.diff(edges)[:, None]
+    t = (left + 0.5 * width * (nodes + 1.0)).ravel()
+    dt = (0.5 * width * weights).ravel()
+    density, survive = {}, {}
+    for g, (start, end) in zip(distinct, spans):
+        order = np.argsort(start)
+        start, end = start[order], end[order]
+        lengths = end - start
+        size = max(float(lengths.sum()), 1e-300)
+        before = np.concatenate([[0.0], np.cumsum(lengths)])
+        piece = np.searchsorted(start, t, side="right") - 1
+        inside = (piece >= 0) & (t < end[np.maximum(piece, 0)])
+        covered = np.where(piece >= 0, before[np.maximum(piece, 0)] + np.minimum(t - start[np.maximum(piece, 0)], lengths[np.maximum(piece, 0)]), 0.0)
+        density[int(g)] = inside / size
+        survive[int(g)] = 1.0 - covered / size
+    out = np.empty(len(drafts))
+    for i, g in enumerate(groups):
+        others = np.prod([survive[int(h)] for j, h in enumerate(groups) if j != i], axis=0) if len(groups) > 1 else 1.0
+        out[i] = float((density[int(g)] * others) @ dt)
+    return out
 
 
 class Selective(TreeVerifier):
@@ -52,32 +96,57 @@ class Selective(TreeVerifier):
     def __init__(self) -> None:
         self._rules: dict[bytes, object] = {}
 
-    def _selection(self, tree: DraftTree, node: int, budget: float, residual: np.ndarray):
-        """``(r over the tokens [n], P(each live draft is selected) [k_live], rule)`` at
-        ``node`` for the target ``budget · residual`` (mass 1 - budget on an undraftable token).
+    def _selection(self, tree: DraftTree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(r over the tokens [n], P(each live draft is selected) [k_live])`` at ``node`` for
+        the target ``budget · residual`` (mass 1 - budget on a token no draft holds).
 
-        Rules are remembered for small vocabularies (n <= :data:`REMEMBER_BELOW`), where the
-        exact evaluation of a sequence model meets the same node state in many trees."""
-        from multidraft.theory.verifier import optimal_selection_rule
-
+        One live draft: r = its draft law. iid drafts: the curtain rule (exact optimum).
+        Without replacement: the optimal coupling of the transport LP where its size guard
+        lets it run (small vocabularies; Theorem 1's importance weights, ``r`` their exact
+        law), else the front/back rule. Rules are remembered for small vocabularies
+        (n <= :data:`REMEMBER_BELOW`), where exact evaluation meets the same node state in
+        many trees."""
         nodes = tree.nodes
         rows, depth = nodes.rows(node), int(nodes.depth[node])
         drafts = np.asarray(tree.draft[rows, depth], dtype=np.float64)
+        live = tree.tokens[rows, depth]
+        if len(rows) == 1:
+            return drafts[0], np.ones(1)
         target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
         name = tree.live_law_name(node)
-        key = None
-        if tree.n <= REMEMBER_BELOW:
-            key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes()).digest()
+        key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes()).digest() if tree.n <= REMEMBER_BELOW else None
         rule = self._rules.get(key) if key is not None else None
         if rule is None:
-            law = node_law(name, np.append(drafts, np.zeros((len(rows), 1)), axis=1))
-            rule = optimal_selection_rule(target / target.sum(), law)
+            rule = self._rule(target / target.sum(), node_law(name, np.append(drafts, np.zeros((len(rows), 1)), axis=1)))
             if key is not None:
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
                 self._rules[key] = rule
-        live = tree.tokens[rows, depth]
-        return rule.selection_law[:-1], rule.choice_probabilities(live[None])[0], rule
+        law, choose = rule
+        return law[:-1], choose(live[None])[0]
+
+    @staticmethod
+    def _rule(target: np.ndarray, law) -> tuple[np.ndarray, object]:
+        """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
+        selection for ``(target, law)``."""
+        from multidraft.theory.limits import ProblemTooLargeError
+        from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
+
+        if law.name == "wor":
+            from multidraft.lp import importance_from_coupling, transport_lp
+            from multidraft.lp.transport import transport_size
+
+            try:
+                transport_size(law)
+            except ProblemTooLargeError:
+                pass
+            else:
+                selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
+                return np.asarray(selection.intermediate, dtype=np.float64), selection.selection_probabilities
+        rule = optimal_selection_rule(target, law)
+        if isinstance(rule, CurtainRule):
+            return rule.selection_law, lambda tuples: np.array([curtain_choice(rule, row) for row in tuples])
+        return rule.selection_law, rule.choice_probabilities
 
     @staticmethod
     def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, np.ndarray]:
@@ -100,7 +169,7 @@ class Selective(TreeVerifier):
             fail_children = 1.0
             following, rest = budget, residual
             if children:
-                r, chosen, _ = self._selection(tree, node, budget, residual)
+                r, chosen = self._selection(tree, node, budget, residual)
                 live = tree.tokens[nodes.rows(node), nodes.depth[node]]
                 fail_children = 0.0
                 for child in children:
@@ -130,9 +199,9 @@ class Selective(TreeVerifier):
             children = nodes.children[node]
             following, rest = budget, residual
             if children:
-                r, _, rule = self._selection(tree, node, budget, residual)
+                r, chosen = self._selection(tree, node, budget, residual)
                 live = tree.tokens[nodes.rows(node), nodes.depth[node]]
-                token = int(live[rule.choose(live[None], rng)[0]])
+                token = int(live[sample_index(chosen, rng)])
                 child = next(c for c in children if nodes.token[c] == token)
                 outcome = run(child, min(1.0, budget * residual[token] / r[token]), np.asarray(tree.target_at(child), dtype=np.float64))
                 if outcome is not None:

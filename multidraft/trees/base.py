@@ -190,12 +190,18 @@ class TreeVerifier(ABC):
         path = nodes.path(node)
         return Verification(len(path), int(node), int(nodes.row[node]), int(next_token), (*path, int(next_token)))
 
-    def verify_batch(self, tokens, target, draft, generator, *, without_replacement: bool = False) -> BatchVerification:
+    def verify_batch(
+        self, tokens, target, draft, generator, *, without_replacement: bool = False, validate: bool = True
+    ) -> BatchVerification:
         """Batched torch form: ``tokens [B, K, L]`` long, ``target [B, K, L + 1, n]``,
-        ``draft [B, K, L, n]`` (every row one draft law) -> :class:`BatchVerification`."""
+        ``draft [B, K, L, n]`` (every row one draft law) -> :class:`BatchVerification`.
+
+        ``validate=False`` skips the O(B·K·L·n) check that every row is a distribution (shapes,
+        token ids and the drafted tokens' positive probability are always checked): for callers
+        whose distributions come normalised, such as decoding's ``process_logits``."""
         from multidraft.trees import _batch
 
-        batch = _batch.check(tokens, target, draft, generator, without_replacement)
+        batch = _batch.check(tokens, target, draft, generator, without_replacement, validate)
         if self.max_k is not None and batch.k > self.max_k:
             raise ValueError(f"verifier {self.name!r} takes K <= {self.max_k}; got K={batch.k}")
         if without_replacement and "wor" not in self.drafting:

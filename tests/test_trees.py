@@ -116,7 +116,7 @@ def test_every_scheme_has_a_token_verifier_and_names_are_exact():
         get_verifier("Traversal")
     with pytest.raises(ValueError, match="takes no options"):
         get_verifier("block", s=3)
-    with pytest.raises(ValueError, match="expected a registered Scheme"):
+    with pytest.raises(ValueError, match="expected a Scheme .* or an object with select"):
         TokenVerifier("specinfer")
 
 
@@ -301,18 +301,24 @@ def test_block_level_inputs_are_checked():
 
 
 @pytest.mark.parametrize("n, k", [(6, 2), (30, 3), (80, 4)])
-def test_curtain_choice_for_one_tuple_equals_the_rules_own_integral(n, k):
-    """The memory-light per-tuple integral of selective verification against
-    CurtainRule.choice_probabilities (same formula, all pieces), and rows sum to one."""
+def test_restricted_curtain_rule_keeps_the_choice_probabilities(n, k):
+    """The curtain rule restricted to a tuple's tokens (what selective verification and the
+    token walk's optimal verifier use at a real vocabulary) against the whole rule's
+    choice_probabilities, rows summing to one; tiny-mass tokens (point sets) included."""
     from multidraft.theory.distributions import zipf
     from multidraft.theory.laws import IID
     from multidraft.theory.verifier import optimal_selection_rule
-    from multidraft.trees.selective import curtain_choice
+    from multidraft.trees._rules import choice_probabilities, restricted_rule
 
     rng = np.random.default_rng(n)
     p, q = zipf(n, 1.2, rng), zipf(n, 0.9, rng)
+    q[-2:] = 1e-300  # below the resolution of positions: point sets
+    q /= q.sum()
     rule = optimal_selection_rule(p, IID(q, k))
     tuples = rng.choice(n, size=(20, k), p=q)
-    ours = np.array([curtain_choice(rule, row) for row in tuples])
+    tuples[:4, 0] = n - 1
+    tuples[2:4, 1] = n - 2
+    ours = choice_probabilities(rule, tuples)
     np.testing.assert_allclose(ours, rule.choice_probabilities(tuples), rtol=0, atol=1e-13)
     np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-12)
+    assert len(restricted_rule(rule, tuples[0]).piece_start) < len(rule.piece_start)

@@ -116,7 +116,7 @@ class DistinctChildrenWalk(TokenVerifier):
         distinct = np.array(list(dict.fromkeys(tokens.tolist())), dtype=np.int64)
         draft = np.repeat(tree.draft_at(node)[None], len(distinct), axis=0)
         law = node_law(law.name, draft)
-        return node_scheme(self.scheme, law), law, distinct
+        return node_scheme(self.scheme, type(law), law.k)[0], law, distinct
 
 
 def _exact_model(seed: int, n: int = 3, length: int = 2) -> SequenceModel:
@@ -155,7 +155,7 @@ def _cases():
         for k, wor in itertools.product((1, 2, 3), (False, True)):
             if isinstance(verifier, TokenVerifier):
                 laws = [WithoutReplacement(q, k), IID(q, 1)] if wor else [IID(q, j) for j in range(1, k + 1)]
-                if not all(node_scheme(verifier.scheme, law).supports(law) for law in laws):
+                if not all(node_scheme(verifier.scheme, type(law), law.k)[0].supports(law) for law in laws):
                     continue
             elif verifier.max_k is not None and k > verifier.max_k:
                 continue

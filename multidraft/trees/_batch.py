@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.trees.base import BatchVerification
-from multidraft.trees.tree import ROW_SUM_TOLERANCE, DraftTree, _merge
+from multidraft.trees.tree import ROW_SUM_TOLERANCE, DraftTree, _merge, live_law_class
 
-__all__ = ["TreeBatch", "check", "host_batch", "block_batch", "traversal_batch", "token_batch"]
+__all__ = ["TreeBatch", "check", "host_rng", "host_batch", "block_batch", "traversal_batch", "token_batch"]
 
 # Event kinds of the traversal schedule.
 _NONE, _ENTER, _TEST = 0, 1, 2
@@ -45,6 +45,12 @@ class TreeBatch:
     without_replacement: bool
     distinct: tuple  # TreeNodes of each distinct tree
     inverse: np.ndarray  # [B]: which distinct tree each one is
+    groups: tuple[int, ...]  # [K]: rows with equal labels share one draft law
+
+    @property
+    def drafting(self) -> str:
+        """``"wor"``, ``"iid"`` or ``"independent"`` (as :meth:`TreeVerifier.tree_drafting`)."""
+        return live_law_class(self.groups, self.without_replacement).name
 
     @property
     def structure(self) -> tuple:
@@ -64,9 +70,10 @@ class TreeBatch:
         return self.tokens.shape[2]
 
 
-def check(tokens, target, draft, generator, without_replacement: bool, validate: bool = True) -> TreeBatch:
+def check(tokens, target, draft, generator, without_replacement: bool, validate: bool = True, groups=None) -> TreeBatch:
     """Validate the batched inputs (ValueError naming the argument) and merge each tree;
-    ``validate=False`` skips the per-row distribution check."""
+    ``validate=False`` skips the per-row distribution check; ``groups``: K row labels (default
+    one group)."""
     import torch
 
     from multidraft.schemes._torch import check_generator
@@ -101,9 +108,21 @@ def check(tokens, target, draft, generator, without_replacement: bool, validate:
     host = tokens.cpu().numpy()
     if without_replacement and any(len(set(row[:, 0].tolist())) != k for row in host):
         raise ValueError("tokens: drafts without replacement need K distinct first tokens in every tree")
+    labels = (0,) * k if groups is None else tuple(groups)
+    if len(labels) != k:
+        raise ValueError(f"groups: expected {k} labels (one per row), got {len(labels)}")
+    if without_replacement and len(set(labels)) > 1:
+        raise ValueError("without_replacement: the first tokens come from one draft law; groups must be equal")
     distinct, inverse = np.unique(host.reshape(batch, -1), axis=0, return_inverse=True)
     merged = tuple(_merge(t.reshape(k, length)) for t in distinct)
-    return TreeBatch(tokens, target, draft, bool(without_replacement), merged, inverse.reshape(-1))
+    return TreeBatch(tokens, target, draft, bool(without_replacement), merged, inverse.reshape(-1), labels)
+
+
+def host_rng(generator) -> np.random.Generator:
+    """A numpy generator for the host parts of a batched run, seeded from ``generator``."""
+    import torch
+
+    return np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device)))
 
 
 def _sample(rows, generator):
@@ -115,19 +134,20 @@ def _sample(rows, generator):
 # ------------------------------------------------------------------------------------------
 
 
-def host_batch(verifier, batch: TreeBatch, generator) -> BatchVerification:
+def host_batch(verifier, batch: TreeBatch, generator, rng: np.random.Generator | None = None) -> BatchVerification:
     """Run ``verifier.verify`` on each tree of the batch on the host (numpy views of CPU
-    tensors; other devices are copied), with a numpy generator seeded from ``generator``;
+    tensors; other devices are copied), with ``rng`` (default: seeded from ``generator``);
     the outcomes return to the inputs' device."""
     import torch
 
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
-    rng = np.random.default_rng(seed)
+    rng = host_rng(generator) if rng is None else rng
     tokens = batch.tokens.cpu().numpy()
     target, draft = batch.target.double().cpu().numpy(), batch.draft.double().cpu().numpy()
     out = np.zeros((3, batch.size), dtype=np.int64)
     for b in range(batch.size):
-        tree = DraftTree(tokens[b], target[b], draft[b], without_replacement=batch.without_replacement, validate=False)
+        tree = DraftTree(
+            tokens[b], target[b], draft[b], without_replacement=batch.without_replacement, groups=batch.groups, validate=False
+        )
         run = verifier._verify(tree, rng)
         node = run[0]
         out[:, b] = tree.nodes.depth[node], tree.nodes.row[node], run[1]
@@ -294,46 +314,72 @@ def traversal_batch(batch: TreeBatch, generator) -> BatchVerification:
 # ------------------------------------------------------------------------------------------
 
 
-def token_batch(verifier, batch: TreeBatch, generator) -> BatchVerification:
-    """The token walk over B trees, depth by depth, grouping nodes by their number of live
-    drafts so the scheme's ``select_batch`` runs once per group."""
+def token_batch(scheme, batch: TreeBatch, generator, rng: np.random.Generator | None = None) -> BatchVerification:
+    """The token walk over B trees with ``scheme`` (:class:`~multidraft.trees.TokenVerifier`),
+    depth by depth, recording every node it verifies (:class:`~multidraft.trees.token.NodeStep`).
+
+    At each depth the trees' current nodes are grouped by the class of their live drafts' law
+    and their number; per group the scheme runs once in its batched torch form where it has one
+    for that law (:func:`~multidraft.trees.token.node_scheme`), else its plan for each node,
+    prepared on the host, selects with ``rng`` (an object with ``select`` only: that). The
+    drafts carrying the output token stay live; a tree whose output is no live draft stops
+    with it, and after L accepted tokens a bonus token is drawn from the target.
+
+    Raises
+    ------
+    RuntimeError
+        When the scheme's ``accepted`` disagrees with whether its token is a live draft.
+    """
     import torch
 
-    from multidraft.trees.token import node_law, node_scheme
+    from multidraft.trees.token import NodeStep, node_scheme
 
     target, draft, tokens = batch.target, batch.draft, batch.tokens
     device = target.device
     size, k, length = batch.size, batch.k, batch.length
     host = tokens.cpu().numpy()
+    rng = host_rng(generator) if rng is None else rng
     live = [list(range(k)) for _ in range(size)]
     done = np.zeros(size, dtype=bool)
     accepted = np.zeros(size, dtype=np.int64)
     output = np.zeros(size, dtype=np.int64)
-    rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device)))
+    steps: list[list[NodeStep]] = [[] for _ in range(size)]
     for depth in range(length):
-        groups: dict[int, list[int]] = {}
+        nodes: dict[tuple, list[int]] = {}
         for b in np.flatnonzero(~done):
-            groups.setdefault(len(live[b]), []).append(int(b))
-        for count, members in groups.items():
-            name = "wor" if batch.without_replacement else "iid"
-            example = node_law(name, np.full((count, count + 1), 1.0 / (count + 1)))
-            scheme = node_scheme(verifier.scheme, example)
-            index = torch.as_tensor(members, device=device)
-            rows = torch.as_tensor([live[b] for b in members], device=device)  # [G, count]
-            p = target[index, rows[:, 0], depth]  # [G, n]
-            q = draft[index[:, None], rows, depth]  # [G, count, n]
-            x = tokens[index[:, None], rows, depth]  # [G, count]
-            if scheme.supports_batch(example):
-                chosen = scheme.select_batch(p, q, x, generator)[0].cpu().numpy()
+            law_class = live_law_class([batch.groups[r] for r in live[b]], batch.without_replacement)
+            nodes.setdefault((law_class, len(live[b])), []).append(int(b))
+        for (law_class, count), members in nodes.items():
+            chosen, batched = node_scheme(scheme, law_class, count)
+            if len(members) == 1 and count == k:  # decoding's case: views of the block's tensors
+                b = members[0]
+                p, q, x = target[b, 0, depth][None], draft[b, :, depth][None], tokens[b, :, depth][None]
             else:
-                p_host, q_host, x_host = p.double().cpu().numpy(), q.double().cpu().numpy(), x.cpu().numpy()
-                chosen = [scheme.select(p_host[g], node_law(name, q_host[g]), x_host[g], rng).token for g in range(len(members))]
-            for b, y in zip(members, chosen):
-                carriers = [r for r in live[b] if host[b, r, depth] == int(y)]
+                index = torch.as_tensor(members, device=device)
+                rows = torch.as_tensor([live[b] for b in members], device=device)  # [G, count]
+                p = target[index, rows[:, 0], depth]  # [G, n]
+                q = draft[index[:, None], rows, depth]  # [G, count, n]
+                x = tokens[index[:, None], rows, depth]  # [G, count]
+            if batched:
+                token, flag = (v.cpu().numpy() for v in chosen.select_batch(p, q, x, generator))
+                plans = [None] * len(members)
+            else:
+                token, flag, plans = zip(*(_host_select(chosen, law_class, p[g], q[g], x[g], rng) for g in range(len(members))))
+            for g, b in enumerate(members):
+                drafted = tuple(int(host[b, r, depth]) for r in live[b])
+                carriers = [r for r, t in zip(live[b], drafted) if t == int(token[g])]
+                if bool(flag[g]) != bool(carriers):
+                    raise RuntimeError(
+                        f"scheme {getattr(scheme, 'name', scheme)!r} reported accepted={bool(flag[g])} "
+                        f"for token {int(token[g])} with drafts {list(drafted)}"
+                    )
+                steps[b].append(
+                    NodeStep(depth + 1, tuple(live[b]), drafted, int(token[g]), bool(carriers), p[g], q[g], law_class, chosen, plans[g])
+                )
                 if carriers:
                     live[b] = carriers
                 else:
-                    done[b], accepted[b], output[b] = True, depth, int(y)
+                    done[b], accepted[b], output[b] = True, depth, int(token[g])
     rest = np.flatnonzero(~done)
     first = torch.as_tensor([live[b][0] for b in range(size)], device=device)
     if len(rest):
@@ -341,5 +387,20 @@ def token_batch(verifier, batch: TreeBatch, generator) -> BatchVerification:
         output[rest] = _sample(target[index, first[index], length], generator).cpu().numpy()
         accepted[rest] = length
     return BatchVerification(
-        torch.as_tensor(accepted, device=device), first, torch.as_tensor(output, device=device)
+        torch.as_tensor(accepted, device=device), first, torch.as_tensor(output, device=device), tuple(map(tuple, steps))
     )
+
+
+def _host_select(scheme, law_class, p, q, x, rng: np.random.Generator) -> tuple[int, bool, object]:
+    """Run ``scheme`` at one node on the host: ``(token, accepted, its plan or None)``. A
+    :class:`~multidraft.schemes.Scheme` prepares its plan for (p, law) and the plan selects;
+    another object's ``select`` runs."""
+    from multidraft.schemes import Scheme
+
+    target, law = p.double().cpu().numpy(), law_class.from_drafts(q.double().cpu().numpy(), normalize=True)
+    if isinstance(scheme, Scheme):
+        plan = scheme.prepare(target, law)
+        selection = plan.select(x.cpu().numpy(), rng)
+        return int(selection.token), bool(selection.accepted), plan
+    selection = scheme.select(target, law, x.cpu().numpy(), rng)
+    return int(selection.token), bool(selection.accepted), None

@@ -70,12 +70,15 @@ class BatchVerification:
 
     ``accepted`` (τ per tree), ``row`` (a draft row carrying the accepted path) and
     ``next_token``; the emitted tokens of tree b are ``tokens[b, row[b], :accepted[b]]``
-    followed by ``next_token[b]``.
+    followed by ``next_token[b]``. ``steps``: for the token walk, the nodes it verified in
+    each tree (:class:`~multidraft.trees.token.NodeStep`, root first); None for verifiers
+    that do not verify node by node.
     """
 
     accepted: object
     row: object
     next_token: object
+    steps: tuple | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,8 +102,19 @@ class TreeLaw:
     @property
     def expected_accepted(self) -> float | Fraction:
         """``E[τ | tree] = Σ_v P(v accepted) · depth(v)``."""
+        return self._moment(1)
+
+    @property
+    def variance_accepted(self) -> float | Fraction:
+        """``Var[τ | tree] = Σ_v P(v accepted) · depth(v)² - E[τ | tree]²``: the conditional
+        variance that makes an interval for realised minus expected accepted lengths."""
+        mean = self._moment(1)
+        return self._moment(2) - mean * mean
+
+    def _moment(self, power: int) -> float | Fraction:
         depth = self.tree.nodes.depth
-        total = sum((p * int(d) for p, d in zip(self.node_probability, depth)), Fraction(0) if self.tree.exact else 0.0)
+        zero = Fraction(0) if self.tree.exact else 0.0
+        total = sum((p * int(d) ** power for p, d in zip(self.node_probability, depth)), zero)
         return total if self.tree.exact else float(total)
 
     def total(self) -> float | Fraction:
@@ -191,22 +205,38 @@ class TreeVerifier(ABC):
         return Verification(len(path), int(node), int(nodes.row[node]), int(next_token), (*path, int(next_token)))
 
     def verify_batch(
-        self, tokens, target, draft, generator, *, without_replacement: bool = False, validate: bool = True
+        self,
+        tokens,
+        target,
+        draft,
+        generator,
+        *,
+        without_replacement: bool = False,
+        groups=None,
+        rng: np.random.Generator | None = None,
+        validate: bool = True,
     ) -> BatchVerification:
         """Batched torch form: ``tokens [B, K, L]`` long, ``target [B, K, L + 1, n]``,
-        ``draft [B, K, L, n]`` (every row one draft law) -> :class:`BatchVerification`.
+        ``draft [B, K, L, n]`` -> :class:`BatchVerification`; decoding verifies each block
+        through it (B = 1, on the models' device).
 
-        ``validate=False`` skips the O(B·K·L·n) check that every row is a distribution (shapes,
-        token ids and the drafted tokens' positive probability are always checked): for callers
-        whose distributions come normalised, such as decoding's ``process_logits``."""
+        ``groups``: K labels, rows with equal labels share one draft model and sampling (as
+        :class:`DraftTree`'s; default all equal, the iid case). ``rng``: the randomness of the
+        parts that run on the host with numpy (default: a generator seeded from
+        ``generator``). ``validate=False`` skips the O(B·K·L·n) check that every row is a
+        distribution (shapes, token ids and the drafted tokens' positive probability are always
+        checked): for callers whose distributions come normalised, such as decoding's
+        ``process_logits``."""
         from multidraft.trees import _batch
 
-        batch = _batch.check(tokens, target, draft, generator, without_replacement, validate)
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
+        batch = _batch.check(tokens, target, draft, generator, without_replacement, validate, groups)
         if self.max_k is not None and batch.k > self.max_k:
             raise ValueError(f"verifier {self.name!r} takes K <= {self.max_k}; got K={batch.k}")
-        if without_replacement and "wor" not in self.drafting:
-            raise ValueError(f"verifier {self.name!r} does not take drafts without replacement")
-        return self._verify_batch(batch, generator)
+        if batch.drafting not in self.drafting:
+            raise ValueError(f"verifier {self.name!r} takes {', '.join(self.drafting)} trees; got {batch.drafting} drafts")
+        return self._verify_batch(batch, generator, rng)
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -219,5 +249,6 @@ class TreeVerifier(ABC):
         """One run on a checked tree: ``(accepted node, next token)``."""
 
     @abstractmethod
-    def _verify_batch(self, batch, generator) -> BatchVerification:
-        """One run per tree of a checked torch batch."""
+    def _verify_batch(self, batch, generator, rng: np.random.Generator | None) -> BatchVerification:
+        """One run per tree of a checked torch batch (``rng``: for the host parts, None to
+        seed one from ``generator``)."""

@@ -99,9 +99,9 @@ class BlockVerification(TreeVerifier):
         tau = max(i for i in range(tree.length + 1) if i == 0 or eta[i] <= block.h[i])
         return tau, sample_index(block.residual[tau], rng)
 
-    def _verify_batch(self, batch, generator) -> BatchVerification:
+    def _verify_batch(self, batch, generator, rng) -> BatchVerification:
         from multidraft.trees._batch import block_batch, host_batch
 
         if batch.target.device.type == "cpu":
-            return host_batch(self, batch, generator)
+            return host_batch(self, batch, generator, rng)
         return block_batch(batch, generator)

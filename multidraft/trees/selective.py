@@ -29,61 +29,21 @@ verifier. It sees only the tree. Exact laws are in float64 (the rules' laws are 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import numpy as np
 
+from multidraft.trees._rules import choice_probabilities
 from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.token import node_law
 from multidraft.trees.tree import DraftTree
 
-__all__ = ["Selective", "curtain_choice", "REMEMBER_BELOW"]
+__all__ = ["Selective", "REMEMBER_BELOW"]
 
 #: Vocabularies up to this size have their selection rules remembered (exact evaluation).
 REMEMBER_BELOW = 1024
 _REMEMBERED_RULES = 4096
-
-
-def curtain_choice(rule, drafts: np.ndarray) -> np.ndarray:
-    """``P(draft i is selected | X = drafts)`` for one tuple ``drafts [K]`` under a curtain rule:
-
-        P(i | x) = ∫_0^1 g_{x_i}(t) Π_{j≠i} (1 - G_{x_j}(t)) dt,
-
-    g_y = 1/|S_y| on token y's position set S_y, G_y its distribution function (the formula of
-    :meth:`~multidraft.theory.verifier.CurtainRule.choice_probabilities`). Only the K drafted
-    tokens' pieces enter: between consecutive piece ends the integrand is a polynomial of
-    degree K - 1, integrated exactly by Gauss-Legendre with ⌈K/2⌉ + 1 nodes, and each G is read
-    off its own pieces by one binary search per node. Memory O(pieces of the drafted tokens ×
-    K) -- the rule's own method builds a pieces × nodes table, gigabytes at n = 49152.
-    """
-    drafts = np.asarray(drafts, dtype=np.int64)
-    groups = rule.token_group[drafts]
-    if (groups < 0).any():
-        raise ValueError("drafts: a draft token has draft probability zero")
-    distinct = np.unique(groups)
-    spans = [(rule.piece_start[rule.group_first[g] : rule.group_last[g]], rule.piece_end[rule.group_first[g] : rule.group_last[g]]) for g in distinct]
-    edges = np.unique(np.concatenate([[0.0, 1.0], *[np.concatenate(span) for span in spans]]))
-    nodes, weights = np.polynomial.legendre.leggauss(len(drafts) // 2 + 2)
-    left, width = edges[:-1, None], np.diff(edges)[:, None]
-    t = (left + 0.5 * width * (nodes + 1.0)).ravel()
-    dt = (0.5 * width * weights).ravel()
-    density, survive = {}, {}
-    for g, (start, end) in zip(distinct, spans):
-        order = np.argsort(start)
-        start, end = start[order], end[order]
-        lengths = end - start
-        size = max(float(lengths.sum()), 1e-300)
-        before = np.concatenate([[0.0], np.cumsum(lengths)])
-        piece = np.searchsorted(start, t, side="right") - 1
-        inside = (piece >= 0) & (t < end[np.maximum(piece, 0)])
-        covered = np.where(piece >= 0, before[np.maximum(piece, 0)] + np.minimum(t - start[np.maximum(piece, 0)], lengths[np.maximum(piece, 0)]), 0.0)
-        density[int(g)] = inside / size
-        survive[int(g)] = 1.0 - covered / size
-    out = np.empty(len(drafts))
-    for i, g in enumerate(groups):
-        others = np.prod([survive[int(h)] for j, h in enumerate(groups) if j != i], axis=0) if len(groups) > 1 else 1.0
-        out[i] = float((density[int(g)] * others) @ dt)
-    return out
 
 
 class Selective(TreeVerifier):
@@ -130,7 +90,7 @@ class Selective(TreeVerifier):
         """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
         selection for ``(target, law)``."""
         from multidraft.theory.limits import ProblemTooLargeError
-        from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
+        from multidraft.theory.verifier import optimal_selection_rule
 
         if law.name == "wor":
             from multidraft.lp import importance_from_coupling, transport_lp
@@ -144,9 +104,7 @@ class Selective(TreeVerifier):
                 selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
                 return np.asarray(selection.intermediate, dtype=np.float64), selection.selection_probabilities
         rule = optimal_selection_rule(target, law)
-        if isinstance(rule, CurtainRule):
-            return rule.selection_law, lambda tuples: np.array([curtain_choice(rule, row) for row in tuples])
-        return rule.selection_law, rule.choice_probabilities
+        return rule.selection_law, functools.partial(choice_probabilities, rule)
 
     @staticmethod
     def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, np.ndarray]:
@@ -213,7 +171,7 @@ class Selective(TreeVerifier):
 
         return run(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64))
 
-    def _verify_batch(self, batch, generator) -> BatchVerification:
+    def _verify_batch(self, batch, generator, rng) -> BatchVerification:
         from multidraft.trees._batch import host_batch
 
-        return host_batch(self, batch, generator)
+        return host_batch(self, batch, generator, rng)

@@ -13,23 +13,26 @@ speculative sampling (every multi-draft scheme reduces to it at K = 1).
 
 Its exact law given the tree multiplies, along each path, the scheme's conditional law
 ``P(Y = · | X = x)`` at each node -- taken from the scheme's plan for ``(target, law)``
-(:func:`node_conditional`, the one place this package reaches into a scheme's plan).
+(:func:`node_conditional`, the one place this package asks a scheme for its plan).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
+from multidraft.theory.laws import DraftLaw, law_for
+from multidraft.theory.verifier import CurtainRule
+from multidraft.trees._rules import curtain_conditional
 from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.tree import DraftTree
 
-__all__ = ["TokenVerifier", "node_law", "node_conditional", "node_scheme"]
+__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme"]
 
 #: Plans a :class:`TokenVerifier` keeps (oldest dropped first), for vocabularies up to
 #: :data:`REMEMBER_BELOW`: the exact evaluation of a small sequence model meets each node's
@@ -42,39 +45,98 @@ def node_law(name: str, drafts: np.ndarray) -> DraftLaw:
     """The law of the live rows' next tokens: kind ``name`` (``"iid"``, ``"independent"`` or
     ``"wor"``) over their draft distributions ``drafts [k_live, n]`` (float rows are
     renormalised; Fraction rows are exact)."""
-    k = len(drafts)
-    exact = drafts.dtype == object
-    rows = [list(r) for r in drafts] if exact else list(drafts)
-    options = {} if exact else {"normalize": True}
-    if name == "wor":
-        return WithoutReplacement(rows[0], k, **options)
-    if name == "iid":
-        return IID(rows[0], k, **options)
-    return Independent(rows, **options)
+    return law_for(name, drafts, normalize=drafts.dtype != object)
 
 
-def node_scheme(scheme: Any, law: DraftLaw) -> Any:
-    """``scheme``, or single-draft sampling at a node with one live draft when ``scheme`` is
-    defined for K >= 2 only."""
-    if law.k == 1 and not scheme.supports(law):
-        from multidraft.schemes import get_scheme
+def node_scheme(scheme: Any, law_class: type[DraftLaw], k: int) -> tuple[Any, bool]:
+    """The scheme that runs at a node whose law has class ``law_class`` and ``k`` live drafts,
+    and whether it runs in its batched torch form.
 
-        return get_scheme("single")
-    return scheme
+    ``scheme`` itself, or single-draft speculative sampling (Leviathan et al. 2023) at a node
+    with one live draft when ``scheme`` is defined for K >= 2 only -- every multi-draft scheme
+    reduces to it at K = 1. A :class:`~multidraft.schemes.Scheme` runs batched where it has a
+    batched form for the law (``supports_batch_law``; the optimal verifier's covers iid drafts
+    only); another object (one with ``select(target, law, drafts, rng)``) where it says
+    ``batch_capable`` and has ``select_batch``.
+    """
+    from multidraft.schemes import Scheme, get_scheme
+
+    if not isinstance(scheme, Scheme):
+        return scheme, bool(getattr(scheme, "batch_capable", False)) and callable(getattr(scheme, "select_batch", None))
+    if k == 1 and not scheme.supports_law(law_class, 1):
+        scheme = get_scheme("single")
+    return scheme, scheme.supports_batch_law(law_class, k)
 
 
 def node_conditional(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool) -> Callable[[np.ndarray], np.ndarray]:
     """``tuples [m, k] -> P(Y = · | X = x) [m, n]`` for ``scheme`` at one node (target p, draft
-    law D), from the scheme's plan for (p, D) -- computed once, reused for every tuple.
+    law D): the conditional law of the scheme's plan for (p, D)
+    (:meth:`~multidraft.schemes.Scheme.prepare`, :meth:`~multidraft.schemes.Plan.conditional`),
+    prepared once and reused for every tuple.
 
-    The single adapter onto the schemes' plan hooks (``_prepare``/``_conditional`` today; the
-    public ``prepare(target, law).conditional(tuples)`` of issue 21 when it lands).
+    The optimal verifier's plan for iid drafts selects by a curtain rule, whose own choice
+    table needs gigabytes at a real vocabulary; its conditional is computed from the rule
+    restricted to each tuple's tokens (:func:`~multidraft.trees._rules.curtain_conditional`).
     """
-    p = scheme.check(list(target) if exact else target, law, exact)
-    if exact and not scheme.exact_output:
+    if not hasattr(scheme, "prepare"):
+        raise ValueError(f"scheme {getattr(scheme, 'name', scheme)!r}: has no plans, so no exact law of its output")
+    if exact and not scheme.capabilities.exact_output:
         raise ValueError(f"scheme {scheme.name!r}: no exact (Fraction) conditional law; use float distributions")
-    plan = scheme._prepare(p, law, exact)
-    return lambda tuples: scheme._conditional(plan, np.asarray(tuples, dtype=np.int64))
+    plan = scheme.prepare(list(target) if exact else target, law, exact)
+    rule = getattr(plan, "rule", None)
+    if isinstance(rule, CurtainRule):
+        return lambda tuples: curtain_conditional(rule, tuples)
+    return lambda tuples: plan.conditional(np.asarray(tuples, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class NodeStep:
+    """One node verified by the token walk's batched form (decoding records one per position).
+
+    ``target`` is p ``[n]`` and ``drafts`` the live drafts' q_i ``[k_live, n]``: torch views
+    on the inputs' device. ``live`` are the rows through the node, ``draft_tokens`` their
+    tokens, ``law_class`` the class of their law, ``scheme`` the scheme that ran at the node
+    (after the one-draft fallback of :func:`node_scheme`), ``token`` its output and
+    ``accepted`` whether it is one of the draft tokens. ``plan`` is the plan that selected on
+    the host (None when the batched form ran, or for a scheme object without plans);
+    :meth:`host_plan` gives the node's plan either way.
+    """
+
+    depth: int
+    live: tuple[int, ...]
+    draft_tokens: tuple[int, ...]
+    token: int
+    accepted: bool
+    target: Any
+    drafts: Any
+    law_class: type[DraftLaw]
+    scheme: Any
+    plan: Any = None
+
+    @property
+    def law_name(self) -> str:
+        """The kind of the node's law (``law_class.name``)."""
+        return self.law_class.name
+
+    def host(self) -> tuple[np.ndarray, np.ndarray]:
+        """p ``[n]`` and q_i ``[k_live, n]`` as float64 numpy arrays (a copy off the device)."""
+        return self.target.double().cpu().numpy(), self.drafts.double().cpu().numpy()
+
+    def law(self) -> DraftLaw:
+        """The node's draft law: the plan's, else built on the host from a copy of q_i."""
+        if self.plan is not None:
+            return self.plan.law
+        return self.law_class.from_drafts(self.host()[1], normalize=True)
+
+    def host_plan(self) -> Any:
+        """The node's plan: the one that selected, else (after a batched selection) the
+        scheme's plan prepared now on the host; None for a scheme object without plans."""
+        from multidraft.schemes import Scheme
+
+        if self.plan is not None or not isinstance(self.scheme, Scheme):
+            return self.plan
+        target, drafts = self.host()
+        return self.scheme.prepare(target, self.law_class.from_drafts(drafts, normalize=True))
 
 
 class TokenVerifier(TreeVerifier):
@@ -97,11 +159,14 @@ class TokenVerifier(TreeVerifier):
     def __init__(self, scheme: Any) -> None:
         from multidraft.schemes import Scheme
 
-        if not isinstance(scheme, Scheme):
-            raise ValueError(f"scheme: expected a registered Scheme (multidraft.schemes.get_scheme), got {type(scheme).__name__}")
+        if not isinstance(scheme, Scheme) and not callable(getattr(scheme, "select", None)):
+            raise ValueError(
+                f"scheme: expected a Scheme (multidraft.schemes.get_scheme) or an object with "
+                f"select(target, law, drafts, rng), got {type(scheme).__name__}"
+            )
         self.scheme = scheme
-        self.name = f"token:{scheme.name}"
-        self.exact_capable = bool(scheme.exact_output)
+        self.name = f"token:{getattr(scheme, 'name', type(scheme).__name__)}"
+        self.exact_capable = isinstance(scheme, Scheme) and scheme.capabilities.exact_output
         self._plans: dict[bytes, Callable] = {}
 
     def __repr__(self) -> str:
@@ -112,7 +177,7 @@ class TokenVerifier(TreeVerifier):
         rows = tree.nodes.rows(node)
         depth = int(tree.nodes.depth[node])
         law = node_law(tree.live_law_name(node), tree.draft[rows, depth])
-        return node_scheme(self.scheme, law), law, tree.tokens[rows, depth]
+        return node_scheme(self.scheme, type(law), law.k)[0], law, tree.tokens[rows, depth]
 
     def _conditional(self, tree: DraftTree, node: int) -> np.ndarray:
         """``P(Y = · | live tuple)`` at ``node``, from a remembered plan when the node's
@@ -182,7 +247,7 @@ class TokenVerifier(TreeVerifier):
             node = following[0]
         return node, sample_index(tree.target_at(node), rng)
 
-    def _verify_batch(self, batch, generator) -> BatchVerification:
+    def _verify_batch(self, batch, generator, rng) -> BatchVerification:
         from multidraft.trees._batch import token_batch
 
-        return token_batch(self, batch, generator)
+        return token_batch(self.scheme, batch, generator, rng)

@@ -145,9 +145,9 @@ class Traversal(TreeVerifier):
                 return node, sample_index(weights, rng)
         raise AssertionError("unreachable: the root always accepts")  # pragma: no cover
 
-    def _verify_batch(self, batch, generator) -> BatchVerification:
-        from multidraft.trees._batch import traversal_batch, host_batch
+    def _verify_batch(self, batch, generator, rng) -> BatchVerification:
+        from multidraft.trees._batch import host_batch, traversal_batch
 
         if batch.target.device.type == "cpu":
-            return host_batch(self, batch, generator)
+            return host_batch(self, batch, generator, rng)
         return traversal_batch(batch, generator)

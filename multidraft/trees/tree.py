@@ -35,11 +35,25 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["DraftTree", "TreeNodes"]
+from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
+
+__all__ = ["DraftTree", "TreeNodes", "live_law_class"]
 
 #: Largest accepted ``|Σ p - 1|`` of a float distribution in a tree (float32 rounding over
 #: 1e5 tokens fits, as for the schemes' batched inputs).
 ROW_SUM_TOLERANCE = 1e-3
+
+
+def live_law_class(labels: Sequence[object], without_replacement: bool) -> type[DraftLaw]:
+    """The class of the law of the tokens drafted after a node by the rows through it, from
+    those rows' group ``labels`` (equal labels: one draft model and sampling):
+    :class:`~multidraft.theory.laws.WithoutReplacement` for a tree drafted without replacement
+    (K distinct first tokens, one row below the root, where ``WithoutReplacement(q, 1) =
+    IID(q, 1)``), else :class:`~multidraft.theory.laws.IID` for one label and
+    :class:`~multidraft.theory.laws.Independent` for several."""
+    if without_replacement:
+        return WithoutReplacement
+    return IID if len(set(labels)) == 1 else Independent
 
 
 @dataclass(frozen=True, eq=False)
@@ -301,10 +315,7 @@ class DraftTree:
         """Kind of the law of the tokens drafted after ``node`` by the rows through it:
         ``"wor"`` (drafts without replacement: K distinct at the root, one row below it),
         ``"iid"`` (one group) or ``"independent"``."""
-        if self.without_replacement:
-            return "wor"
-        groups = {self.groups[r] for r in self.nodes.rows(node)}
-        return "iid" if len(groups) == 1 else "independent"
+        return live_law_class([self.groups[r] for r in self.nodes.rows(node)], self.without_replacement).name
 
     @classmethod
     def chain(cls, tokens: Sequence[int], target: object, draft: object) -> DraftTree:

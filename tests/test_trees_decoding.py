@@ -24,7 +24,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from test_decoding import chi_square_pvalue, generators, onehot_block, tiny_model, two_token_law  # noqa: E402
+from test_decoding import chi_square_pvalue, generators, onehot_block, two_token_law  # noqa: E402
+from test_decoding import draft, target  # noqa: E402, F401 -- the tiny target and draft models (module fixtures)
 from test_decoding_models import tiny_dir  # noqa: E402, F401 -- the tiny model saved to a directory
 from test_trees_exact import NoResidualBlock, WithReplacementTraversal  # noqa: E402
 
@@ -32,16 +33,6 @@ from multidraft.decoding import DraftSpec, Sampling, measure, speculative_genera
 from multidraft.trees import get_verifier  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def target(device):
-    return tiny_model(0, device=device)
-
-
-@pytest.fixture(scope="module")
-def draft(device):
-    return tiny_model(1, device=device)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -89,10 +89,11 @@ class Selective(TreeVerifier):
     def _rule(target: np.ndarray, law) -> tuple[np.ndarray, object]:
         """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
         selection for ``(target, law)``."""
+        from multidraft.theory.laws import WithoutReplacement
         from multidraft.theory.limits import ProblemTooLargeError
         from multidraft.theory.verifier import optimal_selection_rule
 
-        if law.name == "wor":
+        if isinstance(law, WithoutReplacement):
             from multidraft.lp import importance_from_coupling, transport_lp
             from multidraft.lp.transport import transport_size
 

@@ -15,6 +15,7 @@ Independent routes compared here:
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import numpy as np
@@ -145,17 +146,7 @@ def test_broken_layout_is_caught():
     law = IID(q, k)
     rule = optimal_selection_rule(p, law)
     assert (np.diff(rule.group_first) >= 0).all()
-    hulls_start = np.minimum.reduceat(rule.piece_start, rule.group_first)
-    hulls_end = np.maximum.reduceat(rule.piece_end, rule.group_first)
-    broken = CurtainRule(
-        **{
-            **rule.__dict__,
-            "piece_start": hulls_start,
-            "piece_end": hulls_end,
-            "group_first": np.arange(len(hulls_start)),
-            "group_last": np.arange(1, len(hulls_start) + 1),
-        }
-    )
+    broken = _hull_uniform(rule)
     assert len(rule.piece_start) > len(broken.piece_start)  # the instance has nested hulls
     assert np.abs(enumerated_law(broken, law) - rule.selection_law).max() > 1e-3
 
@@ -217,10 +208,13 @@ def test_positions_lie_in_the_token_sets(uniforms):
 
 def _hull_uniform(rule: CurtainRule) -> CurtainRule:
     """WRONG twin: each group's positions uniform over its whole hull (the holes ignored)."""
-    start = np.minimum.reduceat(rule.piece_start, rule.group_first)
-    end = np.maximum.reduceat(rule.piece_end, rule.group_first)
-    size = np.arange(len(start))
-    return CurtainRule(**{**rule.__dict__, "piece_start": start, "piece_end": end, "group_first": size, "group_last": size + 1})
+    twin = copy.copy(rule)
+    twin.piece_start = np.minimum.reduceat(rule.piece_start, rule.group_first)
+    twin.piece_end = np.maximum.reduceat(rule.piece_end, rule.group_first)
+    twin.group_first = np.arange(len(twin.piece_start))
+    twin.group_last = twin.group_first + 1
+    twin.__dict__.pop("piece_cumulative", None)  # computed again from the new pieces
+    return twin
 
 
 @pytest.mark.statistical
@@ -243,17 +237,16 @@ def test_sampled_output_is_the_target_and_a_broken_twin_is_caught():
 
 
 def test_failed_fit_falls_back_to_an_exact_law(monkeypatch):
-    """A layout gone wrong (here: NaN weights) must not give a wrong output law: the rule falls
+    """A layout gone wrong (here: NaN densities) must not give a wrong output law: the rule falls
     back to one shared position set (a uniformly chosen draft, law q) and says so."""
-    from multidraft.theory import verifier
+    from multidraft.theory import _curtain_rule
+    from multidraft.theory._curtain import curtain_fit
 
-    def broken_layout(mass, weight, k, lo, hi):
-        group, start, end, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
-        return group, start, end, np.full_like(realised_weight, np.nan), realised_length
+    def broken_fit(ps, qs, k):
+        fit = curtain_fit(ps, qs, k)
+        return fit._replace(density=np.full_like(fit.density, np.nan), acceptance=np.nan)
 
-    from multidraft.theory._curtain import nested_layout
-
-    monkeypatch.setattr(verifier, "nested_layout", broken_layout)
+    monkeypatch.setattr(_curtain_rule, "curtain_fit", broken_fit)
     p, law = np.array([0.5, 0.3, 0.2]), IID([0.2, 0.3, 0.5], 2)
     rule = optimal_selection_rule(p, law)
     assert rule.note is not None and "fell back" in rule.note

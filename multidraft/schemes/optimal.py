@@ -46,7 +46,7 @@ from multidraft.schemes.greedy import GreedyVerifier
 from multidraft.theory.laws import IID, DraftLaw
 from multidraft.theory.limits import ProblemTooLargeError
 from multidraft.theory.optimal import optimal_acceptance
-from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, FrontBackRule, optimal_selection_rule
+from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, FrontBackRule, fit_curtain_rule, optimal_selection_rule
 
 __all__ = ["Optimal"]
 
@@ -59,6 +59,31 @@ class _RuleSelection:
 
     def selection_probabilities(self, drafts: np.ndarray) -> np.ndarray:
         return self.rule.choice_probabilities(np.asarray(drafts, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class _CurtainPlan:
+    """The iid verifier's rule as an importance plan. Its dense arrays (the step ``min(1, p/r)``,
+    the residual and r itself) are built only when asked for -- by the enumerations of small
+    cases; sampling runs on the rule's support (:meth:`CurtainRule.sample`)."""
+
+    rule: CurtainRule
+
+    @property
+    def selection(self) -> _RuleSelection:
+        return _RuleSelection(self.rule)
+
+    @property
+    def step(self) -> np.ndarray:
+        return self.rule.accept
+
+    @property
+    def residual(self) -> np.ndarray:
+        return self.rule.residual
+
+    @property
+    def intermediate(self) -> np.ndarray:
+        return self.rule.selection_law
 
 
 @dataclass(frozen=True)
@@ -98,9 +123,13 @@ class Optimal(ImportanceScheme):
         self._rules: dict[bytes, CurtainRule | FrontBackRule] = {}
 
     def _rule(self, p: np.ndarray, law: DraftLaw) -> CurtainRule | FrontBackRule:
-        """:func:`optimal_selection_rule` for ``(p, law)``, remembering the last few fits: a
-        decoding position asks for the rule (to select) and for its acceptance (to record),
-        and the without-replacement fit costs about a second at n = 49152."""
+        """The verifier's rule for a checked ``(p, law)``: the iid fit directly (microseconds on
+        a sparse draft, about a sort at full support); for drafts without replacement
+        :func:`optimal_selection_rule`, remembering the last few fits (a decoding position asks
+        for the rule, to select, and for its acceptance, to record, and that fit costs about a
+        second at n = 49152)."""
+        if law.name == "iid":
+            return fit_curtain_rule(p, law.draft, law.k)
         p = np.asarray(p, dtype=np.float64)
         key = hashlib.blake2b(law.name.encode() + law.k.to_bytes(8, "little") + p.tobytes() + law.draft.tobytes()).digest()
         if key not in self._rules:
@@ -139,6 +168,8 @@ class Optimal(ImportanceScheme):
         if not self._uses_verifier(law):
             return super()._prepare(p, law, exact)
         rule = self._rule(p, law)
+        if isinstance(rule, CurtainRule):
+            return _CurtainPlan(rule)
         return _Plan(_RuleSelection(rule), rule.accept, rule.residual, rule.selection_law)
 
     def _conditional(self, plan: _Plan | _Delegated, tuples: np.ndarray) -> np.ndarray:
@@ -146,9 +177,11 @@ class Optimal(ImportanceScheme):
             return plan.scheme._conditional(plan.plan, tuples)
         return super()._conditional(plan, tuples)
 
-    def _sample(self, plan: _Plan | _Delegated, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _sample(self, plan: _Plan | _CurtainPlan | _Delegated, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if isinstance(plan, _Delegated):
             return plan.scheme._sample(plan.plan, tuples, rng)
+        if isinstance(plan, _CurtainPlan):
+            return plan.rule.sample(tuples, rng)
         return super()._sample(plan, tuples, rng)
 
     def _choose(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:

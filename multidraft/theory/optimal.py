@@ -241,7 +241,10 @@ def optimal_acceptance(
 
 
 def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
-    order = law.scan_order(p, exact=exact)
+    if not exact and law.name in _SUPPORT_LAWS:
+        order = _support_order(p, law.draft)
+    else:
+        order = law.scan_order(p, exact=exact)
     contained = law.prefix_containment(order, exact=exact)
     if exact:
         prefix_p = np.array(list(itertools.accumulate((p[t] for t in order.tolist()), initial=Fraction(0))), dtype=object)
@@ -252,6 +255,23 @@ def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     best = int(np.argmin(values))
     value = float(min(1.0 + values[best], 1.0))
     return OptimalAcceptance(value, _certificate(order[:best], law.n), "sorted", exact, law.name)
+
+
+#: Laws drawn from one draft q whose scan runs on q's support only (:func:`_support_order`).
+_SUPPORT_LAWS = ("iid", "wor")
+
+
+def _support_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The decreasing-q/p order of the draft's support only.
+
+    A token with q(y) = 0 lies in no draft tuple, so ``P(set(X) ⊆ T)`` does not change when it
+    joins T while p(T) can only grow: no prefix through such tokens beats the prefix before
+    them, and the scan over the support alone has the same minimum. O(n) to find the support,
+    O(s log s) to order it."""
+    support = np.flatnonzero(q > 0)
+    if len(support) == len(q):
+        return ratio_order(p, q)
+    return support[ratio_order(p[support], q[support])]
 
 
 def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) -> np.ndarray:

@@ -24,39 +24,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from multidraft.theory import IID, Greedy, Independent, optimal_acceptance, softmax, zipf
-from multidraft.theory._curtain import interval_weight
 from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
-from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
+from rule_checks import coverage, enumerated_law, enumerated_output, law_through_actual_positions, sampled_output
 from strategies import as_float, instances
 
 
 
 
-
-
-def law_through_actual_positions(rule: CurtainRule) -> np.ndarray:
-    """The law of the rule as laid out, without assuming the pieces tile [0, 1) exactly.
-
-    A draft's position has density f = q(y)/|S_y| on each piece of token y, so its
-    distribution function F is piecewise linear over the sorted pieces, and the piece [a, b)
-    of a group contributes W(F(a), F(b)) to the group (the probability that the smallest of K
-    positions falls in it), shared among the group's tokens in proportion to q.
-    """
-    q = np.zeros(len(rule.group_first))
-    held = rule.token_group >= 0
-    np.add.at(q, rule.token_group[held], rule.draft[held])
-    groups = np.repeat(np.arange(len(rule.group_first)), rule.group_last - rule.group_first)
-    lengths = rule.piece_end - rule.piece_start
-    size = np.bincount(groups, lengths, minlength=len(q))
-    order = np.argsort(rule.piece_start, kind="stable")
-    mass = (q[groups] / size[groups] * lengths)[order]
-    cdf = np.concatenate([[0.0], np.cumsum(mass)])
-    share = np.zeros(len(q))
-    np.add.at(share, groups[order], interval_weight(cdf[:-1], cdf[1:], rule.k))
-    r = np.zeros(rule.n)
-    r[held] = rule.draft[held] / q[rule.token_group[held]] * share[rule.token_group[held]]
-    return r
 
 
 @given(instances(max_n=6, max_k=4))

@@ -32,7 +32,6 @@ asked).
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -198,52 +197,14 @@ class Optimal(ImportanceScheme):
         """Batched optimal verifier for iid drafts: ``target [B, n]``, ``drafts [B, K, n]`` (only
         ``drafts[:, 0]`` = q is used), ``tokens [B, K]`` -> ``(output [B], accepted [B])``.
 
-        Each row's rule is fitted in float64 on the CPU (one sort and the compiled stack pass,
-        :func:`~multidraft.theory.verifier.optimal_selection_rule`); the uniforms come from
-        ``generator`` and the outputs are returned on the input device. Rows are
-        renormalised in float64 first, so float32 inputs are verified against exactly the
-        distributions they hold.
+        Each row's rule is fitted in float64 on the host, on the draft's support (rows
+        renormalised first, so float32 inputs are verified against exactly the distributions
+        they hold); on a device only the supports travel, in one transfer per call
+        (:mod:`multidraft.schemes._optimal_batch`). The uniforms come from ``generator`` and the
+        outputs are returned on the input device.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
-        import torch
-
         from multidraft.schemes import _torch
+        from multidraft.schemes._optimal_batch import select_batch_iid
 
         k = _torch.check_batch(target, drafts[:, :1].expand_as(drafts), tokens)
-        batch = target.shape[0]
-        uniforms = _torch.uniforms((batch, k + 1), target, generator).double().cpu().numpy()
-        p_rows = target.double().cpu().numpy()
-        q_rows = drafts[:, 0].double().cpu().numpy()
-        x_rows = tokens.cpu().numpy()
-
-        # Rows with the same (p, q) share one fit (decoding repeats a node's distributions
-        # across the rows of a tree; tests verify many copies of one position).
-        keys = [p_rows[b].tobytes() + q_rows[b].tobytes() for b in range(batch)]
-        distinct = list(dict.fromkeys(keys))
-        members = {key: [] for key in distinct}
-        for b, key in enumerate(keys):
-            members[key].append(b)
-
-        def verify(key: bytes) -> None:
-            rows = np.array(members[key])
-            first = rows[0]
-            rule = optimal_selection_rule(p_rows[first] / p_rows[first].sum(), IID(q_rows[first], k, normalize=True))
-            chosen = x_rows[rows, np.argmin(rule.positions(x_rows[rows], uniforms[rows, :k]), axis=1)]
-            output[rows] = chosen
-            for b in rows[uniforms[rows, k] >= rule.accept[chosen]]:
-                rejected[int(b)] = rule.residual
-
-        output = np.empty(batch, dtype=np.int64)
-        rejected: dict[int, np.ndarray] = {}
-        # The fits release the GIL (numpy sorts, the compiled pass): distinct rows run in threads.
-        with ThreadPoolExecutor(max_workers=min(len(distinct), os.cpu_count() or 1)) as pool:
-            list(pool.map(verify, distinct))
-        rejected = sorted(rejected.items())
-        result = torch.as_tensor(output, device=target.device)
-        if rejected:
-            rows = torch.as_tensor([b for b, _ in rejected], device=target.device)
-            residuals = torch.as_tensor(np.stack([r for _, r in rejected]), dtype=target.dtype, device=target.device)
-            result[rows] = _torch.sample_rows(residuals, generator)
-        return result, (tokens == result[:, None]).any(dim=1)
-
+        return select_batch_iid(target, drafts, tokens, generator, k)

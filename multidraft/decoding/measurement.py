@@ -266,6 +266,7 @@ def _record(prompt: int, block: int, step: NodeStep, scheme: Any, keep: bool, ga
         block=block,
         depth=step.depth,
         k_live=len(step.live),
+        draft_support=int(np.count_nonzero((drafts > 0).any(axis=0))),
         law=step.law_name,
         draft_tokens=step.draft_tokens,
         token=step.token,

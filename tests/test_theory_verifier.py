@@ -217,8 +217,8 @@ def test_failed_fit_falls_back_to_an_exact_law(monkeypatch):
     from multidraft.theory import _curtain_rule
     from multidraft.theory._curtain import curtain_fit
 
-    def broken_fit(ps, qs, k):
-        fit = curtain_fit(ps, qs, k)
+    def broken_fit(p, q, k):
+        fit = curtain_fit(p, q, k)
         return fit._replace(density=np.full_like(fit.density, np.nan), acceptance=np.nan)
 
     monkeypatch.setattr(_curtain_rule, "curtain_fit", broken_fit)

@@ -23,15 +23,19 @@ Every hull lies inside [lo, hi) and contains the hulls it pops, so the pieces ar
 final hulls tile the region, and group g's pieces have length c_g and weight R_g exactly (up to
 the rounding of one scalar equation per push).
 
-:func:`curtain_fit` is the whole fit of the optimal iid verifier in one compiled call, on the
-draft's support sorted by increasing density p/q (:func:`density_order`): the min-cut scan for
-T* (a prefix of that order), the two water levels λ, μ of r*, the groups of both parts and
-their stack passes, and the realised densities. Everything is O(s) after the sort, s the
-support size; nothing here touches the tokens the draft cannot propose.
+:func:`curtain_fit` is the whole fit of the optimal iid verifier on the draft's support: one
+sort by increasing density p/q (:func:`density_order`), then one compiled call for the min-cut
+scan for T* (a prefix of that order), the two water levels λ, μ of r*, the groups of both parts
+and their stack passes, and the realised densities. Everything is O(s) after the sort, s the
+support size; nothing here touches the tokens the draft cannot propose. Scratch arrays are
+reused from fit to fit (:class:`_Workspace`).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -60,6 +64,71 @@ def _kernels():
     return _curtain_kernels
 
 
+class _Workspace:
+    """Scratch arrays for fits of up to ``capacity`` tokens, reused from fit to fit.
+
+    A fresh array of 10^5 doubles costs a page fault per 4 KiB on first touch (about 1-2 µs
+    each on the machines measured: as much as the fit's arithmetic at full support), so the
+    sort keys, the sorted copies and the kernels' stacks live here; only what a rule keeps is
+    allocated per fit, at its final size.
+    """
+
+    FLOATS = ("key", "ps", "qs", "scratch", "mass", "target", "weight", "length", "hull_start", "hull_mass", "hull_weight", "density")
+    INTS = ("order", "group", "last_piece", "stack")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        size = capacity + 2
+        for name in self.FLOATS:
+            setattr(self, name, np.empty(size))
+        for name in self.INTS:
+            setattr(self, name, np.empty(size, dtype=np.int64))
+        self.packed = np.empty(size, dtype=np.uint64)
+        self.piece_start, self.piece_end = np.empty(2 * size), np.empty(2 * size)
+        self.piece_group = np.empty(2 * size, dtype=np.int64)
+
+
+_IDLE: list[_Workspace] = []
+_IDLE_LOCK = threading.Lock()
+
+
+@contextmanager
+def _workspace(size: int) -> Iterator[_Workspace]:
+    """A workspace for ``size`` tokens, taken from the idle ones (the largest) or made, and
+    given back afterwards; threads fitting at once get different ones."""
+    with _IDLE_LOCK:
+        work = _IDLE.pop() if _IDLE else None
+    if work is None or work.capacity < size:
+        work = _Workspace(max(size, work.capacity if work is not None else 0))
+    try:
+        yield work
+    finally:
+        with _IDLE_LOCK:
+            _IDLE.append(work)
+            _IDLE.sort(key=lambda w: w.capacity)
+
+
+def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarray:
+    """:func:`density_order` into ``work.order`` (a view of its first ``len(values)`` entries)."""
+    size = len(values)
+    key = work.key[:size]
+    with np.errstate(over="ignore"):  # p/q = inf for q near the smallest subnormal: still ordered
+        np.divide(values, masses, out=key)
+    key += 0.0  # -0.0 (p = -0.0 after rescaling) would sort as the largest bit pattern
+    order = work.order[:size]
+    if size < _PACKED_SORT_FROM:
+        order[:] = np.argsort(key)
+        return order
+    shift = int(size - 1).bit_length()
+    packed = work.packed[:size]
+    np.right_shift(key.view(np.uint64), np.uint64(shift), out=packed)
+    packed <<= np.uint64(shift)
+    packed |= np.arange(size, dtype=np.uint64)
+    packed.sort()
+    _kernels().settle_ties(packed, shift, key, order)
+    return order
+
+
 def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
     """The permutation sorting ``values / masses`` increasingly (masses > 0; ties in any order).
 
@@ -67,35 +136,25 @@ def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
     and, read backwards, the decreasing-density order of the layout. Large inputs sort one
     uint64 array instead of calling ``argsort``: the ratio's bits (a non-negative double orders
     like its bit pattern) with the low ``⌈log2 s⌉`` bits replaced by the index; runs of equal
-    truncated keys are then put in exact order (``settle_ties`` in :mod:`~multidraft.theory._curtain_kernels`). Same order
-    as ``argsort`` up to ties, about 3x faster with numpy's vectorised sort.
+    truncated keys are then put in exact order (``settle_ties`` in
+    :mod:`~multidraft.theory._curtain_kernels`). Same order as ``argsort`` up to ties, about 3x
+    faster with numpy's vectorised sort.
     """
-    with np.errstate(over="ignore"):  # p/q = inf for q near the smallest subnormal: still ordered
-        key = values / masses
-    key += 0.0  # -0.0 (p = -0.0 after rescaling) would sort as the largest bit pattern
-    size = len(key)
-    if size < _PACKED_SORT_FROM:
-        return np.argsort(key)
-    shift = int(size - 1).bit_length()
-    packed = key.view(np.uint64) >> np.uint64(shift)
-    packed <<= np.uint64(shift)
-    packed |= np.arange(size, dtype=np.uint64)
-    packed.sort()
-    order = np.empty(size, dtype=np.int64)
-    _kernels().settle_ties(packed, shift, key, order)
-    return order
+    with _workspace(len(values)) as work:
+        return _order(values, masses, work).copy()
 
 
 class CurtainFit(NamedTuple):
-    """What :func:`curtain_fit` returns, in the sorted order it was given.
+    """What :func:`curtain_fit` returns, indexed like its inputs.
 
-    ``best`` = |T*| (T* is the first ``best`` sorted tokens), ``optimum`` = P*, ``acceptance`` =
-    Σ min(p, r) of the realised law, ``group`` the group of every sorted token, the pieces
-    ``(piece_group, piece_start, piece_end)`` (each group's pieces contiguous) and every group's
-    realised ``density`` r/q.
+    ``best`` = |T*|, ``cut`` the indices of T*, ``optimum`` = P*, ``acceptance`` = Σ min(p, r)
+    of the realised law, ``group`` the group of every token, the pieces ``(piece_group,
+    piece_start, piece_end)`` (each group's pieces contiguous) and every group's realised
+    ``density`` r/q.
     """
 
     best: int
+    cut: np.ndarray
     optimum: float
     acceptance: float
     group: np.ndarray
@@ -105,24 +164,28 @@ class CurtainFit(NamedTuple):
     density: np.ndarray
 
 
-def curtain_fit(ps: np.ndarray, qs: np.ndarray, k: int) -> CurtainFit:
-    """The optimal iid verifier's fit on tokens sorted by increasing p/q, all with q > 0.
+def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
+    """The optimal iid verifier's fit on tokens with p and q (all q > 0), in any order.
 
-    One compiled call: the min-cut scan ``P* = min_j [p(T_j) + 1 - q(T_j)^K]`` over prefixes,
-    the water levels of ``r* = min(p, λq)`` on U and ``max(p, μq)`` on T*, both stack passes and
-    the realised densities (docs/optimal_verifier.md §3-§4). O(s) after the sort for s tokens
-    (amortised: pushes and pops), one Newton solve per group.
+    Orders them by increasing p/q (:func:`density_order`), then one compiled call: the min-cut
+    scan ``P* = min_j [p(T_j) + 1 - q(T_j)^K]`` over prefixes, the water levels of
+    ``r* = min(p, λq)`` on U and ``max(p, μq)`` on T*, both stack passes and the realised
+    densities (docs/optimal_verifier.md §3-§4). O(s log s) for s tokens: one sort, then O(s)
+    (amortised pushes and pops, one Newton solve per group).
     """
-    size = len(ps)
-    group = np.empty(size, np.int64)
-    pieces = 2 * size + 2
-    piece_group, piece_start, piece_end = np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces)
-    density = np.empty(size + 2)
-    best, optimum, acceptance, groups, count = _kernels().fit(
-        np.ascontiguousarray(ps, dtype=np.float64), np.ascontiguousarray(qs, dtype=np.float64), int(k),
-        group, piece_group, piece_start, piece_end, density,
-    )  # fmt: skip
-    return CurtainFit(
-        int(best), float(optimum), float(acceptance), group,
-        piece_group[:count], piece_start[:count], piece_end[:count], density[:groups],
-    )  # fmt: skip
+    size = len(p)
+    with _workspace(size) as work:
+        order = _order(p, q, work)
+        ps, qs = np.take(p, order, out=work.ps[:size]), np.take(q, order, out=work.qs[:size])
+        best, optimum, acceptance, groups, count = _kernels().fit(
+            ps, qs, int(k), work.group, work.piece_group, work.piece_start, work.piece_end, work.density,
+            work.scratch, work.mass, work.target, work.weight, work.length, work.last_piece,
+            work.stack, work.hull_start, work.hull_mass, work.hull_weight,
+        )  # fmt: skip
+        group = np.empty(size, dtype=np.int64)
+        group[order] = work.group[:size]
+        return CurtainFit(
+            int(best), order[:best].copy(), float(optimum), float(acceptance), group,
+            work.piece_group[:count].copy(), work.piece_start[:count].copy(), work.piece_end[:count].copy(),
+            work.density[:groups].copy(),
+        )  # fmt: skip

@@ -69,7 +69,7 @@ def solo(c: float, target: float, k: int, lo: float, hi: float, x: float) -> flo
 
 
 @jit
-def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece, offset, count):
+def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece, offset, count, stack, hull_start, hull_mass, hull_weight):
     """The stack pass of the module docstring for groups ``offset + g`` (g = 0..m-1):
     writes their pieces from index ``count`` on (group-major), each group's realised
     weight, length and last piece; returns the new number of pieces.
@@ -81,10 +81,6 @@ def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, rea
     popped hull [b, ...) and the mass c before that pop).
     """
     m = mass.shape[0]
-    stack = np.empty(m, np.int64)
-    hull_start = np.empty(m)
-    hull_mass = np.empty(m)
-    hull_weight = np.empty(m)
     top = 0
     for g in range(m):
         c, r = mass[g], target[g]
@@ -218,7 +214,7 @@ def side_by_side(mass, lo, offset, count, piece_group, piece_start, piece_end, r
 
 
 @jit
-def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density):
+def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density, scratch, mass, target, realised_weight, realised_length, last_piece, stack, hull_start, hull_mass, hull_weight):
     """The whole fit on the support sorted by increasing density (all q > 0).
 
     Writes each sorted token's group, the pieces (group-major) and every group's realised
@@ -232,12 +228,6 @@ def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density):
     boundary = 0.0
     for i in range(best, s):
         boundary += qs[i]  # q(U): U's sets tile [0, q(U)), T*'s [q(U), 1)
-    scratch = np.empty(s)
-    mass = np.empty(s + 2)
-    target = np.empty(s + 2)
-    realised_weight = np.empty(s + 2)
-    realised_length = np.empty(s + 2)
-    last_piece = np.empty(s + 2, np.int64)
     groups, count = 0, 0
     for part in range(2):
         if part == 0:
@@ -283,7 +273,10 @@ def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density):
         if k == 1:
             count = side_by_side(mass[:m], lo, groups, count, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece)
         else:
-            count = stack_pass(mass[:m], target[:m], k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece, groups, count)
+            count = stack_pass(
+                mass[:m], target[:m], k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length,
+                last_piece, groups, count, stack, hull_start, hull_mass, hull_weight,
+            )
         groups += m
     # A group of draft mass below the resolution of positions (q ~ 1e-17 and less) gets sets
     # of length zero: its drafts sit at one point t0 (the start of its last piece, where

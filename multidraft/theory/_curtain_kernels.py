@@ -48,6 +48,8 @@ def solo(c: float, target: float, k: int, lo: float, hi: float, x: float) -> flo
     """
     d = target / c
     x_high = 1.0 - lo
+    if k == 2:  # S(x) = 2x - c: the root itself
+        return min(max(1.0 - 0.5 * (d + c), lo), hi - c)
     if x != x:
         x = (d / k) ** (1.0 / (k - 1)) + 0.5 * c
     if x >= x_high:

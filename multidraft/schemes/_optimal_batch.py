@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory.verifier import fit_support_rule
+from multidraft.theory.verifier import OutsideTarget, fit_support_rule
 
 __all__ = ["select_batch_iid", "CompactRow", "host_rows", "device_rows"]
 
@@ -172,11 +172,7 @@ def run_rows(rows: list[CompactRow], tokens: np.ndarray, uniforms: np.ndarray, n
                 if row.target is None:
                     chosen[i] = row.outside_draw
                 else:
-                    weights = row.target.copy()
-                    weights[row.support] = 0.0
-                    cumulative = np.cumsum(weights)
-                    level = min(uniforms[b, k + 2] * cumulative[-1], np.nextafter(cumulative[-1], 0.0))
-                    chosen[i] = int(np.searchsorted(cumulative, level, side="right"))
+                    chosen[i] = OutsideTarget(row.target, row.support).draw(uniforms[b, k + 2 :])[0]
         output[indices] = chosen
 
     heavy = max(len(rows[g[0]].support) for g in groups) > _THREADED_SUPPORT

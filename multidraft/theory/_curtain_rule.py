@@ -16,6 +16,7 @@ runs selection, acceptance and the residual draw without building them.
 from __future__ import annotations
 
 import functools
+import itertools
 from functools import cached_property
 from typing import NamedTuple
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from multidraft.theory._curtain import curtain_fit
 
-__all__ = ["CurtainRule", "Layout", "fit_curtain_rule", "fit_support_rule", "FIT_TOLERANCE"]
+__all__ = ["CurtainRule", "Layout", "OutsideTarget", "fit_curtain_rule", "fit_support_rule", "FIT_TOLERANCE"]
 
 #: Largest accepted shortfall of the realised acceptance below P* before falling back.
 FIT_TOLERANCE = 1e-6
@@ -102,18 +103,16 @@ class CurtainRule:
         return self.support_draft * self.group_density[self.group]
 
     @cached_property
-    def outside_mass(self) -> float:
-        """``p(Ω ∖ support)``."""
-        return float(self._outside_weights.sum())
-
-    @cached_property
-    def _outside_weights(self) -> np.ndarray:
-        """p with the support's entries zeroed: the residual's shape outside the support."""
+    def outside(self) -> OutsideTarget:
+        """p restricted to the tokens outside the support (for draws there)."""
         if self.target is None:
             raise ValueError("this rule was fitted on its support only; draws outside it need the dense target")
-        weights = self.target.copy()
-        weights[self.support] = 0.0
-        return weights
+        return OutsideTarget(self.target, self.support)
+
+    @cached_property
+    def outside_mass(self) -> float:
+        """``p(Ω ∖ support)``."""
+        return self.outside.mass
 
     @cached_property
     def _residual_parts(self) -> tuple[np.ndarray, float, float]:
@@ -163,7 +162,10 @@ class CurtainRule:
     def residual(self) -> np.ndarray:
         """``norm((p - r)_+)`` [n] (p itself when that mass is zero)."""
         weights, inside, outside = self._residual_parts
-        out = self._outside_weights / (inside + outside) if len(self.support) < self.n else np.empty(self.n)
+        if len(self.support) < self.n:
+            out = self.target / (inside + outside)
+        else:
+            out = np.empty(self.n)
         out[self.support] = weights / (inside + outside)
         return out
 
@@ -235,7 +237,7 @@ class CurtainRule:
         tokens = self.run(tuples, rng.random((len(tuples), self.k + 2)))
         outside = np.flatnonzero(tokens < 0)
         if len(outside):
-            tokens[outside] = _draw(self._outside_weights, rng.random(len(outside)) * self.outside_mass)
+            tokens[outside] = self.outside.draw(rng.random(len(outside)))
         return tokens
 
     def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
@@ -267,6 +269,50 @@ class CurtainRule:
         for i in range(self.k):
             others = np.prod(np.delete(survive, i, axis=1), axis=1)
             out[:, i] = (g[:, i] * others) @ dt
+        return out
+
+
+class OutsideTarget:
+    """The target p restricted to the tokens outside a support, drawn by inverse CDF in blocks of
+    ``_BLOCK`` tokens without copying p: one pass of block sums (the support's entries taken
+    out), then one block's cumsum per draw.
+
+    Attributes
+    ----------
+    mass : float
+        ``p(Ω ∖ support)`` (block sums; 0 when the support is everything).
+    """
+
+    def __init__(self, target: np.ndarray, support: np.ndarray) -> None:
+        self.target, self.support = target, support
+        blocks = np.add.reduceat(target, np.arange(0, len(target), _BLOCK))
+        blocks -= np.bincount(support // _BLOCK, target[support], minlength=len(blocks))
+        self.blocks = np.maximum(blocks, 0.0)  # rounding of the subtraction: never negative
+        self.ends = np.cumsum(self.blocks)
+        self.mass = float(self.ends[-1])
+
+    def _weights(self, block: int) -> np.ndarray:
+        """p on one block with the support's entries zeroed."""
+        start, stop = block * _BLOCK, min((block + 1) * _BLOCK, len(self.target))
+        weights = self.target[start:stop].copy()
+        first, last = np.searchsorted(self.support, (start, stop))
+        weights[self.support[first:last] - start] = 0.0
+        return weights
+
+    def draw(self, uniforms: np.ndarray) -> np.ndarray:
+        """One token per uniform in [0, 1), with probability ``p(y) / p(Ω ∖ support)`` for y
+        outside the support (never a token of zero mass)."""
+        levels = np.minimum(np.asarray(uniforms) * self.mass, np.nextafter(self.mass, 0.0))
+        out = np.empty(len(levels), dtype=np.int64)
+        for i, block in enumerate(np.searchsorted(self.ends, levels, side="right")):
+            offset = levels[i] - (self.ends[block - 1] if block else 0.0)
+            within = np.cumsum(self._weights(block))
+            if within[-1] <= 0:  # the block's mass was rounding residue: the nearest one that holds some
+                later, earlier = range(block + 1, len(self.blocks)), range(block - 1, -1, -1)
+                block = next(b for b in itertools.chain(later, earlier) if self._weights(b).sum() > 0)
+                within, offset = np.cumsum(self._weights(block)), 0.0
+            offset = min(offset, np.nextafter(within[-1], 0.0))
+            out[i] = block * _BLOCK + int(np.searchsorted(within, offset, side="right"))
         return out
 
 

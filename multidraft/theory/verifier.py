@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory._curtain_rule import CurtainRule, fit_curtain_rule, fit_support_rule
+from multidraft.theory._curtain_rule import CurtainRule, OutsideTarget, fit_curtain_rule, fit_support_rule
 from multidraft.theory._front_back import front_back_nodes, front_back_pass
 from multidraft.theory.distributions import as_distribution
 from multidraft.theory.laws import DraftLaw
@@ -54,6 +54,7 @@ __all__ = [
     "SelectionRule",
     "CurtainRule",
     "FrontBackRule",
+    "OutsideTarget",
     "optimal_selection_rule",
     "fit_curtain_rule",
     "fit_support_rule",

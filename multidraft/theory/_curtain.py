@@ -73,7 +73,7 @@ class _Workspace:
     allocated per fit, at its final size.
     """
 
-    FLOATS = ("key", "ps", "qs", "scratch", "mass", "target", "weight", "length", "hull_start", "hull_mass", "hull_weight", "density")
+    FLOATS = ("key", "ps", "qs", "ds", "scratch", "mass", "target", "weight", "length", "hull_start", "hull_mass", "hull_weight", "density")
     INTS = ("order", "group", "last_piece", "stack")
 
     def __init__(self, capacity: int) -> None:
@@ -84,6 +84,7 @@ class _Workspace:
         for name in self.INTS:
             setattr(self, name, np.empty(size, dtype=np.int64))
         self.packed = np.empty(size, dtype=np.uint64)
+        self.index = np.arange(size, dtype=np.uint64)
         self.piece_start, self.piece_end = np.empty(2 * size), np.empty(2 * size)
         self.piece_group = np.empty(2 * size, dtype=np.int64)
 
@@ -123,7 +124,7 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
     packed = work.packed[:size]
     np.right_shift(key.view(np.uint64), np.uint64(shift), out=packed)
     packed <<= np.uint64(shift)
-    packed |= np.arange(size, dtype=np.uint64)
+    packed |= work.index[:size]
     packed.sort()
     _kernels().settle_ties(packed, shift, key, order)
     return order
@@ -176,14 +177,13 @@ def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
     size = len(p)
     with _workspace(size) as work:
         order = _order(p, q, work)
-        ps, qs = np.take(p, order, out=work.ps[:size]), np.take(q, order, out=work.qs[:size])
+        group = np.empty(size, dtype=np.int32)  # kept by the rule: half the pages of int64
         best, optimum, acceptance, groups, count = _kernels().fit(
-            ps, qs, int(k), work.group, work.piece_group, work.piece_start, work.piece_end, work.density,
-            work.scratch, work.mass, work.target, work.weight, work.length, work.last_piece,
-            work.stack, work.hull_start, work.hull_mass, work.hull_weight,
+            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), work.key[:size], order,
+            int(k), work.ps[:size], work.qs[:size], work.ds[:size], work.group, group,
+            work.piece_group, work.piece_start, work.piece_end, work.density, work.scratch, work.mass, work.target,
+            work.weight, work.length, work.last_piece, work.stack, work.hull_start, work.hull_mass, work.hull_weight,
         )  # fmt: skip
-        group = np.empty(size, dtype=np.int64)
-        group[order] = work.group[:size]
         return CurtainFit(
             int(best), order[:best].copy(), float(optimum), float(acceptance), group,
             work.piece_group[:count].copy(), work.piece_start[:count].copy(), work.piece_end[:count].copy(),

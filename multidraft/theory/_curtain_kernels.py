@@ -123,19 +123,26 @@ def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, rea
 
 @jit
 def integer_power(x: float, k: int) -> float:
+    """``x**k`` for an integer k >= 0 by repeated squaring."""
     out = 1.0
-    for _ in range(k):
-        out *= x
+    while k:
+        if k & 1:
+            out *= x
+        x *= x
+        k >>= 1
     return out
 
 
 @jit
-def cut_scan(ps, qs, k):
-    """The min-cut scan over the prefixes T_j of the order: ``p(T_j) + 1 - q(T_j)^K``;
-    returns (j*, value) at the first minimum (j = 0: the empty set, value 1)."""
+def cut_scan(p, q, key, order, ps, qs, ds, k):
+    """Gathers p, q and p/q into the order (``ps``, ``qs``, ``ds``) and, in the same pass, the
+    min-cut scan over the prefixes T_j of the order: ``p(T_j) + 1 - q(T_j)^K``; returns (j*,
+    value) at the first minimum (j = 0: the empty set, value 1)."""
     best, best_value = 0, 1.0
     cp, cq = 0.0, 0.0
-    for j in range(ps.shape[0]):
+    for j in range(order.shape[0]):
+        token = order[j]
+        ps[j], qs[j], ds[j] = p[token], q[token], key[token]
         cp += ps[j]
         cq += qs[j]
         value = cp + 1.0 - integer_power(min(cq, 1.0), k)
@@ -145,7 +152,7 @@ def cut_scan(ps, qs, k):
 
 
 @jit
-def free_in_u(ps, qs, a, b, total, scratch):
+def free_in_u(ps, qs, ds, a, b, total, scratch):
     """U = [a, b) (increasing density): the number f of free tokens (density < λ) of
     ``r* = min(p, λq)`` with ``Σ_U r* = total``, every token free when ``Σ_U p <= total``.
 
@@ -159,7 +166,7 @@ def free_in_u(ps, qs, a, b, total, scratch):
     before = 0.0
     j = a
     while j < b:
-        if before + ps[j] / qs[j] * scratch[j] > total:
+        if before + ds[j] * scratch[j] > total:
             break
         before += ps[j]
         j += 1
@@ -167,13 +174,13 @@ def free_in_u(ps, qs, a, b, total, scratch):
         return b - a
     level = (total - before) / scratch[j]
     f = a
-    while f < j and ps[f] / qs[f] < level:
+    while f < j and ds[f] < level:
         f += 1
     return f - a
 
 
 @jit
-def pool_in_t(ps, qs, a, b, total, scratch):
+def pool_in_t(ps, qs, ds, a, b, total, scratch):
     """T* = [a, b) (increasing density): the number of pool tokens (density <= μ) of
     ``r* = max(p, μq)`` with ``Σ_{T*} r* = total`` (μ = 0 when ``Σ_{T*} p >= total``).
 
@@ -190,14 +197,14 @@ def pool_in_t(ps, qs, a, b, total, scratch):
         j = a
         while j < b:
             after = scratch[j + 1] if j + 1 < b else 0.0
-            if ps[j] / qs[j] * (mass_before + qs[j]) + after >= total:
+            if ds[j] * (mass_before + qs[j]) + after >= total:
                 break
             mass_before += qs[j]
             j += 1
         j = min(j, b - 1)
         level = (total - scratch[j]) / mass_before if j > a else 0.0
     pool = a
-    while pool < b and ps[pool] / qs[pool] <= level:
+    while pool < b and ds[pool] <= level:
         pool += 1
     return pool - a
 
@@ -216,16 +223,19 @@ def side_by_side(mass, lo, offset, count, piece_group, piece_start, piece_end, r
 
 
 @jit
-def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density, scratch, mass, target, realised_weight, realised_length, last_piece, stack, hull_start, hull_mass, hull_weight):
-    """The whole fit on the support sorted by increasing density (all q > 0).
+def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_group, piece_start, piece_end, density, scratch, mass, target, realised_weight, realised_length, last_piece, stack, hull_start, hull_mass, hull_weight):
+    """The whole fit of tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in ``order``
+    (increasing p/q): ``ps``, ``qs``, ``ds`` and ``sorted_group`` are scratch in that order,
+    ``group_of`` receives every token's group in the original order.
 
     Writes each sorted token's group, the pieces (group-major) and every group's realised
     density; returns ``(|T*|, P*, Σ min(p, r), groups, pieces)``. In sorted order T* is
     ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's free tokens from the
     highest density, then T*'s free tokens from the highest density and T*'s pool (if any).
     """
-    s = ps.shape[0]
-    best, best_value = cut_scan(ps, qs, k)
+    s = order.shape[0]
+    group_of_token, group_of = group_of, sorted_group  # the layout writes sorted positions
+    best, best_value = cut_scan(p, q, key, order, ps, qs, ds, k)
     optimum = min(best_value, 1.0)
     boundary = 0.0
     for i in range(best, s):
@@ -240,7 +250,7 @@ def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density, scrat
             continue
         total = weight(lo, hi, k)  # h(U) = W(0, q(U)); q(T*)^K = W(q(U), 1)
         if part == 0:
-            free = free_in_u(ps, qs, a, b, total, scratch)
+            free = free_in_u(ps, qs, ds, a, b, total, scratch)
             pooled = b - a > free
             m = 0
             if pooled:
@@ -257,7 +267,7 @@ def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density, scrat
                 group_of[i] = groups + m
                 m += 1
         else:
-            pool = pool_in_t(ps, qs, a, b, total, scratch)
+            pool = pool_in_t(ps, qs, ds, a, b, total, scratch)
             m = 0
             free_weight = 0.0
             for i in range(b - 1, a + pool - 1, -1):
@@ -292,6 +302,7 @@ def fit(ps, qs, k, group_of, piece_group, piece_start, piece_end, density, scrat
     acceptance = 0.0
     for i in range(s):
         acceptance += min(ps[i], qs[i] * density[group_of[i]])
+        group_of_token[order[i]] = group_of[i]
     return best, optimum, acceptance, groups, count
 
 

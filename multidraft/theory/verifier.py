@@ -15,7 +15,8 @@ decreasing-q/p order, :func:`multidraft.theory.optimal_acceptance`) and U = Ω �
 
 lies in B(h) and ``Σ min(p, r*) = r*(U) + p(T*) = P*`` (r* <= p on U, r* >= p on T*).
 
-**Its realisation** ("curtain"; :mod:`multidraft.theory._curtain`): every draft draws a
+**Its realisation** ("curtain"; :mod:`multidraft.theory._curtain`, fitted on the draft's
+support, :mod:`multidraft.theory._curtain_rule`): every draft draws a
 position uniformly from its token's set of [0, 1) and the draft with the smallest position is
 selected. U's sets tile [0, q(U)) and T*'s tile [q(U), 1), so a draft in U always beats a draft
 in T* (U is tight: some U token is selected whenever one is drafted). Inside each part, the
@@ -219,8 +220,10 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     >>> round(rule.acceptance, 12), round(rule.optimum, 12)
     (0.985714285714, 0.985714285714)
 
-    Complexity: one argsort of the q/p ratios and O(n) vectorised work, plus the compiled stack
-    pass over the free tokens (iid); the prefix race and the O(n · G · K) front/back pass (wor).
+    Complexity (iid): O(n) to validate p and find the draft's support S, then O(s log s) on S
+    alone -- one sort of the p/q ratios and the compiled scan and stack passes (the tokens the
+    draft cannot propose are never selected and never in T*; docs/optimal_verifier.md §8). Drafts
+    without replacement: the prefix race and the O(n · G · K) front/back pass.
     """
     if not isinstance(law, DraftLaw):
         raise TypeError(f"law: expected a DraftLaw (IID, ...), got {type(law).__name__}")

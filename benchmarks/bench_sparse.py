@@ -11,6 +11,8 @@ outside it), so a position costs reading the target plus work in the support's s
   tuple, against the baselines in the same run: ``as_distribution(p)`` (reading and validating
   the target) and ``IID(q, K)`` (building the law: the caller's, not counted in ``select``).
   Target: select <= 0.3 ms.
+* The same kind of position through the other schemes' ``select`` (single-draft, SpecInfer,
+  SpecTr), whose float paths still work on the whole vocabulary: for comparison.
 * **Top-p 0.95 drafts at the bundled SmolLM2-135M's real positions**: every node of a
   ``measure`` run (the model drafting for itself at temperature 1.5, and its first 10 layers as
   an early-exit draft at temperature 1.0, both cut to top-p 0.95; target at temperature 1, full
@@ -88,6 +90,28 @@ def top_k_rows(repeats: int, keeps: tuple[int, ...]) -> list[dict]:
     return rows
 
 
+def other_schemes(repeats: int, keep: int = 100, k: int = 4) -> list[dict]:
+    """The same position (top-100 draft, n = 131072) through the other schemes' public select:
+    their float paths still work on the whole vocabulary (for comparison; not part of the
+    target)."""
+    rng = np.random.default_rng(0)
+    p = zipf(N, exponent=1.1, rng=rng)
+    q = top_k(softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3), keep)
+    law = IID(q, k)
+    drafts = law.sample(rng)
+    rows = []
+    for name in ("optimal", "single", "specinfer", "spectr"):
+        scheme = get_scheme(name)
+        if not scheme.supports(law):
+            continue
+        rows.append({"scheme": name, "top_k": keep, "k": k, "select_ms": cpu_ms(lambda: scheme.select(p, law, drafts, rng), repeats)})
+    validate = cpu_ms_batched(lambda: as_distribution(p), repeats)
+    for row in rows:
+        row["select_over_validate"] = row["select_ms"] / validate
+    print_table(rows, list(rows[0]))
+    return rows
+
+
 def real_positions(positions: int, repeats: int) -> list[dict]:
     """Nodes of real decoding runs with top-p 0.95 drafts: support sizes and timings."""
     from multidraft.decoding import DEFAULT_PROMPTS, Sampling, early_exit, load_model, measure
@@ -146,13 +170,15 @@ def main() -> None:
     args = parser.parse_args()
     print(f"Top-k drafts at n = {N}: fit + one selection through Optimal().select (target <= {TARGET_MS} ms)")
     rows = top_k_rows(args.repeats, (1, 10, 100, 1000))
+    print("\nThe same kind of position through the other schemes (dense float paths; for comparison)")
+    others = other_schemes(max(3, args.repeats // 5))
     real, table = [], []
     if not args.quick:
         print("\nTop-p 0.95 drafts at the bundled model's real positions (K = 4)")
         real = real_positions(args.positions, args.repeats)
         table = summary(real)
         print_table(table, list(table[0]))
-    path = write_results("sparse", rows, real_positions=real, real_summary=table, target_ms=TARGET_MS)
+    path = write_results("sparse", rows, other_schemes=others, real_positions=real, real_summary=table, target_ms=TARGET_MS)
     print(f"\nwrote {path}")
 
 

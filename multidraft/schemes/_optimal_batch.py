@@ -42,8 +42,8 @@ _THREADED_SUPPORT = 4096
 class CompactRow:
     """One row on the host: ``support`` (ascending token ids), ``ps``, ``qs`` (p and q there,
     normalised by the row totals), ``outside`` (normalised p outside the support), and either
-    the dense normalised ``target`` (CPU) or one pre-drawn token ``outside_draw`` from p outside
-    the support (device; -1 when that mass is zero)."""
+    the dense ``target`` row at any positive scale (CPU) or one pre-drawn token
+    ``outside_draw`` from p outside the support (device; -1 when that mass is zero)."""
 
     support: np.ndarray
     ps: np.ndarray
@@ -66,18 +66,20 @@ class CompactRow:
 
 
 def host_rows(p_rows: np.ndarray, q_rows: np.ndarray) -> list[CompactRow]:
-    """Compact forms of float64 rows on the host (renormalised; the target row is kept for
-    draws outside the support)."""
+    """Compact forms of float64 rows on the host, normalised by the row totals; the dense target
+    row is kept as it is (only draws outside the support read it, and they do not depend on
+    its scale), so a sparse row costs a few passes over it and no dense copy."""
     rows = []
     for p, q in zip(p_rows, q_rows):
-        p = p / p.sum()
-        q = q / q.sum()
-        support = np.flatnonzero(q > 0)
+        p_total, q_total = float(p.sum()), float(q.sum())
+        proposed = q > 0
+        support = np.flatnonzero(proposed)
         if len(support) == len(q):
-            rows.append(CompactRow(support, p, q, 0.0, target=p))
+            dense = p / p_total
+            rows.append(CompactRow(support, dense, q / q_total, 0.0, target=dense))
             continue
-        outside = float(p.sum(where=q <= 0))  # summed directly: exactly 0 when p lives on the support
-        rows.append(CompactRow(support, p[support], q[support], outside, target=p))
+        outside = float(p.sum(where=~proposed)) / p_total  # summed directly: exactly 0 when p lives on the support
+        rows.append(CompactRow(support, p[support] / p_total, q[support] / q_total, outside, target=p))
     return rows
 
 

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ CLI_CASES = [
     CliCase("a scheme that does not apply to the law", ("acceptance", *PAIR, "--k", "2", "--law", "wor", "--scheme", "spectr"), "scheme 'spectr' supports"),
     CliCase("more drafts without replacement than tokens", ("acceptance", *PAIR, "--k", "3", "--law", "wor"), "without replacement needs k <= n"),
     CliCase("a target without a draft", ("acceptance", "--target", "0.5,0.5"), "give both --target and --draft"),
+    CliCase("a truncation size no requested scheme takes", ("acceptance", "--s", "3"), "--s: only truncated-lp and multistage take it"),
     # lp
     CliCase("an unknown draft law", ("lp", *PAIR, "--k", "2", "--law", "zipf"), "argument --law: invalid choice: 'zipf'"),
     CliCase("one draft without K", ("lp", *PAIR), "k: a single --draft needs --k"),
@@ -92,6 +94,7 @@ CLI_CASES = [
     CliCase("a draft length of zero", ("speedup", "--acceptance", "0.5", "--length", "0", "--cost-ratio", "0.1"), "length: must be an integer >= 1"),
     CliCase("a negative cost ratio", ("speedup", "--acceptance", "0.5", "--length", "2", "--cost-ratio", "-1"), "cost_ratio: must be a finite number >= 0"),
     CliCase("fewer acceptances than drafts", ("speedup", "--acceptance", "0.5,0.6", "--k", "3", "--length", "2", "--cost-ratio", "0.1"), "acceptance: --k 3 needs 3 values"),
+    CliCase("a draft length search far beyond any useful one", ("speedup", "--acceptance", "0.8", "--length", "4", "--cost-ratio", "0.05", "--max-length", "100000000"), "exceed the limit MAX_GRID_POINTS=100,000"),
     # measure (no model may be loaded before these are refused)
     CliCase("no drafts for a measurement", ("measure", *NO_MODEL, "--k", "0"), "k:"),
     CliCase("an empty draft sequence", ("measure", *NO_MODEL, "--length", "0"), "length:"),
@@ -100,11 +103,13 @@ CLI_CASES = [
     CliCase("an unknown scheme for a measurement", ("measure", *NO_MODEL, "--scheme", "nope"), "scheme: unknown name 'nope'"),
     CliCase("zero CPU threads", ("measure", *NO_MODEL, "--threads", "0"), "threads: must be >= 1, got 0"),
     CliCase("CUDA requested on a machine without it", ("measure", *NO_MODEL, "--device", "cuda"), "CUDA requested but torch reports no CUDA device"),
+    CliCase("an empty .gguf file", ("measure", "--model", "empty.gguf"), "empty.gguf is an empty file (0 bytes)"),
     # profile
     CliCase("batch sizes that do not increase", ("profile", *NO_MODEL, "--batch-sizes", "2,1"), "batch_sizes: expected at least two strictly increasing"),
     CliCase("no timed repeats", ("profile", *NO_MODEL, "--repeats", "0"), "repeats:"),
     CliCase("a batch size that is not an integer", ("profile", *NO_MODEL, "--batch-sizes", "1,x"), "expected comma-separated integers, got '1,x'"),
     CliCase("CUDA requested for profiling without it", ("profile", *NO_MODEL, "--device", "cuda"), "CUDA requested but torch reports no CUDA device"),
+    CliCase("a batch too large for the memory (needs the model's shapes)", ("profile", "--model", "default", "--batch-sizes", "1,100000"), "exceed the limit max_memory="),
     # report
     CliCase("an output directory that is not empty", ("report", "--out", "full"), "exists and is not empty; pass --force"),
     CliCase("an output path under a file", ("report", "--out", "blocker/report"), "--out: cannot write to"),
@@ -112,6 +117,8 @@ CLI_CASES = [
     CliCase("one model and a target at once", ("report", "--model", "default", "--target", "x", "--draft", "y"), "argument --target: not allowed with argument --model"),
     CliCase("a model that does not exist", ("report", "--out", "out-model", *NO_MODEL), "model 'no-such-model': could not be found locally"),
     CliCase("a seed that is not an integer", ("report", "--seed", "abc"), "argument --seed: invalid int value: 'abc'"),
+    CliCase("a negative seed", ("report", "--out", "out-seed", "--seed", "-1"), "seed: expected an integer in [0, 2**62)"),
+    CliCase("an empty output path", ("report", "--out", ""), "--out: the path is empty"),
 ]
 
 
@@ -178,7 +185,7 @@ class _Outcome:
 class Runner:
     """Runs a command-line case once per test session, even across pytest-xdist workers (the
     outcome is stored under the session's shared temporary directory), in a directory where
-    ``full/`` is a non-empty directory and ``blocker`` a file."""
+    ``full/`` is a non-empty directory, ``blocker`` a file and ``empty.gguf`` an empty file."""
 
     workdir: Path
     store: Path
@@ -208,6 +215,7 @@ def run(tmp_path_factory, cli) -> Runner:
         (staging / "full").mkdir(parents=True, exist_ok=True)
         (staging / "full" / "keep.txt").write_text("x")
         (staging / "blocker").write_text("x")
+        (staging / "empty.gguf").write_bytes(b"")
         try:
             staging.rename(workdir)
         except OSError:  # another worker was first
@@ -252,7 +260,10 @@ def _cell(text: str) -> str:
 
 
 #: Parts of messages that depend on the machine, shown in a fixed form in the table.
-_MACHINE_DEPENDENT = ((re.compile(r"(choose one of) [A-Z0-9_]+(, [A-Z0-9_]+)*"), r"\1 <the installed solvers>"),)
+_MACHINE_DEPENDENT = (
+    (re.compile(r"(choose one of) [A-Z0-9_]+(, [A-Z0-9_]+)*"), r"\1 <the installed solvers>"),
+    (re.compile(r"max_memory=[0-9.]+ (bytes|[KMGT]iB)"), "max_memory=<the memory available>"),
+)
 
 
 def _stable(message: str) -> str:
@@ -269,7 +280,7 @@ def _cli_row(case: CliCase, result) -> str:
         got = f"exit {result.returncode}, {len(lines)} lines ending in `{_stable(lines[-1])}`"
     else:
         got = f"exit {result.returncode}: `{_stable(lines[0])}`"
-    return f"| {case.kind} | `multidraft {_cell(' '.join(case.argv))}` | {_cell(got)} |"
+    return f"| {case.kind} | `multidraft {_cell(shlex.join(case.argv))}` | {_cell(got)} |"
 
 
 def _api_row(case: ApiCase) -> str:
@@ -292,8 +303,9 @@ def _table(run: Runner) -> str:
         "",
         "Every row should end with exit status 2 and one line on stderr naming the argument, nothing on",
         "stdout and no traceback (`measure` and `profile` rows use a model that does not exist, so a",
-        "value is refused before any model is loaded). Run from a directory where `full/` is a",
-        "non-empty directory and `blocker` a file.",
+        "value is refused before any model is loaded; only the memory row of `profile` loads the bundled",
+        "model, whose shapes the estimate needs). Run from a directory where `full/` is a non-empty",
+        "directory, `blocker` a file and `empty.gguf` an empty file.",
         "",
         "| bad input | command | what it gets |",
         "|---|---|---|",

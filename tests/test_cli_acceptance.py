@@ -3,6 +3,7 @@ contract, the optimum always present, exactness and one-line errors."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
@@ -89,3 +90,60 @@ def test_bad_input_is_one_line_and_nonzero(cli, argv, message):
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 20, item 5: what a newcomer tripped over
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [(["--s", "3"], "--s"), (["--rank-key", "ratio", "--scheme", "multistage"], "--rank-key"),
+     (["--s", "3", "--law", "wor", "--scheme", "all"], "--s")],  # fmt: skip
+    ids=["s-alone", "rank-key-with-multistage", "s-with-all-under-wor"],
+)
+def test_a_scheme_option_no_requested_scheme_takes_is_refused(cli, argv, flag):
+    """``--s 3`` without truncated-lp or multistage was silently ignored."""
+    result = cli("acceptance", *argv)
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1
+    assert f"multidraft acceptance: error: {flag}: only truncated-lp" in result.stderr
+    taken = run_json(cli, "--s", "2", "--scheme", "truncated-lp", "--scheme", "multistage")  # the twin: used, accepted
+    assert set(taken["acceptance"]) == {"optimal", "truncated-lp", "multistage"}
+
+
+def test_scheme_all_reports_a_scheme_beyond_the_size_guard_as_out_of_range(cli):
+    """``--k 1000 --scheme all`` failed the whole command on is-lp with a 478-digit number."""
+    out = run_json(cli, "--k", "1000", "--scheme", "all")
+    assert out["k"] == 1000 and out["acceptance"]["optimal"] == pytest.approx(1.0)
+    assert {"single", "specinfer", "spectr"} <= set(out["acceptance"])
+    assert "is-lp" in out["out_of_range"] and "is-lp" not in out["acceptance"]
+    for reason in out["out_of_range"].values():
+        assert "exceed the limit ENUMERATION_LIMIT" in reason and re.search(r"\de\+\d+ draft tuples", reason)
+        assert not re.search(r"\d{16}", reason)  # no integer written out in full
+    table = cli("acceptance", "--k", "1000", "--scheme", "all")
+    assert table.returncode == 0 and "out of range: is-lp (" in table.stdout
+    named = cli("acceptance", "--k", "1000", "--scheme", "is-lp")  # asked for by name: an error
+    assert named.returncode == 2 and named.stderr.count("\n") == 1 and not re.search(r"\d{16}", named.stderr)
+
+
+#: An instance where the importance schemes' float acceptance comes out as 1.0000000000000002.
+ROUNDED_ABOVE_ONE = ("--target", "0.389,0.611", "--draft", "0.428,0.5720000000000001", "--k", "3")
+
+
+def test_rounding_above_one_is_printed_clipped(cli):
+    from multidraft.schemes import get_scheme
+
+    raw = get_scheme("is-lp").acceptance([0.389, 0.611], IID([0.428, 0.5720000000000001], 3))
+    assert 1.0 < raw <= 1.0 + 1e-12  # the library's own float, as the issue saw it
+    out = run_json(cli, *ROUNDED_ABOVE_ONE, "--scheme", "all")
+    assert all(0.0 <= value <= 1.0 for value in out["acceptance"].values()), out
+    assert out["acceptance"]["is-lp"] == 1.0
+    assert "clipped" in cli("acceptance", "--help").stdout
+
+
+def test_shown_probability_clips_rounding_only():
+    from multidraft.cli import ROUNDING, shown_probability
+
+    assert shown_probability(1.0 + ROUNDING / 2) == 1.0 and shown_probability(-ROUNDING / 2) == 0.0
+    assert shown_probability(1.0 + 1e-9) == 1.0 + 1e-9  # the twin: a real excess is not hidden
+    assert shown_probability(-1e-9) == -1e-9

@@ -109,3 +109,22 @@ def test_too_many_inner_tuples_are_refused():
 
     with pytest.raises(ProblemTooLargeError, match=r"truncated LP \(s=40, k=4\): about 2,560,000 draft tuples"):
         truncated_lp(dirichlet(50, 1.0, np.random.default_rng(0)), Independent([np.full(50, 0.02)] * 4), s=40)
+
+
+@pytest.mark.parametrize("outside", ["ranked", "first"])
+@pytest.mark.parametrize("rank_key", ["published", "ratio"])
+def test_tokens_no_draft_can_produce_take_no_place_among_the_top_s(rank_key, outside):
+    """Issue 20, item 6: both keys ranked tokens no draft can produce (p − 0 = p, p/0 = ∞), so
+    with top-k drafts such a token of large target mass took a place among the top s and s =
+    the drafts' support was not the full LP. Now the kept tokens are the drafted ones, and the
+    acceptance is the full importance LP's (every token kept)."""
+    rng = np.random.default_rng(20)
+    for _ in range(10):
+        n, support = 8, 3
+        target = dirichlet(n, 1.0, rng)
+        drafted = rng.choice(n, support, replace=False)
+        draft = np.zeros(n)
+        draft[drafted] = dirichlet(support, 1.0, rng)
+        kept = truncated_lp(target, draft, s=support, rank_key=rank_key, outside=outside)
+        assert set(kept.top.tolist()) == set(drafted.tolist())
+        assert kept.acceptance == pytest.approx(truncated_lp(target, draft, s=n).acceptance, abs=1e-9)

@@ -462,6 +462,11 @@ def test_real_model_section_on_the_bundled_model():
         ("optimal verifier (achieved)", "wor", "2", "1.6"),
     ]
     assert set(real.timings["latency_profiles"]) == {"target", "draft"}
+    # issue 20: the text states the positions each row rests on, and how wide that leaves the interval
+    counts = [measurement["positions"] for measurement in real.data["measurements"]]
+    text = next(block for block in real.section.blocks if isinstance(block, Paragraph)).text
+    assert f"'positions' column, {min(counts)}–{max(counts)} here" in text
+    assert [row[4] for row in table.rows] == [str(count) for count in counts]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -497,3 +502,160 @@ def test_instance_gap_bad_arguments():
         instance_gap_table(["optimal"], n=1)
     with pytest.raises(ValueError, match="unknown name"):
         instance_gap_table(["best"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 20, item 6: the report, read by a newcomer
+
+
+def _sweep_for_text(published, ratio, pairs_ratio):
+    from multidraft.report.truncation import TruncationSweep
+
+    s_values = tuple(range(1, len(published) + 1))
+    return TruncationSweep(
+        100, 0.8, s_values, 0.9, {"published": published, "ratio": ratio}, {"published": (1e-3,) * len(s_values),
+        "ratio": (1e-3,) * len(s_values)}, {"published": (0.1,) * len(s_values), "ratio": pairs_ratio},
+    )  # fmt: skip
+
+
+def _diagnosis_row(temperature, top_p, single, published, ratio=0.8, optimal=0.9):
+    from multidraft.report.truncation import KeyDiagnosisRow
+
+    return KeyDiagnosisRow(temperature, top_p, single, optimal, {"published": published, "ratio": ratio},
+                           {"published": 0.3, "ratio": 1e-9})  # fmt: skip
+
+
+def _below_clause(text: str) -> str:
+    match = re.search(r"falls below the single draft at (.*?)(?:; |\. )", text)
+    return "" if match is None else match.group(1)
+
+
+def test_truncation_text_names_exactly_the_rows_below_a_single_draft():
+    from multidraft.report.truncation import _explanation
+
+    sweep = _sweep_for_text((0.5, 0.6), (0.8, 0.8), (1e-12, 2e-12))
+    rows = (
+        _diagnosis_row(0.8, None, single=0.7, published=0.5),
+        _diagnosis_row(0.8, 0.95, single=0.7, published=0.45),
+        _diagnosis_row(1.6, None, single=0.5, published=0.64, optimal=0.66),
+    )
+    text = _explanation(sweep, rows, 5)
+    assert "the method, not a defect of the key" in text
+    clause = _below_clause(text)
+    assert "0.8" in clause and "top-p 0.95" in clause and "1.6" not in clause and "(all below 1)" in clause
+    assert "97%" in text  # the hot row's share of the optimum, 0.64 / 0.66, computed from the row
+    # the twin: a row above 1 that falls below is listed, and the clause no longer says "all below 1"
+    hot_below = rows[:2] + (_diagnosis_row(1.6, None, single=0.7, published=0.6),)
+    clause = _below_clause(_explanation(sweep, hot_below, 5))
+    assert "1.6" in clause and "(all below 1)" not in clause
+    none_below = tuple(_diagnosis_row(t, None, single=0.5, published=0.6) for t in (0.8, 1.6))
+    assert _below_clause(_explanation(sweep, none_below, 5)) == ""
+
+
+def test_truncation_diagnosis_pairs_and_bounds_by_an_independent_route(small_report):
+    """'LP pairs' is q(Ω₁)² with Ω₁ the s tokens of largest key: recomputed here by a plain
+    stable sort of the keys (tokens no draft can produce last), not by the LP module."""
+    from multidraft.theory import top_p
+
+    data = small_report.results["sections"]["truncated_lp"]["rank_key_diagnosis"]
+    positions = zipf_positions(SMALL.n, SMALL.positions, np.random.default_rng(SMALL.seed))
+    assert len(data["rows"]) == 2 * len(SMALL.temperatures)
+    for row in data["rows"]:
+        drafts = positions.drafts(row["draft_temperature"])
+        if row["top_p"] is not None:
+            drafts = top_p(drafts, row["top_p"])
+        for key in ("published", "ratio"):
+            pairs = []
+            for p, q in zip(positions.targets, drafts):
+                with np.errstate(divide="ignore"):
+                    value = p - q * q if key == "published" else p / q
+                value = np.where(q > 0, value, -np.inf)
+                top = np.argsort(-value, kind="stable")[: data["s"]]
+                pairs.append(q[top].sum() ** 2)
+            assert row["lp_pairs"][key] == pytest.approx(np.mean(pairs), rel=1e-9)
+            assert row["acceptance"][key] <= row["optimal"] + 1e-9
+        assert row["single"] <= row["optimal"] + 1e-9
+    markdown = render_markdown(small_report.document)
+    below = [row for row in data["rows"] if row["acceptance"]["published"] < row["single"]]
+    assert ("falls below the single draft" in markdown) == bool(below)
+    assert "the method, not a defect of the key" in markdown
+
+
+def test_gap_figure_has_a_row_of_panels_per_law_and_every_panel_draws(small_report):
+    """The caption promised dotted without-replacement lines that hid behind the iid ones."""
+    from matplotlib.lines import Line2D
+
+    from multidraft.report.gap_table import gap_figure
+
+    positions = zipf_positions(SMALL.n, SMALL.positions, np.random.default_rng(0))
+    table = position_gap_table(positions, ks=(2, 3), temperatures=(0.8, 1.6), pairs=(), s=3)
+    figure = gap_figure(table)
+    axes = figure.axes
+    assert len(axes) == 2 * 2
+    assert [axis.get_title().split(",")[0] for axis in axes] == ["iid drafts"] * 2 + ["without replacement"] * 2
+    for axis in axes:
+        drawn = [line for line in axis.get_lines() if isinstance(line, Line2D) and len(line.get_xdata()) > 2 - 1
+                 and np.isfinite(np.asarray(line.get_ydata(), dtype=float)).any() and line.get_label()[0] != "_"]
+        assert drawn, axis.get_title()
+    iid_only = position_gap_table(positions, ks=(2,), temperatures=(0.8, 1.6), pairs=(), laws=("iid",), s=3)
+    assert len(gap_figure(iid_only).axes) == 1  # the twin: one law, one row
+    caption = next(b for s in small_report.document.sections for b in s.blocks if isinstance(b, Figure) and b.name == "gap")
+    assert "dotted" not in caption.caption and "bottom row: drafts without replacement" in caption.caption
+
+
+def test_gap_table_notes_say_each_reason_once_with_the_ks_it_applies_to():
+    from multidraft.report.gap_table import PositionGapRow, _notes
+
+    lp = "the importance LP is built for independent drafts, not drafts without replacement"
+    rows = [
+        PositionGapRow("wor", k, (0.8,), 0.9, {}, {"truncated LP": lp, "truncated LP, ratio key": lp}
+                       | ({"SpecInfer": f"too many tuples at k={k}"} if k > 2 else {}))
+        for k in (2, 4, 8)
+    ]  # fmt: skip
+    (note,) = _notes(rows)
+    assert note.text.count(lp) == 1
+    assert "**truncated LP** and **truncated LP, ratio key**: " + lp in note.text
+    assert "**SpecInfer** (K = 4, 8): too many tuples at k=4" in note.text and "k=8" not in note.text
+
+
+def test_an_enumeration_too_large_reads_as_a_number_not_as_digits():
+    """The without-replacement footnote printed "217406178270.0 GiB"."""
+    from multidraft.report.gap_table import _column_value
+    from multidraft.theory import WithoutReplacement, softmax, zipf
+
+    p = zipf(49152, 1.1, np.random.default_rng(0))
+    value, _, note = _column_value("SpecInfer", "wor", 5, [WithoutReplacement(softmax(np.log(p), 1.6), 4)], p[None, :])
+    assert value is None and "exceed the limit ENUMERATION_LIMIT" in note
+    assert re.search(r"\de\+\d+ draft tuples", note) and re.search(r"\de\+\d+ bytes of memory", note)
+    assert not re.search(r"\d{7}", note.replace("2,000,000", ""))
+
+
+def test_real_model_default_grid_measures_few_settings_well():
+    """Rows rested on 18–25 positions (intervals ±0.2): the default grid now spends the time on
+    fewer rows with many positions each, and states the positions per row."""
+    from multidraft.report.real import RealModelGrid, _settings
+
+    grid = RealModelGrid()
+    tokens_per_row = grid.prompts * grid.max_new_tokens
+    assert tokens_per_row >= 150  # a Wilson interval of about ±0.07 needs ~170 positions
+    assert len(_settings(grid)) * tokens_per_row <= 1000  # the time budget (see README)
+
+
+def test_cli_report_refuses_an_empty_out_and_a_bad_seed_before_creating_anything(tmp_path, cli):
+    error = one_line_error(cli("report", "--out", "", cwd=tmp_path))
+    assert "--out: the path is empty" in error and not any(tmp_path.iterdir())
+    for seed in ("-1", str(2**70)):
+        error = one_line_error(cli("report", "--out", str(tmp_path / "r"), "--seed", seed))
+        assert "seed: expected an integer in [0, 2**62)" in error
+        assert not (tmp_path / "r").exists()
+
+
+def test_cli_report_removes_the_folder_it_created_when_the_build_fails(tmp_path, cli):
+    pytest.importorskip("torch")
+    out = tmp_path / "new"
+    error = one_line_error(cli("report", "--out", str(out), "--model", str(tmp_path / "no-such-model")))
+    assert "no such file or directory" in error and not out.exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    one_line_error(cli("report", "--out", str(kept), "--model", str(tmp_path / "no-such-model")))
+    assert kept.is_dir()  # the twin: a folder that was there stays

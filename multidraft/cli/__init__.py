@@ -38,6 +38,10 @@ COMMAND_MODULES = (
     "report",
 )
 
+#: Largest excess beyond [0, 1] of a computed probability that is taken for rounding and
+#: printed clipped (:func:`shown_probability`).
+ROUNDING = 1e-12
+
 #: Advice in library messages that has different words on the command line.
 _CLI_WORDING = (("; pass normalize=True to rescale", "; give entries that sum to 1 (e.g. fractions such as 1/3)"),)
 
@@ -62,6 +66,22 @@ class Parser(argparse.ArgumentParser):
             if isinstance(action.help, LazyHelp):
                 action.help = action.help.text()
         return super().format_help()
+
+
+def shown_probability(value: float) -> float:
+    """A computed probability as printed: clipped to [0, 1] where it lies outside by rounding
+    only (at most :data:`ROUNDING`, e.g. ``1.0000000000000002``); a larger excess is printed as
+    it is, since hiding it would hide an error.
+
+    >>> shown_probability(1.0000000000000002), shown_probability(-1e-17), shown_probability(0.25)
+    (1.0, 0.0, 0.25)
+    """
+    value = float(value)
+    if 1.0 < value <= 1.0 + ROUNDING:
+        return 1.0
+    if -ROUNDING <= value < 0.0:
+        return 0.0
+    return value
 
 
 def add_verbose(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,10 @@ single-draft baseline -- speculative sampling with one draft from the first draf
 distribution, Σ min(p, q) -- whatever K is). ``--scheme all`` lists every registered scheme
 that applies to the law. ``--exact`` gives
 exact fractions ("num/den" strings in ``--json``) for the schemes that allow it; with
-``--scheme all`` the others are listed under ``"skipped"``.
+``--scheme all`` the others are listed under ``"skipped"``, and a scheme whose exact value is
+beyond the size guard at this K and n under ``"out_of_range"`` with the reason (a scheme named
+on its own is an error instead). ``--s`` and ``--rank-key`` need a scheme that takes them.
+Probabilities that fall outside [0, 1] by rounding only (at most 1e-12) are printed clipped.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from multidraft.cli import LazyHelp, add_verbose
+from multidraft.cli import ROUNDING, LazyHelp, add_verbose, shown_probability
 from multidraft.cli._laws import LAWS, build_law
 
 #: The built-in example: Khisti et al., Section 3 (uniform draft, acceptance one).
@@ -51,10 +54,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--k", type=int, default=None, help="number of drafts K (needed with a single --draft)")
     parser.add_argument("--law", choices=LAWS, default=None, help="draft law (default iid)")
     parser.add_argument("--scheme", action="append", metavar="NAME", help=LazyHelp(_scheme_help))
-    parser.add_argument("--s", type=int, default=None, help="truncation size s for truncated-lp and multistage")
-    parser.add_argument("--rank-key", choices=("published", "ratio"), default=None, help="ranking key for truncated-lp")
+    parser.add_argument(
+        "--s", type=int, default=None, help="truncation size s for truncated-lp and multistage (needs one of them)"
+    )
+    parser.add_argument(
+        "--rank-key", choices=("published", "ratio"), default=None, help="ranking key for truncated-lp (needs it)"
+    )
     parser.add_argument("--exact", action="store_true", help="exact fractions (inputs must be fractions)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print one JSON object (probabilities outside [0, 1] by at most {ROUNDING:g}, i.e. rounding, "
+        "are printed clipped to it, here and in the table)",
+    )
     add_verbose(parser)
     parser.set_defaults(func=run)
 
@@ -68,13 +80,27 @@ def _scheme_help() -> str:
     )
 
 
+#: The schemes that take each scheme option of the command line.
+_OPTION_SCHEMES = {"s": ("truncated-lp", "multistage"), "rank_key": ("truncated-lp",)}
+
+
 def _scheme_options(name: str, args: argparse.Namespace) -> dict:
-    options: dict = {}
-    if args.s is not None and name in ("truncated-lp", "multistage"):
-        options["s"] = args.s
-    if args.rank_key is not None and name == "truncated-lp":
-        options["rank_key"] = args.rank_key
-    return options
+    return {
+        option: getattr(args, option)
+        for option, names in _OPTION_SCHEMES.items()
+        if getattr(args, option) is not None and name in names
+    }
+
+
+def _check_options_used(requested: list[str], args: argparse.Namespace) -> None:
+    """Refuse ``--s``/``--rank-key`` when no requested scheme takes it (it would be ignored)."""
+    for option, names in _OPTION_SCHEMES.items():
+        if getattr(args, option) is not None and not set(names) & set(requested):
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(
+                f"{flag}: only {' and '.join(names)} take{'s' if len(names) == 1 else ''} it, and none is requested; "
+                f"add --scheme {names[0]} (or drop {flag})"
+            )
 
 
 def _evaluate(name: str, target, law, args: argparse.Namespace):
@@ -98,13 +124,19 @@ def _first_draft(law):
 
 
 def _format(value, exact: bool) -> str | float:
-    return f"{value.numerator}/{value.denominator}" if exact else float(value)
+    return f"{value.numerator}/{value.denominator}" if exact else shown_probability(value)
+
+
+def _out_of_range(error: Exception) -> str:
+    """The reason a scheme's exact value is out of range, without the advice after ';'."""
+    return str(error).splitlines()[0].split("; ")[0]
 
 
 def run(args: argparse.Namespace) -> int:
     """Compute and print the acceptance of each requested scheme."""
     from multidraft.schemes import SCHEMES, schemes_for
     from multidraft.theory import parse_distribution
+    from multidraft.theory.limits import ProblemTooLargeError
 
     if args.target is None and args.draft is None:
         target_text, drafts, k = EXAMPLE_TARGET, [EXAMPLE_DRAFT], args.k or EXAMPLE_K
@@ -117,12 +149,22 @@ def run(args: argparse.Namespace) -> int:
 
     requested = ["optimal", *(args.scheme or DEFAULT_SCHEMES)]
     skipped: list[str] = []
-    if "all" in requested:
+    every = "all" in requested
+    if every:
         requested = ["optimal", "single"] + [name for name in schemes_for(law) if name != "single"]
         if args.exact:
             skipped = [name for name in requested if name not in ("optimal",) and not SCHEMES[name].exact_capable]
             requested = [name for name in requested if name not in skipped]
-    values = {name: _evaluate(name, target, law, args) for name in dict.fromkeys(requested)}
+    _check_options_used(requested, args)
+    values: dict = {}
+    out_of_range: dict[str, str] = {}
+    for name in dict.fromkeys(requested):
+        try:
+            values[name] = _evaluate(name, target, law, args)
+        except ProblemTooLargeError as error:
+            if not every or name == "optimal":
+                raise
+            out_of_range[name] = _out_of_range(error)
 
     if args.json:
         payload = {
@@ -134,15 +176,19 @@ def run(args: argparse.Namespace) -> int:
         }
         if skipped:
             payload["skipped"] = skipped
+        if out_of_range:
+            payload["out_of_range"] = out_of_range
         print(json.dumps(payload))
         return 0
     optimum = values.get("optimal")
     print(f"law {law.name}, k = {law.k}, n = {law.n}" + (" (exact)" if args.exact else ""))
     print(f"{'scheme':<14} {'acceptance':>22} {'of optimum':>11}")
     for name, value in values.items():
-        shown = str(value) if args.exact else f"{float(value):.12f}"
+        shown = str(value) if args.exact else f"{shown_probability(value):.12f}"
         ratio = f"{float(value) / float(optimum):.4f}" if optimum else ""
         print(f"{name:<14} {shown:>22} {ratio:>11}")
     if skipped:
         print(f"not exact, skipped: {', '.join(skipped)}")
+    for name, reason in out_of_range.items():
+        print(f"out of range: {name} ({reason})")
     return 0

@@ -13,7 +13,7 @@ Every value is checked before a model loads. The same run times plain autoregres
 sampling of the prompts and prints the speed-up beside tokens/s (``--no-baseline`` skips it);
 ``--compile`` runs static KV caches with compiled forwards (CUDA graphs on CUDA).
 
-A progress bar goes to stderr; ``--json`` prints one JSON object on stdout with
+A progress bar goes to stderr when it is a terminal; ``--json`` prints one JSON object on stdout with
 ``empirical_acceptance``, ``expected_acceptance``, ``optimal_acceptance``, ``ci95`` (95%
 interval of empirical - expected, model-based variance), ``positions``, ``block_efficiency``,
 ``tokens_per_second``, ``autoregressive_tokens_per_second``, ``speedup`` and the rest of
@@ -61,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-baseline", action="store_true", help="do not time autoregressive decoding (no speed-up)")
     parser.add_argument(
         "--threads", type=int, default=None,
-        help="torch CPU threads (default: torch's choice; 1 is much faster on a busy, shared CPU)",
+        help="torch CPU threads (default: the idle cores -- the cores this process may use minus the "
+        "1-minute load average, at least 1 -- since torch's one-per-core runs many times slower on a busy CPU)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     from multidraft.decoding import DraftSpec, MeasureConfig, early_exit, load_model, run_measurement
     from multidraft.decoding.generation import check_specs
+    from multidraft.decoding.models import default_threads
 
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"threads: must be >= 1, got {args.threads}")
@@ -92,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
         compile=args.compile,
         baseline=not args.no_baseline,
     )
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or default_threads())
     target = load_model(args.target or args.model or "default", device=config.device)
     if args.early_exit is not None:
         draft = early_exit(target, args.early_exit)

@@ -7,7 +7,8 @@
 
 Prints the median milliseconds per call for each batch size (rows) and number of new tokens
 (columns) on a KV cache of ``--context`` tokens; ``--layers N`` profiles the early-exit draft
-made of the first N layers.
+made of the first N layers. A grid whose largest point would need more memory than the device
+has available is refused once the model is loaded, before anything is allocated for it.
 """
 
 from __future__ import annotations
@@ -41,13 +42,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per grid point")
     parser.add_argument("--compile", action="store_true", help="time the compiled forward on a static KV cache")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random token ids (default 0)")
+    parser.add_argument(
+        "--threads", type=int, default=None,
+        help="torch CPU threads (default: the idle cores, at least 1, as for measure)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Check every value, load the model, profile it and print the latency table."""
-    from multidraft.decoding.models import early_exit, load_model, resolve_device
+    import torch
+
+    from multidraft.decoding.models import default_threads, early_exit, load_model, resolve_device
     from multidraft.decoding.profiling import LatencyGrid, profile_latency
 
     grid = LatencyGrid(args.batch_sizes, args.token_counts, args.context, args.repeats, args.warmup, args.compile)
@@ -55,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"layers: must be >= 1, got {args.layers}")
     if args.seed < 0:
         raise ValueError(f"seed: must be >= 0, got {args.seed}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"threads: must be >= 1, got {args.threads}")
     resolve_device(args.device)
+    torch.set_num_threads(args.threads or default_threads())
     loaded = load_model(args.model, device=args.device)
     if args.layers is not None:
         loaded = early_exit(loaded, args.layers)

@@ -4,14 +4,17 @@
 
 Without a model it builds the synthetic report (no network, about a minute on two CPUs);
 ``--model`` (one model drafting for itself at other temperatures) or ``--target``/``--draft``
-add the real-model section. The output directory is checked before any work starts.
+add the real-model section. Every value and the output directory are checked before any
+work starts; a build that fails removes the directory it created.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+from pathlib import Path
 
 from multidraft.cli import add_verbose
 
@@ -52,10 +55,16 @@ def run(args: argparse.Namespace) -> int:
     if args.target is not None and args.draft is None:
         raise ValueError("--target: also give --draft (or use --model for one model drafting for itself)")
     target = args.model if args.model is not None else args.target
-    config = ReportConfig(seed=args.seed, target=target, draft=args.draft)
+    config = ReportConfig(seed=args.seed, target=target, draft=args.draft)  # every value checked first
+    created = not Path(args.out).exists()
     out = prepare_output(args.out, force=args.force)
-    report = build_report(config, progress=True)
-    written = write_report_files(report.document, report.results, out)
+    try:
+        report = build_report(config, progress=True)
+        written = write_report_files(report.document, report.results, out)
+    except BaseException:
+        if created:  # a failed build leaves no folder behind that was not there before
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     if args.json:
         print(json.dumps({kind: str(written[kind]) for kind in ("markdown", "html", "json")} | {"seconds": report.seconds}))
         return 0

@@ -129,7 +129,8 @@ def measure(
     keep_distributions : bool
         Keep p and q_i in each record (memory: 8 V bytes per distribution).
     progress : bool
-        Progress bars on stderr (this run's and transformers' model loading).
+        This run's progress bar on stderr, drawn only when stderr is a terminal (and the hub's
+        download bars when a model is downloaded; transformers' loading bar is always off).
 
     Returns
     -------
@@ -186,10 +187,11 @@ def run_measurement(
         torch.Generator(device=device).manual_seed(config.seed + 1),
     )
     total = len(prompts) * config.max_new_tokens
-    with tqdm(total=total, disable=not progress, file=sys.stderr, unit="tok", desc="measure") as bar:
+    # disable=None: tqdm draws only when stderr is a terminal (a pipe or a log gets no bar lines)
+    with tqdm(total=total, disable=None if progress else True, file=sys.stderr, unit="tok", desc="measure") as bar:
         for index, ids in enumerate(prompts):
             _measure_prompt(index, ids, config, target, specs, randomness, tally, keep_distributions, bar)
-            bar.update((index + 1) * config.max_new_tokens - bar.n)
+            bar.update((index + 1) * config.max_new_tokens - bar.n)  # a prompt that ended early: skip its rest
     return aggregate(
         tally,
         config,
@@ -215,8 +217,11 @@ def _measure_prompt(
     bar: Any,
 ) -> None:
     """One prompt: speculative generation with a theory record per position, then (with the
-    baseline) autoregressive sampling of as many tokens; everything accumulates in ``tally``."""
+    baseline) autoregressive sampling of as many tokens; everything accumulates in ``tally``.
+    The bar counts this prompt's tokens up to its ``max_new_tokens`` share (a last block can
+    emit more than are kept), so it never runs past the prompt's end nor backwards."""
     generator, rng, baseline_generator = randomness
+    end = (index + 1) * config.max_new_tokens
 
     def on_block(outcome: BlockOutcome) -> None:
         start = time.perf_counter()
@@ -225,7 +230,7 @@ def _measure_prompt(
         for step in outcome.steps:
             tally.records.append(_record(index, block, step, config.scheme, keep, tally.gaps))
         tally.seconds["theory"] += time.perf_counter() - start
-        bar.update(min(len(outcome.tokens), bar.total - bar.n))
+        bar.update(max(0, min(len(outcome.tokens), end - bar.n)))
 
     generation = speculative_generate(
         target, specs, ids, length=config.length, scheme=config.scheme, max_new_tokens=config.max_new_tokens,

@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +43,8 @@ __all__ = [
     "default_model_path",
     "default_cache_dir",
     "resolve_device",
+    "default_threads",
+    "cpu_threads",
     "load_model",
     "early_exit",
     "check_compatible",
@@ -181,23 +184,61 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return device
 
 
+def default_threads() -> int:
+    """CPU threads for torch that are never the slow choice on a shared machine.
+
+    torch's default, one thread per core, makes every parallel region wait for its slowest
+    core: where other processes hold cores, a decode step of a small model takes many times
+    longer (``multidraft measure`` on a busy 2-core machine: 5 min 33 s against 40 s with one
+    thread, the same numbers). So the default is the cores this process may run on (its CPU
+    affinity) minus the busy ones (the 1-minute load average, rounded), at least 1 and at
+    most torch's own default: one thread on a busy machine, every idle core on an idle one.
+    """
+    default = torch.get_num_threads()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    busy = int(os.getloadavg()[0] + 0.5) if hasattr(os, "getloadavg") else 0
+    return max(1, min(default, usable - busy))
+
+
+@contextmanager
+def cpu_threads(count: int | None = None) -> Iterator[int]:
+    """Within the block torch uses ``count`` CPU threads (default :func:`default_threads`);
+    the previous setting is restored afterwards. Yields the count."""
+    if count is None:
+        count = default_threads()
+    elif isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"threads: must be an integer >= 1, got {count!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield count
+    finally:
+        torch.set_num_threads(before)
+
+
 @contextmanager
 def loading_bars(show: bool) -> Iterator[None]:
-    """Within the block, transformers' and huggingface_hub's progress bars (weight loading,
-    downloads, GGUF de-quantisation) are shown only when ``show``; the previous setting is
-    restored afterwards."""
-    if show:
-        yield
-        return
+    """Within the block transformers' own progress bars (loading weights, de-quantising GGUF)
+    are off: they are short and would stand beside the caller's bar. huggingface_hub's download
+    bars stay as they were when ``show`` (a download can take minutes) and are off otherwise.
+    The previous settings are restored afterwards."""
+    from huggingface_hub import utils as hub_utils
     from transformers.utils import logging as hf_logging
 
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    ours = hf_logging.is_progress_bar_enabled()
+    downloads = not hub_utils.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # transformers' bars and, with them, the hub's
+    if show and downloads:
+        hub_utils.enable_progress_bars()
     try:
         yield
     finally:
-        if enabled:
+        if ours:
             hf_logging.enable_progress_bar()
+        if downloads:
+            hub_utils.enable_progress_bars()
+        else:
+            hub_utils.disable_progress_bars()
 
 
 def _version(package: str) -> str:
@@ -213,22 +254,28 @@ def conversion_key(path: Path) -> str:
     return f"{path.stem}-{path.stat().st_size}-transformers{_version('transformers')}-gguf{_version('gguf')}"
 
 
-def _converted_gguf(path: Path, cache_dir: Path) -> Path:
+def _converted_gguf(path: Path, spec: str, cache_dir: Path) -> Path:
     """Directory of safetensors + tokenizer converted from a GGUF file, created once.
 
     The conversion is written to a temporary sibling and renamed into place, so concurrent
-    processes never see a half-written directory.
+    processes never see a half-written directory. A file that is empty or that the GGUF reader
+    cannot read is refused with a ``ValueError`` naming it (``spec``, the model as given).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if path.stat().st_size == 0:
+        raise ValueError(f"model {spec!r}: {path} is an empty file (0 bytes), not a GGUF model")
     target = cache_dir / conversion_key(path)
     if (target / "config.json").is_file():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=cache_dir))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        except (ValueError, KeyError, OSError, EOFError, struct.error) as error:  # the reader's words may name no file
+            raise ValueError(f"model {spec!r}: {path} cannot be read as a GGUF model ({error})") from error
         # The weights are now plain float32 tensors; drop the GGUF quantiser marker so that
         # transformers serialises them as ordinary safetensors.
         model.hf_quantizer = None
@@ -311,7 +358,8 @@ def load_model(
         Passed unchanged to ``from_pretrained`` for accelerate's placement across devices,
         e.g. ``"auto"`` for a model larger than one GPU.
     progress : bool
-        Show transformers' loading and conversion progress bars (stderr).
+        Show huggingface_hub's download bars (stderr) when a hub model is downloaded;
+        transformers' own loading and de-quantisation bars are always off (:func:`loading_bars`).
 
     Returns
     -------
@@ -320,7 +368,8 @@ def load_model(
     Raises
     ------
     ValueError
-        Empty spec, not a device, or a device torch does not report (checked before loading).
+        Empty spec, not a device, or a device torch does not report (checked before loading);
+        a ``.gguf`` file that is empty or cannot be read as GGUF (the error names the file).
     OSError
         A path that does not exist; a hub id that is neither cached locally nor downloadable.
     ImportError
@@ -340,7 +389,7 @@ def load_model(
             if path.is_file():
                 if path.suffix != ".gguf":
                     raise ValueError(f"spec: {spec!r} is a file but not a .gguf file; pass a model directory")
-                path = _converted_gguf(path, Path(cache_dir) if cache_dir is not None else default_cache_dir())
+                path = _converted_gguf(path, spec, Path(cache_dir) if cache_dir is not None else default_cache_dir())
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             model = AutoModelForCausalLM.from_pretrained(path, **kwargs)

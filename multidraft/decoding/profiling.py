@@ -21,6 +21,7 @@ constants — the tests check the bookkeeping (grid, median, warm-up) with a scr
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -32,9 +33,10 @@ import torch
 
 from multidraft.decoding.models import CACHE_KEYWORD, forward_with_cache
 from multidraft.theory.distributions import check_count
+from multidraft.theory.limits import SizeEstimate, check_size
 from multidraft.theory.speed import LatencyModel
 
-__all__ = ["LatencyGrid", "LatencyProfile", "profile_latency"]
+__all__ = ["LatencyGrid", "LatencyProfile", "profile_latency", "profile_memory", "available_memory"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,6 +149,75 @@ class LatencyGrid:
         put(self, "warmup", check_count(self.warmup, "warmup", minimum=1 if self.compile else 0))
 
 
+def profile_memory(network: torch.nn.Module, batch: int, tokens: int, context: int) -> int:
+    """Estimated peak bytes of profiling ``batch`` sequences of ``tokens`` new tokens on a cache
+    of ``context`` tokens (besides the weights): the KV cache, the logits of the widest call
+    (the prefill of ``context`` tokens or a timed call of ``tokens``) and its activations,
+
+        b·(c + m)·layers·2·kv_heads·head_dim·e  +  b·w·V·4  +  b·w·(ffn + 4·hidden)·e  +  b·heads·w·(c + m)·e,
+
+    with w = max(c, m), e the parameter size in bytes and the shapes read from the model's
+    config (one layer and one head when it has none).
+    """
+    weight = network.get_input_embeddings().weight
+    vocab, hidden = (int(v) for v in weight.shape)
+    size = weight.element_size()
+    config = getattr(network, "config", None)
+    layers = int(getattr(config, "num_hidden_layers", None) or 1)
+    heads = int(getattr(config, "num_attention_heads", None) or 1)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(config, "head_dim", None) or max(1, hidden // heads))
+    ffn = int(getattr(config, "intermediate_size", None) or 4 * hidden)
+    total, widest = context + tokens, max(context, tokens)
+    cache = batch * total * layers * 2 * kv_heads * head_dim * size
+    logits = batch * widest * vocab * max(size, 4)
+    activations = batch * widest * (ffn + 4 * hidden) * size + batch * heads * widest * total * size
+    return cache + logits + activations
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes that can still be allocated on ``device``: free CUDA memory, or the kernel's
+    ``MemAvailable`` (else the free pages) for the CPU; None where unknown (MPS, other)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _check_memory(network: torch.nn.Module, name: str, grid: LatencyGrid, device: torch.device, limit: int | None) -> None:
+    """Refuse, through the size guard and before anything is allocated, a grid whose largest
+    point needs more than ``limit`` bytes (default: what ``device`` has available)."""
+    if limit is None:
+        limit = available_memory(device)
+        if limit is None:
+            return
+    batch, tokens = grid.batch_sizes[-1], grid.token_counts[-1]
+    estimate = SizeEstimate(
+        f"latency profile of {name} (batch {batch:,}, context {grid.context:,} + {tokens:,} tokens)",
+        batch * (grid.context + tokens),
+        profile_memory(network, batch, tokens, grid.context),
+        unit="cached token positions",
+    )
+    check_size(
+        estimate,
+        f"profile smaller batch sizes or a shorter context (the limit is what {device} has available now; "
+        "pass max_memory= to change it)",
+        max_variables=2**62,
+        max_memory=limit,
+    )
+
+
 def _synchronize(device: torch.device) -> None:
     """Wait for queued kernels so that a clock reading covers the work (no-op on CPU)."""
     if device.type == "cuda":
@@ -183,6 +254,7 @@ def profile_latency(
     warmup: int = 2,
     seed: int = 0,
     compile: bool = False,
+    max_memory: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> LatencyProfile:
     """Median latency t(b, m) of one forward pass: b sequences, m new tokens, ``context`` cached.
@@ -212,6 +284,10 @@ def profile_latency(
     compile : bool
         Time the compiled forward on the static cache that decoding with ``compile=True``
         uses (:class:`~multidraft.decoding.ModelState`; needs a LoadedModel and ``context >= 1``).
+    max_memory : int, optional
+        Bytes the largest grid point may need (:func:`profile_memory`); default: what the
+        model's device has available now (:func:`available_memory`). Checked before anything
+        is allocated.
     clock : callable
         Seconds counter (``time.perf_counter``); replaceable to test the bookkeeping.
 
@@ -223,6 +299,8 @@ def profile_latency(
     ------
     ValueError
         Bad grid or counts; ``context > 0`` with a model that returns no KV cache.
+    ProblemTooLargeError
+        The largest grid point would need more than ``max_memory`` bytes.
 
     References
     ----------
@@ -238,6 +316,7 @@ def profile_latency(
     name = getattr(model, "name", None) or type(network).__name__
     embeddings = network.get_input_embeddings()
     device, vocab = embeddings.weight.device, int(embeddings.weight.shape[0])
+    _check_memory(network, str(name), grid, device, max_memory)
     generator = torch.Generator().manual_seed(seed)
 
     def random_ids(batch: int, count: int) -> torch.Tensor:

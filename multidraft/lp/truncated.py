@@ -73,19 +73,30 @@ def rank_key_values(target: np.ndarray, drafts: np.ndarray, rank_key: str) -> np
       mass not already delivered by the tuple (k, ..., k).
     * ``"ratio"``: ``p(k) / q̄(k)`` with ``q̄`` the mean of the q_i: under-drafted tokens first
       (the min-cut argument sends every tuple holding a token outside the optimal cut set to
-      that token). ``q̄ = 0 < p`` ranks first; ``p = 0`` ranks last.
+      that token); ``p = 0`` ranks last among the drafted tokens.
+
+    Under both keys a token that no draft can produce (every ``q_i(k) = 0``) ranks last, -inf:
+    it is in no draft tuple, so a place among the top s would be wasted on it (the paper sorts
+    only the tokens left after the drafts' top-p; otherwise, with top-k drafts, an undrafted
+    token of large p could push a drafted one out and s >= the drafts' support would not give
+    the full LP).
 
     >>> rank_key_values(np.array([0.5, 0.5]), np.array([[0.5, 0.5], [1.0, 0.0]]), "published").tolist()
     [0.0, 0.5]
+    >>> q = np.array([0.5, 0.5, 0.0])  # two iid drafts that never produce token 2
+    >>> np.round(rank_key_values(np.array([0.3, 0.3, 0.4]), np.stack([q, q]), "published"), 6).tolist()
+    [0.05, 0.05, -inf]
     """
     drafts = np.atleast_2d(drafts)  # [..., K, n]
     if rank_key == "published":
-        return target - np.prod(drafts, axis=-2)
-    if rank_key == "ratio":
+        key = target - np.prod(drafts, axis=-2)
+    elif rank_key == "ratio":
         mean = drafts.mean(axis=-2)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(mean > 0, target / np.where(mean > 0, mean, 1.0), np.where(target > 0, np.inf, 0.0))
-    raise ValueError(f"rank_key: unknown key {rank_key!r}; choose one of {', '.join(RANK_KEYS)}")
+            key = target / np.where(mean > 0, mean, 1.0)
+    else:
+        raise ValueError(f"rank_key: unknown key {rank_key!r}; choose one of {', '.join(RANK_KEYS)}")
+    return np.where(drafts.max(axis=-2) > 0, key, -np.inf)
 
 
 @dataclass(frozen=True, eq=False)

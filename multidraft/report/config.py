@@ -6,6 +6,10 @@ from dataclasses import asdict, dataclass
 
 __all__ = ["ReportConfig"]
 
+#: Seeds are below this bound: numpy takes any non-negative integer, the real-model section
+#: seeds measurement i with ``seed + i``, which must stay below 2**63 - 1.
+SEED_LIMIT = 2**62
+
 
 @dataclass(frozen=True)
 class ReportConfig:
@@ -15,7 +19,7 @@ class ReportConfig:
     ----------
     seed : int
         Seed of the ``numpy.random.Generator`` for the synthetic positions (and of the
-        real-model measurement).
+        real-model measurement): an integer in [0, 2**62).
     n : int
         Vocabulary size of the synthetic positions (49152, a SmolLM2-sized vocabulary).
     positions : int
@@ -54,6 +58,8 @@ class ReportConfig:
     draft: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < SEED_LIMIT:
+            raise ValueError(f"seed: expected an integer in [0, 2**62), got {self.seed!r}")
         if self.n < 2:
             raise ValueError(f"n: needs a vocabulary of at least 2 tokens, got {self.n}")
         if not self.ks or min(self.ks) < 1:

@@ -46,6 +46,8 @@ _RANK_KEYS = {"truncated LP": "published", "truncated LP, ratio key": "ratio"}
 
 #: Laws of the temperature rows.
 _LAWS = ("iid", "wor")
+#: How the figure names them.
+_LAW_TITLES = {"iid": "iid drafts", "wor": "without replacement"}
 
 _STYLES = {
     VERIFIER_COLUMN: dict(color="black", marker="*", linewidth=0.8),
@@ -227,33 +229,34 @@ def position_gap_table(
 
 
 def gap_figure(table: PositionGapTable):
-    """Fraction of the optimum reached by each scheme against draft temperature, one panel per K."""
+    """Fraction of the optimum reached by each scheme against draft temperature: one panel per K,
+    one row of panels per law (iid drafts on top, drafts without replacement below), so that
+    no law's line hides behind the other's."""
     plt = pyplot()
     ks = sorted({row.k for row in table.rows if row.law != "independent"})
+    laws = [law for law in _LAWS if any(row.law == law for row in table.rows)]
     figure, axes = plt.subplots(
-        1, len(ks), figsize=(4.2 * len(ks) + 1.6, 3.6), sharey=True, squeeze=False, layout="constrained"
-    )
-    for axis, k in zip(axes[0], ks):
-        for law, linestyle in (("iid", "-"), ("wor", ":")):
+        len(laws), len(ks), figsize=(4.2 * len(ks) + 1.6, 3.2 * len(laws) + 0.4), sharex=True, sharey=True,
+        squeeze=False, layout="constrained",
+    )  # fmt: skip
+    for line, law in zip(axes, laws):
+        for axis, k in zip(line, ks):
             rows = [r for r in table.rows if r.law == law and r.k == k]
-            if not rows:
-                continue
             temperatures = [r.draft_temperatures[0] for r in rows]
             for column in GAP_COLUMNS:
-                if law == "wor" and column == "single draft":
-                    continue  # the same single draft as under iid, only a different denominator
                 fractions = [r.fraction(column) for r in rows]
                 if all(f is None for f in fractions):
-                    continue
+                    continue  # no exact value for this law at this vocabulary (see the table's note)
                 values = [np.nan if f is None else f for f in fractions]
-                axis.plot(temperatures, values, linestyle=linestyle, label=f"{column} ({law})", **_STYLES[column])
-        axis.axhline(1.0, color="black", linewidth=1.0)
-        axis.set_title(f"K = {k}")
+                axis.plot(temperatures, values, label=column, **_STYLES[column])
+            axis.axhline(1.0, color="black", linewidth=1.0)
+            axis.set_title(f"{_LAW_TITLES[law]}, K = {k}", fontsize=9)
+            axis.grid(alpha=0.3)
+        line[0].set_ylabel("fraction of the optimum")
+    for axis in axes[-1]:
         axis.set_xlabel("draft temperature (target 1.0)")
-        axis.grid(alpha=0.3)
-    axes[0][0].set_ylabel("fraction of the optimal acceptance")
     handles: dict = {}
-    for axis in axes[0]:
+    for axis in axes.flat:
         for handle, label in zip(*axis.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     figure.legend(handles.values(), handles.keys(), fontsize=7, loc="outside right center")
@@ -267,14 +270,28 @@ def units(config: ReportConfig) -> int:
 
 
 def _notes(rows: Sequence[PositionGapRow]) -> list[Paragraph]:
-    """One note per empty column of a table (the first row's reason)."""
-    notes: dict[str, str] = {}
+    """One note for the empty cells of a table: each reason once, with the columns it empties
+    and the K where it does when that is not every row."""
+    every_k = sorted({row.k for row in rows})
+    first: dict[str, str] = {}  # column -> its first row's reason (later rows differ only in K)
+    empty: dict[str, set[int]] = {}  # column -> the K of its empty cells
     for row in rows:
         for column, note in row.notes.items():
-            notes.setdefault(column, note)
-    if not notes:
+            first.setdefault(column, note)
+            empty.setdefault(column, set()).add(row.k)
+    reasons: dict[str, dict] = {}  # reason -> column -> K values with an empty cell
+    for column, note in first.items():
+        reasons.setdefault(note, {})[column] = empty[column]
+    if not reasons:
         return []
-    return [Paragraph("—: " + "; ".join(f"{column}: {note}" for column, note in notes.items()) + ".")]
+    parts = []
+    for reason, columns in reasons.items():
+        named = " and ".join(
+            f"**{column}**" + ("" if sorted(ks) == every_k else f" (K = {', '.join(map(str, sorted(ks)))})")
+            for column, ks in columns.items()
+        )
+        parts.append(f"{named}: {reason}")
+    return [Paragraph("—: " + "; ".join(parts) + ".")]
 
 
 def build(context: BuildContext) -> SectionResult:
@@ -327,8 +344,9 @@ def build(context: BuildContext) -> SectionResult:
         blocks.append(Table(headers, body, "Non-identical draft pairs"))
         blocks += _notes(pairs)
     caption = (
-        "Fraction of the optimal acceptance per scheme against draft temperature "
-        "(solid: iid, dotted: without replacement)"
+        "Fraction of the optimal acceptance per scheme against draft temperature, one panel per K "
+        "(top row: iid drafts; bottom row: drafts without replacement, with the schemes that have an exact "
+        "value there)"
     )
     blocks.append(Figure("gap", png_bytes(gap_figure(table)), caption))
     data = {

@@ -176,10 +176,13 @@ def render_html(document: Document) -> str:
 def prepare_output(out: str | os.PathLike, force: bool = False) -> Path:
     """Check (and create) the output directory before any work is done.
 
-    Refuses an existing non-empty directory unless ``force`` (then the old report files and
-    figures are replaced; other files are left alone), a path that is a file, and a location
-    that cannot be written, each with an ``OSError``/``ValueError`` naming the path.
+    Refuses an empty path (which would mean the current directory), an existing non-empty
+    directory unless ``force`` (then the old report files and figures are replaced; other files
+    are left alone), a path that is a file, and a location that cannot be written, each with an
+    ``OSError``/``ValueError`` naming the path.
     """
+    if not str(out).strip():
+        raise ValueError("--out: the path is empty; name a directory for the report (e.g. --out report)")
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--out: {path} exists and is not a directory")

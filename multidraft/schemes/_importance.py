@@ -22,6 +22,7 @@ import numpy as np
 
 from multidraft.schemes.base import Scheme, sample_rows, single_draft_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
+from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = ["ImportanceScheme", "RECOMPUTE_LIMIT"]
 
@@ -79,13 +80,15 @@ class ImportanceScheme(Scheme):
         return tokens
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> None:
-        count = law.tuple_count()
-        if count > ENUMERATION_LIMIT:
-            raise ValueError(
-                f"scheme {self.name!r}: P(Y ∈ set(X)) needs enumerating {count} draft tuples "
-                f"(limit {ENUMERATION_LIMIT}); selected_acceptance(target, law) gives the selected "
-                "draft's acceptance Σ min(p, r) at any size"
-            )
+        estimate = SizeEstimate(
+            f"scheme {self.name!r}: P(Y ∈ set(X)) ({law.name} law, n={law.n}, k={law.k})",
+            law.tuple_count(), 0, unit="draft tuples to enumerate",
+        )  # fmt: skip
+        check_size(
+            estimate,
+            "selected_acceptance(target, law) gives the selected draft's acceptance Σ min(p, r) at any size",
+            max_variables=ENUMERATION_LIMIT, variables_name="ENUMERATION_LIMIT",
+        )  # fmt: skip
         return None
 
     def selected_acceptance(self, target: object, law: DraftLaw) -> float:

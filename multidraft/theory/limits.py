@@ -16,6 +16,7 @@ min-cut for at most :data:`~multidraft.theory.laws.SUBSETS_LIMIT` draftable toke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 __all__ = [
     "MAX_VARIABLES",
@@ -78,20 +79,42 @@ class SizeEstimate:
 
     def describe(self) -> str:
         """``"about 1,000 variables (40 constraints, 1.2 MiB of memory)"``."""
-        details = [f"{self.constraints:,} constraints"] if self.constraints else []
+        details = [f"{_count(self.constraints)} constraints"] if self.constraints else []
         details += [f"{_bytes(self.memory)} of memory"] if self.memory else []
-        return f"about {self.variables:,} {self.unit}" + (f" ({', '.join(details)})" if details else "")
+        return f"about {_count(self.variables)} {self.unit}" + (f" ({', '.join(details)})" if details else "")
+
+
+#: Counts from this size on are written in scientific notation (``2.3e+18``), not in full.
+_SCIENTIFIC_FROM = 10**15
+
+
+def _count(count: int) -> str:
+    """``1,234,567`` or, from 10^15 on, ``5.8e+18`` (exact integers of any size, no float overflow).
+
+    >>> _count(923_780), _count(10**477 + 1)
+    ('923,780', '1.0e+477')
+    """
+    if count < _SCIENTIFIC_FROM:
+        return f"{count:,}"
+    return f"{Decimal(count):.1e}"
 
 
 def _bytes(count: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    """Binary units up to TiB, then scientific notation for anything larger.
+
+    >>> _bytes(3 * 2**29), _bytes(2**41), _bytes(2**60)
+    ('1.5 GiB', '2.0 TiB', '1.2e+18 bytes')
+    """
+    if count >= 2**50:
+        return f"{_count(count)} bytes"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count} bytes"
 
 
 def _quantity(name: str, value: int) -> str:
-    return _bytes(value) if name.endswith("memory") else f"{value:,}"
+    return _bytes(value) if name.endswith("memory") else _count(value)
 
 
 def check_size(

@@ -37,8 +37,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.theory.distributions import check_count
+from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = [
+    "MAX_GRID_POINTS",
     "LatencyModel",
     "SpeedCurve",
     "chain_block_efficiency",
@@ -51,9 +53,38 @@ __all__ = [
 ]
 
 
+#: Largest number of (K, L) points -- numbers of drafts times the largest draft length -- that
+#: :func:`tree_block_efficiency` and :func:`best_configuration` evaluate before refusing (the
+#: depth recursion and the latency table are sequential: about 15 µs and 100 bytes a point,
+#: so the limit keeps a call under about 2 s). E[tokens] converges geometrically in L, so no
+#: useful length comes near it.
+MAX_GRID_POINTS = 100_000
+#: Peak bytes per (K, L) point (measured: 10^7 points took 1 GB).
+_BYTES_PER_POINT = 100
+
+
 # --------------------------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------------------------
+
+
+def _check_grid(ks: int, length: int) -> None:
+    """Refuse, through the size guard, ``ks`` numbers of drafts × draft lengths up to ``length``
+    beyond :data:`MAX_GRID_POINTS`, before any work (:mod:`multidraft.theory.limits`)."""
+    points = ks * length
+    estimate = SizeEstimate(
+        f"speed model ({ks} value{'s' if ks > 1 else ''} of K, draft lengths up to L={length:,})",
+        points,
+        points * _BYTES_PER_POINT,
+        unit="(K, L) points",
+    )
+    check_size(
+        estimate,
+        "the block efficiency converges geometrically in L (the chance of accepting L tokens in a row), "
+        "so search shorter drafts, e.g. L <= 1,000",
+        max_variables=MAX_GRID_POINTS,
+        variables_name="MAX_GRID_POINTS",
+    )
 
 
 def _check_probabilities(values: object, name: str) -> np.ndarray:
@@ -263,6 +294,8 @@ def tree_block_efficiency(acceptance: object, length: int, survival: float = 0.0
     ------
     ValueError
         Any a_j outside [0, 1], L < 1, ρ outside [0, 1].
+    ProblemTooLargeError
+        L above :data:`MAX_GRID_POINTS` (refused before any work).
 
     Examples
     --------
@@ -280,6 +313,7 @@ def tree_block_efficiency(acceptance: object, length: int, survival: float = 0.0
     a = _check_acceptance_by_live(acceptance)
     length = check_count(length, "length")
     rho = _check_survival(survival)
+    _check_grid(1, length)
     return float(1.0 + _accepted_through_depth(a, length, rho).sum())
 
 
@@ -503,6 +537,8 @@ def best_configuration(
     ValueError
         Bad acceptance, a K larger than the acceptances given, a grid point outside the
         profiled latencies.
+    ProblemTooLargeError
+        More than :data:`MAX_GRID_POINTS` points ``len(ks) × max(lengths)`` (refused before any work).
 
     Examples
     --------
@@ -524,6 +560,7 @@ def best_configuration(
             f"ks: K = {ks[-1]} needs acceptances for 1..{ks[-1]} live drafts, got {a.size}"
         )
     rho = _check_survival(survival)
+    _check_grid(len(ks), lengths[-1])
     efficiency = np.array(
         [1.0 + np.cumsum(_accepted_through_depth(a[:k], lengths[-1], rho))[np.array(lengths) - 1] for k in ks]
     )
@@ -567,6 +604,7 @@ def best_length(
     a = _check_acceptance_by_live(acceptance)
     cost = _check_nonnegative(cost_ratio, "cost_ratio")
     max_length = check_count(max_length, "max_length")
+    _check_grid(1, max_length)  # before the grid of lengths is built
     top = max(2, a.size, max_length + 1)
     return best_configuration(
         a,

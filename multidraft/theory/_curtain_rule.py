@@ -193,7 +193,11 @@ class CurtainRule:
     def positions(self, tuples: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
         """The position of every draft of ``tuples [N, K]`` given ``uniforms`` of the same shape
         in [0, 1): the uniform's quantile of the draft token's set (one binary search)."""
-        group = self.group[self._local(tuples)]
+        return self._positions(self._local(tuples), uniforms)
+
+    def _positions(self, local: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """:meth:`positions` of drafts given by their support indices."""
+        group = self.group[local]
         cumulative = self.piece_cumulative
         first, last = self.group_first[group], self.group_last[group]
         level = cumulative[first] + uniforms * (cumulative[last] - cumulative[first])
@@ -215,9 +219,9 @@ class CurtainRule:
         (only it holds that part of the target)."""
         tuples = np.asarray(tuples, dtype=np.int64)
         rows = np.arange(len(tuples))
-        column = np.argmin(self.positions(tuples, uniforms[:, : self.k]), axis=-1)
-        chosen = tuples[rows, column]
-        local = self._local(chosen)
+        drafted = self._local(tuples)
+        column = np.argmin(self._positions(drafted, uniforms[:, : self.k]), axis=-1)
+        chosen, local = tuples[rows, column], drafted[rows, column]
         tokens = chosen.copy()
         law = self.support_draft[local] * self.group_density[self.group[local]]
         rejected = np.flatnonzero(uniforms[:, self.k] * law >= self.support_target[local])
@@ -337,10 +341,9 @@ def fit_curtain_rule(p: np.ndarray, q: np.ndarray, k: int) -> CurtainRule:
     """The optimal iid verifier's rule for a validated target p and draft q (both [n]): the
     support of q (O(n)), then :func:`fit_support_rule` on it."""
     n = len(p)
-    proposed = q > 0  # then flatnonzero: ~20 µs at n = 131072 (np.flatnonzero(q) on floats: ~200 µs)
-    if np.count_nonzero(proposed) == n:
+    support = np.flatnonzero(q > 0)  # ~20 µs at n = 131072 (np.flatnonzero(q) on floats: ~200 µs)
+    if len(support) == n:
         return fit_support_rule(p, q, _every_token(n), n, k, target=p, draft=q, outside_mass=0.0)
-    support = np.flatnonzero(proposed)
     return fit_support_rule(p[support], q[support], support, n, k, target=p, draft=q)
 
 

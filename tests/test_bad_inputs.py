@@ -84,6 +84,7 @@ CLI_CASES = [
     CliCase("a law given with repeated drafts", ("lp", *PAIR, "--draft", "0.1,0.9", "--law", "wor"), "repeated --draft means independent drafts"),
     CliCase("an LP too large to build", ("lp", "--target", TENTHS, "--draft", TENTHS, "--k", "10"), "exceed the limit max_variables=500,000"),
     CliCase("a solver that is not installed", ("lp", *PAIR, "--k", "2", "--solver", "NOPE"), "solver: 'NOPE' is not an installed cvxpy solver"),
+    CliCase("a solver that cannot reach the certificate", ("lp", *PAIR, "--k", "2", "--solver", "OSQP"), "solver: 'OSQP' is not offered for the certified LPs"),
     # cones
     CliCase("an empty vocabulary", ("cones", "--n", "0", "--k", "2"), "n: the vocabulary size must be an integer >= 1, got 0"),
     CliCase("a cone too large to enumerate", ("cones", "--n", "9", "--k", "3"), "exceed the limit max_variables=60"),
@@ -137,7 +138,13 @@ def _api_cases() -> list[ApiCase]:
         top_p,
         zipf,
     )
+    from multidraft.theory import unit_acceptance
     from multidraft.theory.speed import tree_block_efficiency
+
+    def complex_tensor():
+        import torch
+
+        return as_distribution(torch.tensor([0.5, 0.5], dtype=torch.complex64), "target")
 
     return [
         ApiCase("a list where a draft law is expected", "optimal_acceptance([0.5, 0.5], [0.5, 0.5])", lambda: optimal_acceptance([0.5, 0.5], [0.5, 0.5]), TypeError, "law: expected a draft law"),
@@ -155,6 +162,7 @@ def _api_cases() -> list[ApiCase]:
         ApiCase("a truncated LP too large to build", "truncated_lp(p, q, s=20000) with n = 49152", lambda: truncated_lp(np.full(49152, 1 / 49152), np.full(49152, 1 / 49152), s=20000), ProblemTooLargeError, "use s <= 563"),
         ApiCase("no tokens kept by the truncated LP", "truncated_lp(p, q, s=0)", lambda: truncated_lp([0.5, 0.5], [0.5, 0.5], s=0), ValueError, "s: the number of tokens kept must be an integer >= 1"),
         ApiCase("a solver that is not installed", "transport_lp(p, law, solver='NOPE')", lambda: transport_lp([0.5, 0.5], IID([0.5, 0.5], 2), solver="NOPE"), ValueError, "solver: 'NOPE' is not an installed cvxpy solver"),
+        ApiCase("a solver that cannot reach the certificate", "transport_lp(p, law, solver='SCS')", lambda: transport_lp([0.5, 0.5], IID([0.5, 0.5], 2), solver="SCS"), ValueError, "solver: 'SCS' is not offered for the certified LPs"),
         ApiCase("an unknown scheme name", "get_scheme('rrs')", lambda: get_scheme("rrs"), ValueError, "scheme: unknown name 'rrs'"),
         ApiCase("a scheme option it does not take", "get_scheme('specinfer', s=3)", lambda: get_scheme("specinfer", s=3), ValueError, "unknown options"),
         ApiCase("NaN logits", "softmax([0.0, float('nan')])", lambda: softmax([0.0, np.nan]), ValueError, "logits: contain NaN"),
@@ -168,10 +176,68 @@ def _api_cases() -> list[ApiCase]:
         ApiCase("a seed where a generator is expected", "dirichlet(5, 0.5, rng=0)", lambda: dirichlet(5, 0.5, rng=0), TypeError, "rng: expected a numpy.random.Generator"),
         ApiCase("a Dirichlet concentration of zero", "dirichlet(5, 0.0, np.random.default_rng(0))", lambda: dirichlet(5, 0.0, np.random.default_rng(0)), ValueError, "alpha: must be a finite number > 0, got 0.0"),
         ApiCase("an acceptance above one in the speed model", "tree_block_efficiency([1.2], 4)", lambda: tree_block_efficiency([1.2], 4), ValueError, "acceptance: values must lie in [0, 1]"),
+        # issue 20, item 5: inputs that gave wrong numbers or numpy's words
+        ApiCase("a dict as the target (its keys would be read)", "optimal_acceptance({0: 0.3, 1: 0.7}, IID([0.3, 0.7], k=2))", lambda: optimal_acceptance({0: 0.3, 1: 0.7}, IID([0.3, 0.7], k=2)), TypeError, "target: got a mapping (dict)"),
+        ApiCase("a dict as the draft", "IID({0: 0.3, 1: 0.7}, k=2)", lambda: IID({0: 0.3, 1: 0.7}, k=2), TypeError, "draft: got a mapping (dict)"),
+        ApiCase("a dict given to a scheme", "get_scheme('specinfer').acceptance({0: 0.3, 1: 0.7}, IID([0.3, 0.7], k=2))", lambda: get_scheme("specinfer").acceptance({0: 0.3, 1: 0.7}, IID([0.3, 0.7], k=2)), TypeError, "target: got a mapping (dict)"),
+        ApiCase("a set of probabilities", "as_distribution({0.3, 0.7}, 'target')", lambda: as_distribution({0.3, 0.7}, "target"), TypeError, "target: got a set (set)"),
+        ApiCase("a complex tensor", "as_distribution(torch.tensor([0.5, 0.5], dtype=torch.complex64), 'target')", complex_tensor, ValueError, "target: expected real probabilities"),
+        ApiCase("a negative tolerance", "unit_acceptance(p, IID(q, 2), tolerance=-1)", lambda: unit_acceptance([0.3, 0.7], IID([0.3, 0.7], 2), tolerance=-1), ValueError, "tolerance: must be a finite number in [0, 1)"),
+        ApiCase("NaN as a tolerance", "unit_acceptance(p, IID(q, 2), tolerance=float('nan'))", lambda: unit_acceptance([0.3, 0.7], IID([0.3, 0.7], 2), tolerance=np.nan), ValueError, "tolerance: must be a finite number in [0, 1)"),
+        ApiCase("a negative number of samples", "IID([0.3, 0.7], k=2).sample(np.random.default_rng(0), -1)", lambda: IID([0.3, 0.7], k=2).sample(np.random.default_rng(0), -1), ValueError, "size: the number of draft tuples must be an integer >= 0, got -1"),
+        ApiCase("a seed where a generator is expected, for sampling", "IID([0.3, 0.7], k=2).sample(0)", lambda: IID([0.3, 0.7], k=2).sample(0), TypeError, "rng: expected a numpy.random.Generator"),
+        ApiCase("drafts without replacement counting masses below the floor", "WithoutReplacement([0.5, 0.5, 1e-308, 1e-308], k=4)", lambda: WithoutReplacement([0.5, 0.5, 1e-308, 1e-308], k=4), ValueError, "(entries below MASS_FLOOR=1e-300 count as zero), got k=4 > 2"),
     ]
 
 
 API_CASES = _api_cases()
+
+
+@dataclass(frozen=True)
+class ExtremeCase:
+    """A valid but extreme input (issue 20, item 3) that once broke a number: ``call()`` must
+    give ``expected`` (to 1e-12), the true value for the reason ``why``."""
+
+    kind: str
+    shown: str
+    call: Callable[[], object] = field(repr=False)
+    expected: object
+    why: str
+
+    def param(self):
+        return pytest.param(self, id=self.kind.replace(" ", "-"))
+
+
+def _extreme_cases() -> list[ExtremeCase]:
+    from multidraft.schemes import get_scheme
+    from multidraft.theory import IID, WithoutReplacement, optimal_acceptance
+
+    def optimal_output(target, draft, k):
+        law = IID(draft, k, normalize=True)
+        return get_scheme("optimal").output_distribution(np.asarray(target) / np.sum(target), law)
+
+    def tensor_input():
+        import torch
+
+        target = torch.tensor([0.25, 0.75], dtype=torch.bfloat16)
+        return optimal_acceptance(target, IID(torch.tensor([0.5, 0.5], dtype=torch.float32), k=2)).value
+
+    tiny = [3.3e-06, 0.25947, 0.74053, 8.9e-10]
+    return [
+        ExtremeCase("a draft token holding all but 1e-20", "get_scheme('rrs-wor').acceptance([0.5, 0.5], WithoutReplacement([1e-20, 1.0], 2))", lambda: get_scheme("rrs-wor").acceptance([0.5, 0.5], WithoutReplacement([1e-20, 1.0], 2)), 1.0, "both tokens are always drafted"),
+        ExtremeCase("a draft mass of 6.4e-13 for the optimal verifier", "get_scheme('optimal').output_distribution([1, 0], IID([1 - 6.4e-13, 6.4e-13], 3))", lambda: optimal_output([1.0, 0.0], [1 - 6.4e-13, 6.4e-13], 3), [1.0, 0.0], "lossless: the target"),
+        ExtremeCase("p = q with masses 3.3e-6 and 8.9e-10", "get_scheme('optimal').output_distribution(p, IID(p, 3)), p = [3.3e-06, 0.25947, 0.74053, 8.9e-10] normalised", lambda: optimal_output(tiny, tiny, 3), list(np.array(tiny) / sum(tiny)), "lossless: the target"),
+        ExtremeCase("drafts without replacement with masses at the floor", "optimal_acceptance([0.4, 0.3, 0.3, 0], WithoutReplacement([0.5, 0.5, 1e-300, 1e-300], 4)).value", lambda: optimal_acceptance([0.4, 0.3, 0.3, 0.0], WithoutReplacement([0.5, 0.5, 1e-300, 1e-300], 4)).value, 1.0, "every token is drafted"),
+        ExtremeCase("torch tensors in bfloat16 and float32", "optimal_acceptance(torch.tensor([0.25, 0.75], dtype=torch.bfloat16), IID(torch.tensor([0.5, 0.5]), k=2)).value", tensor_input, 1.0, "q(T)^2 <= p(T) for every T"),
+    ]
+
+
+EXTREME_CASES = _extreme_cases()
+
+
+@pytest.mark.parametrize("case", [case.param() for case in EXTREME_CASES])
+def test_extreme_inputs_give_the_true_value(case):
+    np.testing.assert_allclose(np.asarray(case.call(), dtype=float), np.asarray(case.expected, dtype=float), rtol=0, atol=1e-12)
 
 
 @dataclass(frozen=True)
@@ -322,7 +388,32 @@ def _table(run: Runner) -> str:
     with ThreadPoolExecutor(max_workers=2) as pool:  # the processes run in parallel; rows stay in order
         results = list(pool.map(run, CLI_CASES))
     rows = [_cli_row(case, result) for case, result in zip(CLI_CASES, results)]
-    return "\n".join(header + rows + api + [_api_row(case) for case in API_CASES]) + "\n"
+    return "\n".join(header + rows + api + [_api_row(case) for case in API_CASES] + _extreme_section()) + "\n"
+
+
+def _extreme_section() -> list[str]:
+    from multidraft.theory.distributions import MASS_FLOOR
+
+    def shown(value) -> str:
+        return np.array2string(np.asarray(value, dtype=float), precision=12, separator=", ", max_line_width=10**4) if np.ndim(value) else f"{float(value):.12g}"
+
+    text = [
+        "",
+        "## Tiny masses and other extreme inputs",
+        "",
+        f"One policy, applied by `as_distribution` (the single validation point): a float probability below `MASS_FLOOR = {MASS_FLOOR:g}`",
+        "is set to zero; every other entry is kept, however small, and every number computed from it is exact to",
+        "rounding. Below the floor float64 cannot compute (subnormal numbers carry fewer than 53 significant bits and",
+        "their reciprocals overflow); the mass dropped is less than `n` times the floor. What changes is only whether",
+        "such a token counts as supported (see the without-replacement row above). Exact (Fraction) inputs are never",
+        "floored. Torch tensors of any float dtype and device are accepted (converted to float64); mappings and sets",
+        "are refused. These valid inputs once broke a number (issue 20); each row is checked against the true value.",
+        "",
+        "| extreme input | call | what it gets | true value |",
+        "|---|---|---|---|",
+    ]
+    rows = [f"| {case.kind} | `{_cell(case.shown)}` | `{shown(case.call())}` | {shown(case.expected)} ({case.why}) |" for case in EXTREME_CASES]
+    return text + rows
 
 
 def test_docs_table_is_current(run):

@@ -42,7 +42,7 @@ def test_exact_values_are_exact_fractions(cli):
     assert Fraction(out["acceptance"]["optimal"]) == optimal_acceptance(["12/25", "6/25", "4/25", "3/25"], law, exact=True).value
     assert Fraction(out["acceptance"]["single"]) == Fraction(77, 100)  # Σ min(p, q) = 3/25 + 4/25 + 1/4 + 1/4
     assert "specinfer" in out["acceptance"]
-    assert all(not SCHEMES[name].exact_capable for name in out["skipped"])
+    assert all(not SCHEMES[name].capabilities.exact_acceptance for name in out["skipped"])
 
 
 def test_scheme_all_lists_every_applicable_scheme(cli):

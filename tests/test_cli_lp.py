@@ -23,6 +23,7 @@ def test_reference_case_text(cli):
     out = run_text(cli, "--target", "1/3,1/6,1/2", "--draft", "1/3,1/3,1/3", "--k", "2")
     assert "optimal acceptance  1" in out and "(min-cut 1," in out
     assert "status              optimal (HIGHS)" in out
+    assert "certified           min-cut - LP = " in out and "(at most 1e-09), route HIGHS (presolve off)\n" in out
     assert "18 variables, 8 equality constraints" in out
 
 
@@ -34,13 +35,15 @@ def test_json_keys_and_values(cli):
     np.testing.assert_allclose(result["min_cut"], 0.85, atol=1e-12)
     assert result["status"] == "optimal" and result["seconds"] > 0
     assert (result["law"], result["k"], result["n"]) == ("iid", 2, 2)
+    assert (result["route"], result["failed_routes"], result["min_cut_set"]) == ("HIGHS (presolve off)", [], [1])
+    assert result["certified_gap"] == result["min_cut"] - result["optimal"] and abs(result["certified_gap"]) <= 1e-9
 
 
 @pytest.mark.parametrize("law", ["iid", "wor", "greedy", "independent"])
 def test_every_law_matches_the_min_cut(cli, law):
     result = run_json(cli, "--target", "0.1,0.2,0.3,0.4", "--draft", "0.4,0.3,0.2,0.1", "--k", "2", "--law", law)
     assert result["law"] == law
-    np.testing.assert_allclose(result["optimal"], result["min_cut"], atol=1e-7)
+    np.testing.assert_allclose(result["optimal"], result["min_cut"], rtol=0, atol=1e-9)
 
 
 def test_repeated_drafts_mean_independent_and_plan(cli):
@@ -70,12 +73,13 @@ def test_plan_text(cli):
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--draft", "0.1,0.9", "--k", "3"], "does not match the 2 drafts"),
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--draft", "0.1,0.9", "--law", "wor"], "repeated --draft means"),
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "2", "--solver", "NOPE"], "solver: 'NOPE' is not"),
+        (["--target", "0.5,0.5", "--draft", "0.8,0.2", "--k", "2", "--solver", "SCS"], "solver: 'SCS' is not offered for the certified LPs (a first-order"),
         (["--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"], "target: entries sum to 1.1"),
         (["--target", "0.5,x", "--draft", "0.5,0.5", "--k", "2"], "target: cannot parse entry 1"),
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be an integer >= 1"),
         (["--target", ",".join(["1/150"] * 150), "--draft", ",".join(["1/150"] * 150), "--k", "3"], "exceed the limit"),
     ],
-    ids=["missing-k", "k-mismatch", "law-with-repeated-drafts", "solver", "bad-sum", "unparsable", "k-zero", "too-large"],
+    ids=["missing-k", "k-mismatch", "law-with-repeated-drafts", "solver", "first-order-solver", "bad-sum", "unparsable", "k-zero", "too-large"],
 )
 def test_errors_exit_2_with_one_line(cli, argv, message):
     result = cli("lp", *argv)
@@ -92,3 +96,12 @@ def test_verbose_sends_the_solver_log_to_stderr_only(cli):
     assert result.returncode == 0
     assert result.json()["status"] == "optimal"
     assert "HiGHS" in result.stderr
+
+
+@pytest.mark.parametrize("solver", ["HIGHS", "SCIPY", "CLARABEL"])
+def test_every_offered_solver_prints_a_certified_value(cli, solver):
+    """Issue 20: OSQP printed 0.8600025518 above the min-cut 0.86 without a word. Whatever the
+    solver asked for, the printed optimum is within 1e-9 of the min-cut, with the route."""
+    result = run_json(cli, "--target", "0.5,0.5", "--draft", "0.8,0.2", "--k", "2", "--solver", solver)
+    assert result["optimal"] <= result["min_cut"] + 1e-9 and abs(result["certified_gap"]) <= 1e-9
+    assert result["solver"] == solver and result["route"].startswith(solver)

@@ -35,7 +35,7 @@ from multidraft.decoding import (  # noqa: E402
     walk_tree,
 )
 from multidraft.schemes import Selection, get_scheme  # noqa: E402
-from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, softmax, top_p  # noqa: E402
+from multidraft.theory import IID, Independent, WithoutReplacement, cut_value, optimal_acceptance, softmax, top_p  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -282,24 +282,31 @@ def test_broken_scheme_report_is_caught(device):
         walk_tree(p, drafts, SPECS, Liar(), **generators(device, 0))
 
 
-def test_node_optimal_acceptance_routes():
+def test_node_optimal_acceptance_is_the_theory_optimum_for_every_law():
+    """Every law through :func:`optimal_acceptance` (no NaN path): the sorted scan for iid and
+    without replacement, the exact threshold search for non-identical drafts at any joint
+    support -- each checked against all subsets (small n) or the zero-padded instance."""
     rng = np.random.default_rng(4)
     p, q1, q2 = rng.dirichlet(np.ones(6), size=3)
-    iid = IID(q1, 2)
-    np.testing.assert_allclose(
-        node_optimal_acceptance(p, iid), optimal_acceptance(p, iid, method="subsets").value, rtol=1e-12
-    )
+    for law in (IID(q1, 2), WithoutReplacement(q1, 3), Independent([q1, q2])):
+        np.testing.assert_allclose(
+            node_optimal_acceptance(p, law), optimal_acceptance(p, law, method="subsets").value, rtol=1e-12
+        )
+    # Zeros outside a joint support of 6 tokens drop out of the cut.
     law = Independent([q1, q2])
-    np.testing.assert_allclose(
-        node_optimal_acceptance(p, law), optimal_acceptance(p, law, method="subsets").value, rtol=1e-12
-    )
-    # Zeros outside a joint support of 4 tokens drop out of the cut.
     padded = [np.concatenate([v, np.zeros(30)]) for v in (p, q1, q2)]
     np.testing.assert_allclose(
         node_optimal_acceptance(padded[0], Independent(padded[1:])), node_optimal_acceptance(p, law), rtol=1e-12
     )
-    wide = rng.dirichlet(np.ones(30), size=3)
-    assert math.isnan(node_optimal_acceptance(wide[0], Independent(list(wide[1:]))))
+    # A joint support far beyond the subsets' reach (the old NaN path) has its exact optimum.
+    wide = rng.dirichlet(np.ones(4000), size=3)
+    law = Independent(list(wide[1:]))
+    value = node_optimal_acceptance(wide[0], law)
+    assert math.isfinite(value)
+    # An upper bound from every cut (the value is a minimum) and a lower bound from one draft.
+    for tokens in (np.flatnonzero(wide[0] > wide[1]), np.arange(2000), np.flatnonzero(wide[0] < wide[2])):
+        assert value <= cut_value(wide[0], law, tokens) + 1e-12
+    assert np.minimum(wide[0], wide[1]).sum() - 1e-12 <= value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,7 +598,9 @@ def test_measure_independent_drafts_optimum_on_small_vocabulary(target):
         draft_sampling=(Sampling(1.0), Sampling(2.0)),
     )  # fmt: skip
     independent = [r for r in results.records if r.law == "independent"]
-    assert independent and all(np.isfinite(r.optimal) for r in independent)  # n = 6 <= 20
+    assert independent and all(np.isfinite(r.optimal) for r in independent)
+    for record in independent:
+        assert record.optimal >= record.expected - 1e-9
 
 
 BAD_MEASURE = [
@@ -698,3 +707,32 @@ def test_empirical_acceptance_matches_expected_end_to_end(target, draft, scheme,
 
     assert z(expected) < 4
     assert z(np.clip(expected + 0.2, 0, 1)) > 4  # a miscalibrated expectation is caught
+
+
+def test_one_plan_per_node_selects_and_records(target):
+    """Decoding prepares one plan per node: on the host path the plan that selects is the one
+    the record reads its acceptance from; after a batched selection the record prepares it."""
+    from registered_scheme import FirstDraft
+
+    from multidraft.schemes import SpecInfer
+
+    def counting(cls):
+        class Counting(cls):
+            prepared = 0
+
+            def prepare(self, *args, **kwargs):
+                type(self).prepared += 1
+                return super().prepare(*args, **kwargs)
+
+        return Counting()
+
+    for scheme in (counting(FirstDraft), counting(SpecInfer)):  # host path; batched path
+        results = measure(
+            target, None, k=2, length=3, prompts=["a b"], max_new_tokens=8, progress=False, baseline=False,
+            scheme=scheme, keep_distributions=True,
+        )  # fmt: skip
+        assert type(scheme).prepared == results.positions > 0
+        for record in results.records:
+            law = IID(record.drafts[0], record.k_live, normalize=True)
+            reference = FirstDraft() if isinstance(scheme, FirstDraft) else SpecInfer()
+            np.testing.assert_allclose(record.expected, reference.acceptance(record.target, law), rtol=0, atol=1e-15)

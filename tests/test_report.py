@@ -620,11 +620,12 @@ def test_gap_table_notes_say_each_reason_once_with_the_ks_it_applies_to():
 
 def test_an_enumeration_too_large_reads_as_a_number_not_as_digits():
     """The without-replacement footnote printed "217406178270.0 GiB"."""
-    from multidraft.report.gap_table import _column_value
+    from multidraft.report.gap_table import SCHEME_COLUMNS, _column_value
     from multidraft.theory import WithoutReplacement, softmax, zipf
 
     p = zipf(49152, 1.1, np.random.default_rng(0))
-    value, _, note = _column_value("SpecInfer", "wor", 5, [WithoutReplacement(softmax(np.log(p), 1.6), 4)], p[None, :])
+    specinfer = next(column for column in SCHEME_COLUMNS if column.label == "SpecInfer")
+    value, _, note = _column_value(specinfer, 5, [WithoutReplacement(softmax(np.log(p), 1.6), 4)], p[None, :])
     assert value is None and "exceed the limit ENUMERATION_LIMIT" in note
     assert re.search(r"\de\+\d+ draft tuples", note) and re.search(r"\de\+\d+ bytes of memory", note)
     assert not re.search(r"\d{7}", note.replace("2,000,000", ""))

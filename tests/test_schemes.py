@@ -8,12 +8,13 @@ and ties included):
 * the closed-form acceptance equals the enumerated ``P(Y ∈ set(X))`` (two routes);
 * acceptance <= P* (min-cut, an independent computation), with equality for the schemes that
   say they are optimal; SpecTr >= (1 - 1/e) P*; SpecInfer with K = 1 == single == Σ min(p, q);
-* the other facts a scheme states on its class, law by law: ``any_vocabulary_laws`` (runs at
-  n = 3000, where enumerating tuples is refused; for the other laws it must refuse there) and
-  ``lp_laws`` (running it imports :mod:`multidraft.lp`, and only then).
+* the other facts a scheme states in its ``capabilities``, law by law: ``any_vocabulary`` (runs
+  at n = 3000, where enumerating tuples is refused; for the other laws it must refuse there) and
+  ``imports_lp`` (running it imports :mod:`multidraft.lp`, and only then).
 
 Everything is read off the scheme classes in ``multidraft.schemes.SCHEMES``: a new scheme is
-tested by registering it.
+tested by registering it (tests/test_scheme_registration.py runs this module with one registered
+from outside the package).
 
 Bad inputs are checked in a table. The deliberately wrong variants live in
 ``tests/test_schemes_statistical.py`` next to the statistical checks they must also fail.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,10 +33,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from strategies import dirichlet_distributions, draft_laws, exact_distributions
 
-from multidraft.schemes import SCHEMES, Scheme, Selection, get_scheme, schemes_for
+from multidraft.schemes import SCHEMES, Capabilities, Scheme, Selection, get_scheme, schemes_for
 from multidraft.lp._solve import SolverError
 from multidraft.schemes._importance import ImportanceScheme
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement, optimal_acceptance
+from multidraft.theory.laws import LAWS
 
 #: Largest K the exact checks enumerate (the tuples grow as n^K).
 MAX_K = 3
@@ -59,12 +62,17 @@ LP_SETTINGS = _share(0.15)
 
 def ks_to_check(cls: type[Scheme]) -> range:
     """The scheme's K range, capped at ``MAX_K``."""
-    low, high = cls.k_range
+    low, high = cls.capabilities.k_range
     return range(low, min(high or MAX_K, MAX_K) + 1)
 
 
-#: Every (scheme, law) pair of the registry.
-PAIRS = [(name, law) for name, cls in SCHEMES.items() for law in cls.supported_laws]
+def _kinds(laws) -> tuple[str, ...]:
+    """The kinds (``law.name``) of a tuple of law classes."""
+    return tuple(cls.name for cls in laws)
+
+
+#: Every (scheme, law kind) pair of the registry.
+PAIRS = [(name, law) for name, cls in SCHEMES.items() for law in _kinds(cls.capabilities.laws)]
 
 
 @st.composite
@@ -72,9 +80,9 @@ def instances(draw, scheme_name: str, law_name: str | None = None):
     """``(target, law)`` with a law the scheme supports (``law_name`` if given), n <= 6,
     K <= 3, exact probabilities."""
     cls = SCHEMES[scheme_name]
-    law_name = law_name or draw(st.sampled_from(cls.supported_laws))
+    law_name = law_name or draw(st.sampled_from(_kinds(cls.capabilities.laws)))
     k = draw(st.sampled_from(ks_to_check(cls)))
-    n = draw(st.integers(max(2, k), 6 if law_name not in cls.lp_laws or k < 3 else 4))
+    n = draw(st.integers(max(2, k), 6 if law_name not in _kinds(cls.capabilities.imports_lp) or k < 3 else 4))
     target = list(draw(exact_distributions(n)))
     law = draw(draft_laws(law_name, n, k))
     assume(cls().supports(law))
@@ -83,7 +91,7 @@ def instances(draw, scheme_name: str, law_name: str | None = None):
 
 def _check_lossless(name: str, target, law) -> None:
     scheme = get_scheme(name)
-    if scheme.exact_output:
+    if scheme.capabilities.exact_output:
         out = scheme.output_distribution(target, law, exact=True)
         assert out.shape == (law.n,)
         assert list(out) == list(target)
@@ -94,27 +102,30 @@ def _check_lossless(name: str, target, law) -> None:
 
 def _check_acceptance(name: str, target, law) -> None:
     scheme = get_scheme(name)
+    capabilities = scheme.capabilities
     optimum = optimal_acceptance(target, law, exact=True).value
-    if scheme.exact_capable and scheme.exact_output:
-        value = scheme.acceptance(target, law, exact=True)
+    if capabilities.exact_output:
+        plan = scheme.prepare(target, law, exact=True)
+        value = plan.acceptance
         assert isinstance(value, Fraction)
-        assert value == scheme.enumerated_acceptance(target, law, exact=True)
+        assert value == plan.enumerated_acceptance()
         assert value <= optimum
-        if scheme.optimal:
+        if capabilities.optimal:
             assert value == optimum
         return
-    value = scheme.acceptance(target, law)
-    np.testing.assert_allclose(value, scheme.enumerated_acceptance(target, law), rtol=0, atol=1e-7)
+    plan = scheme.prepare(target, law)
+    value = plan.acceptance
+    np.testing.assert_allclose(value, plan.enumerated_acceptance(), rtol=0, atol=1e-7)
     assert value <= float(optimum) + 1e-9
-    if scheme.optimal:
+    if capabilities.optimal:
         np.testing.assert_allclose(value, float(optimum), rtol=0, atol=1e-7)
-    if scheme.exact_capable:  # an exact acceptance with float (LP) weights
+    if capabilities.exact_acceptance:  # an exact acceptance with float (LP) weights
         exact = scheme.acceptance(target, law, exact=True)
-        assert exact == optimum if scheme.optimal else exact <= optimum
+        assert exact == optimum if capabilities.optimal else exact <= optimum
 
 
 def _register(name: str):
-    fast = LP_SETTINGS if SCHEMES[name].lp_laws else SETTINGS
+    fast = LP_SETTINGS if SCHEMES[name].capabilities.imports_lp else SETTINGS
 
     @fast
     @given(instances(name))
@@ -162,10 +173,10 @@ def _large_case(data, scheme: Scheme, law_name: str, k: int):
 
 
 @pytest.mark.parametrize(
-    "name, law_name", [(name, law) for name, law in PAIRS if law in SCHEMES[name].any_vocabulary_laws]
+    "name, law_name", [(name, law) for name, law in PAIRS if law in _kinds(SCHEMES[name].capabilities.any_vocabulary)]
 )
 def test_any_vocabulary_laws_run_at_a_large_vocabulary(name, law_name):
-    """``any_vocabulary_laws``: acceptance and select at n = 3000 for every tested K, with
+    """``any_vocabulary``: acceptance and select at n = 3000 for every tested K, with
     acceptance <= P* (= P* for an optimal scheme) where the sorted scan gives P*."""
     scheme = get_scheme(name)
 
@@ -179,7 +190,7 @@ def test_any_vocabulary_laws_run_at_a_large_vocabulary(name, law_name):
             if law.has_prefix_structure:
                 optimum = optimal_acceptance(target, law).value
                 assert value <= optimum + 1e-9
-                if scheme.optimal:
+                if scheme.capabilities.optimal:
                     np.testing.assert_allclose(value, optimum, rtol=0, atol=1e-9)
             rng = np.random.default_rng(0)
             selection = scheme.select(target, law, law.sample(rng), rng)
@@ -189,10 +200,10 @@ def test_any_vocabulary_laws_run_at_a_large_vocabulary(name, law_name):
 
 
 @pytest.mark.parametrize(
-    "name, law_name", [(name, law) for name, law in PAIRS if law not in SCHEMES[name].any_vocabulary_laws]
+    "name, law_name", [(name, law) for name, law in PAIRS if law not in _kinds(SCHEMES[name].capabilities.any_vocabulary)]
 )
 def test_other_laws_refuse_a_large_vocabulary(name, law_name):
-    """For a law outside ``any_vocabulary_laws`` the acceptance or the sampler enumerates
+    """For a law outside ``any_vocabulary`` the acceptance or the sampler enumerates
     tuples or solves an LP over them: at n = 3000 and the largest tested K it refuses, naming
     the limit, or its solver fails the re-check (a clear error either way, never a number)."""
     scheme = get_scheme(name)
@@ -209,8 +220,8 @@ def test_other_laws_refuse_a_large_vocabulary(name, law_name):
     run()
 
 
-def test_lp_laws_are_exactly_the_pairs_that_import_the_lp_layer():
-    """``lp_laws`` against what running a scheme imports: acceptance and select on one small
+def test_imports_lp_is_exactly_the_pairs_that_import_the_lp_layer():
+    """``imports_lp`` against what running a scheme imports: acceptance and select on one small
     instance per (scheme, law), in a fresh interpreter with ``multidraft.lp`` unloaded before each."""
     import json
     import pickle
@@ -223,10 +234,14 @@ def test_lp_laws_are_exactly_the_pairs_that_import_the_lp_layer():
 
     cases: list = []
     draw_cases()
-    code = """
+    code = f"""
 import json, pickle, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
 import numpy as np
-from multidraft.schemes import get_scheme
+from multidraft.schemes import SCHEMES, get_scheme, register_scheme
+from registered_scheme import FirstDraft
+if {"first-draft" in SCHEMES!r}:  # registered in this process (pytest -p registered_scheme): there too
+    register_scheme(FirstDraft)
 imported = []
 for name, target, law in pickle.load(sys.stdin.buffer):
     for module in [m for m in sys.modules if m == "multidraft.lp" or m.startswith("multidraft.lp.")]:
@@ -239,7 +254,7 @@ print(json.dumps(imported))
 """
     result = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cases), capture_output=True, check=True)
     imported = json.loads(result.stdout.decode().splitlines()[-1])  # the last line: solvers may print
-    assert imported == [[name, law, law in SCHEMES[name].lp_laws] for name, law in PAIRS]
+    assert imported == [[name, law, law in _kinds(SCHEMES[name].capabilities.imports_lp)] for name, law in PAIRS]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -370,7 +385,7 @@ def test_selected_acceptance_is_a_lower_bound_reached_by_the_optimal_weights():
             scheme = get_scheme(name, **({"s": 2} if name == "truncated-lp" else {}))  # s < n: truncation bites
             selected = scheme.selected_acceptance(p, law)
             assert selected <= scheme.acceptance(p, law) + 1e-12 <= optimum + 2e-9
-            if scheme.optimal:
+            if scheme.capabilities.optimal:
                 np.testing.assert_allclose(selected, optimum, rtol=0, atol=1e-7)
 
 
@@ -417,7 +432,7 @@ def test_schemes_for_each_law():
     assert built_in(Deterministic([0, 1], 3)) == ["specinfer", "optimal", "deterministic"]
     assert built_in(Independent([[0.5, 0.5]] * 3)) == ["specinfer", "is-lp", "truncated-lp", "multistage", "optimal"]
     law = IID([0.5, 0.5], 3)
-    assert schemes_for(law) == [n for n, cls in SCHEMES.items() if "iid" in cls.supported_laws and cls.supports_k(3)]
+    assert schemes_for(law) == [n for n, cls in SCHEMES.items() if IID in cls.capabilities.laws and cls.supports_k(3)]
 
 
 def test_scheme_k_rules():
@@ -425,7 +440,7 @@ def test_scheme_k_rules():
         "K = 1", "", "K >= 2", "",
     ]  # fmt: skip
     for cls in SCHEMES.values():
-        low, high = cls.k_range
+        low, high = cls.capabilities.k_range
         assert 1 <= low and (high is None or low <= high)
         assert not cls.supports_k(low - 1) and cls.supports_k(low)
         assert high is None or (cls.supports_k(high) and not cls.supports_k(high + 1))
@@ -436,11 +451,13 @@ def test_registry_names_and_flags():
     for name, cls in SCHEMES.items():
         scheme = get_scheme(name)
         assert isinstance(scheme, Scheme) and scheme.name == name
-        assert set(cls.supported_laws) <= {"iid", "independent", "wor", "greedy", "deterministic"}
-    exact = {name for name, cls in SCHEMES.items() if cls.exact_capable}
+        assert isinstance(cls.capabilities, Capabilities)
+        assert set(cls.capabilities.laws) <= set(LAWS.values())
+    exact = {name for name, cls in SCHEMES.items() if cls.capabilities.exact_acceptance}
     assert {"optimal", "single", "specinfer", "rrs-wor"} <= exact
-    batch = {name for name, cls in SCHEMES.items() if cls.batch_capable}
-    assert {"single", "specinfer", "rrs-wor", "spectr", "truncated-lp"} <= batch
+    batch = {name for name, cls in SCHEMES.items() if cls.has_batch_form()}
+    assert {"single", "specinfer", "rrs-wor", "spectr", "truncated-lp", "optimal"} <= batch
+    assert not {"is-lp", "multistage", "deterministic", "greedy"} & batch
 
 
 def test_importing_schemes_loads_neither_torch_nor_cvxpy():
@@ -492,7 +509,6 @@ def test_bad_drafts(name, scheme, law, drafts, message):
         (lambda: get_scheme("optimal").output_distribution(["1/2", "1/2"], IID(["1/2", "1/2"], 2), exact=True), "no exact"),
         (lambda: get_scheme("specinfer").acceptance(["1/2", "1/2"], IID([0.5, 0.5], 2), exact=True), "exact mode needs"),
         (lambda: get_scheme("specinfer").acceptance([0.5, 0.5], IID([0.5, 0.5], 2), exact=True), "floats carry"),
-        (lambda: get_scheme("specinfer").acceptance([0.5, 0.5], "iid"), "expected a DraftLaw"),
         (lambda: get_scheme("nope"), "unknown name 'nope'; choose one of single, specinfer"),
         (lambda: get_scheme("specinfer", s=3), "unknown options"),
         (lambda: get_scheme("truncated-lp", s=0), "s: the number of tokens kept"),
@@ -505,7 +521,7 @@ def test_bad_drafts(name, scheme, law, drafts, message):
     ],
     ids=[
         "unsupported-law", "single-needs-k1", "multistage-needs-k2", "target-length", "target-sum",
-        "exact-not-capable", "exact-output-lp", "exact-law-needed", "exact-target-needed", "not-a-law",
+        "exact-not-capable", "exact-output-lp", "exact-law-needed", "exact-target-needed",
         "unknown-scheme", "unknown-option", "bad-s", "bad-rank-key", "bad-multistage-s", "select-2d",
         "bad-rng", "no-batch", "importance-too-large",
     ],
@@ -513,6 +529,21 @@ def test_bad_drafts(name, scheme, law, drafts, message):
 def test_bad_arguments(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_not_a_law_is_a_type_error_at_every_entry_point():
+    """One check (``check_law``), one exception type, whichever entry point receives it."""
+    from multidraft.theory.verifier import optimal_selection_rule
+
+    for call in (
+        lambda: get_scheme("specinfer").acceptance([0.5, 0.5], "iid"),
+        lambda: get_scheme("optimal").prepare([0.5, 0.5], [0.5, 0.5]),
+        lambda: schemes_for("iid"),
+        lambda: optimal_acceptance([0.5, 0.5], [0.5, 0.5]),
+        lambda: optimal_selection_rule([0.5, 0.5], [0.5, 0.5]),
+    ):
+        with pytest.raises(TypeError, match="law: expected a draft law"):
+            call()
 
 
 def test_a_scheme_without_a_closed_form_says_so_when_enumeration_is_too_large():

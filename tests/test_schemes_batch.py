@@ -103,7 +103,7 @@ def test_batch_rho_matches_bisection():
         assert np.all(1 - (1 - beta) ** k <= rho.numpy() * beta * (1 + 1e-12))
 
 
-@pytest.mark.parametrize("name", [n for n, cls in SCHEMES.items() if cls.batch_capable and n != "truncated-lp"])
+@pytest.mark.parametrize("name", [n for n, cls in SCHEMES.items() if cls.has_batch_form() and n != "truncated-lp"])
 def test_float32_batch_runs_and_never_emits_zero_probability_tokens(name):
     rng = np.random.default_rng(8)
     n, rows = 300, 64

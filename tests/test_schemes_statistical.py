@@ -15,6 +15,7 @@ level: family-wise error rate ``FAMILY_ALPHA`` over ``TESTS`` checks. Seeds are 
 from __future__ import annotations
 
 import zlib
+from functools import cached_property
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from scipy import stats
 
 from multidraft.schemes import SCHEMES, get_scheme
 from multidraft.schemes.rrs_wor import RRSWithoutReplacement
-from multidraft.schemes.specinfer import SpecInfer, rrs_residuals
+from multidraft.schemes.specinfer import RRSPlan, SpecInfer, rrs_residuals
 from multidraft.schemes.base import safe_divide
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement
 
@@ -120,6 +121,14 @@ class RRSWithoutRenormalisation(RRSWithoutReplacement):
         return np.broadcast_to(draft, available.shape)
 
 
+class _WrongResidualPlan(RRSPlan):
+    @cached_property
+    def rule(self):
+        drafts = self.law.marginals(self.exact)
+        residuals = rrs_residuals(self.target, np.roll(drafts, -1, axis=0))
+        return np.minimum(safe_divide(residuals[:-1], drafts), 1), residuals[-1]
+
+
 class SpecInferWrongResidual(SpecInfer):
     """WRONG: subtracts the next position's draft law when forming each residual (the residual
     taken against the wrong draft distribution)."""
@@ -127,11 +136,7 @@ class SpecInferWrongResidual(SpecInfer):
     name = "wrong-specinfer"
 
     def _prepare(self, p, law, exact):
-        plan = super()._prepare(p, law, exact)
-        drafts = law.marginals(exact)
-        residuals = rrs_residuals(p, np.roll(drafts, -1, axis=0))
-        step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
-        return type(plan)(step, residuals[-1])
+        return _WrongResidualPlan(self, p, law, exact)
 
 
 WRONG = [

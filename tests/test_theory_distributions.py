@@ -114,3 +114,41 @@ def test_random_families_are_distributions():
     np.testing.assert_allclose(batch.sum(axis=1), 1.0)
     ranked = zipf(5, 1.0)
     assert (np.diff(ranked) < 0).all()
+
+
+@pytest.mark.parametrize(
+    "values, kind",
+    [({0: 0.3, 1: 0.7}, "mapping"), ({0.3, 0.7}, "set"), (frozenset({1.0}), "set")],
+    ids=["dict", "set", "frozenset"],
+)
+def test_mappings_and_sets_are_refused_not_read_by_their_keys(values, kind):
+    """A dict iterates over its keys: {0: 0.3, 1: 0.7} was read as [0, 1] (issue 20, item 5)."""
+    for validate in (as_distribution, as_exact_distribution):
+        with pytest.raises(TypeError, match=f"^target: got a {kind} .*pass the probabilities as a sequence"):
+            validate(values, "target")
+
+
+def test_torch_tensors_are_read_as_float64():
+    """Tensors of every float dtype, detached or not, are converted (theory never imports
+    torch: they are recognised by their methods); the tensor itself is left alone."""
+    torch = pytest.importorskip("torch")
+    values = [0.25, 0.75]
+    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+        tensor = torch.tensor(values, dtype=dtype, requires_grad=dtype.is_floating_point)
+        out = as_distribution(tensor, "target")
+        assert type(out) is np.ndarray and out.dtype == np.float64
+        np.testing.assert_array_equal(out, values)
+    batch = torch.tensor([[0.5, 0.5], [0.1, 0.9]], dtype=torch.float64)
+    out = as_distribution(batch, "target", batched=True)
+    out[0, 0] = 7.0
+    assert batch[0, 0].item() == 0.5
+    with pytest.raises(ValueError, match="^target: expected real probabilities"):
+        as_distribution(torch.tensor([0.5, 0.5], dtype=torch.complex64), "target")
+    with pytest.raises(ValueError, match="^target: contains negative entries"):
+        as_distribution(torch.tensor([1.5, -0.5]), "target")
+
+
+@pytest.mark.parametrize("tolerance", [-1.0, float("nan"), float("inf"), "0.1"])
+def test_sum_tolerance_is_checked(tolerance):
+    with pytest.raises(ValueError, match="^tolerance: must be a finite number >= 0"):
+        as_distribution([0.5, 0.5], "target", tolerance=tolerance)

@@ -218,3 +218,87 @@ def test_strategies_reach_zeros_ties_and_unit_acceptance():
         lambda inst: inst[1] >= 2 and inst[2] != inst[3] and optimal_acceptance(inst[2], IID(inst[3], inst[1]), exact=True).value == 1,
     )
     assert as_float([Fraction(1, 2)]).tolist() == [0.5]
+
+
+# ----------------------------------------------------------------------------------------------
+# Law kinds have one home: the law classes (issue 21).
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_KIND = r"""["'](?:iid|independent|wor|greedy|deterministic)["']"""
+#: A decision on a law's kind by its name: ``law.name == ...``, ``x.name in ...``, a comparison
+#: with a kind literal, or a lookup keyed by ``law.name``.
+_NAME_BRANCH = re.compile(
+    r"\b\w*law\w*\.name\s*(?:==|!=|\bnot in\b|\bin\b)"
+    rf"|(?:==|!=)\s*{_KIND}|{_KIND}\s*(?:==|!=)"
+    rf"|\b(?:not\s+)?in\s*[(\[{{]\s*(?:None,\s*)?{_KIND}"
+    r"|\[\s*\w*law\w*\.name\s*\]"
+)
+
+
+def _name_branches(text: str) -> list[str]:
+    """The lines of ``text`` that decide a law's kind by name (comments and doctests skipped)."""
+    found = []
+    for line in text.splitlines():
+        code = line.split("#")[0]
+        if ">>>" in code or not code.strip():
+            continue
+        if _NAME_BRANCH.search(code):
+            found.append(line.strip())
+    return found
+
+
+def test_no_law_name_comparison_outside_the_laws_module():
+    """Other modules ask a law (its flags, its methods) or dispatch on its class."""
+    package = Path(__file__).resolve().parents[1] / "multidraft"
+    found = {
+        str(path.relative_to(package)): _name_branches(path.read_text())
+        for path in sorted(package.rglob("*.py"))
+        if path.relative_to(package).as_posix() != "theory/laws.py"
+    }
+    assert {path: lines for path, lines in found.items() if lines} == {}
+
+
+def test_the_name_scan_catches_each_kind_of_branch():
+    """The scan's twin: every form the renovation removed is flagged, and its replacements are not."""
+    flagged = [
+        'if law.name == "wor":',
+        'if law.name not in VERIFIER_LAWS:',
+        'drafts, iid = np.array(draft.marginals()), draft.name == "iid"',
+        'if law not in ("iid", "wor"):',
+        'return "rrs-wor" if law == "wor" else "specinfer"',
+        'if law not in (None, "independent"):',
+        'scheme = _CLOSED_FORM_VERIFIERS[law.name]()',
+    ]
+    clean = ['if isinstance(law, WithoutReplacement):', 'law = law_for(kind, [q], k)', 'name = "wor"  # a class attribute']
+    assert _name_branches("\n".join(flagged)) == flagged
+    assert _name_branches("\n".join(clean)) == []
+
+
+def test_law_registry_constructor_and_target_check():
+    from multidraft.theory.laws import LAWS, law_class, law_for
+
+    assert {kind: cls.name for kind, cls in LAWS.items()} == {kind: kind for kind in LAWS}
+    assert set(LAWS) == {"iid", "independent", "wor", "greedy", "deterministic"}
+    q = [0.5, 0.3, 0.2]
+    assert isinstance(law_for("wor", [q], 2), WithoutReplacement) and law_for("wor", [q], 2).k == 2
+    assert law_for("independent", [q], 3).k == 3 and law_for("iid", [q, q]).k == 2
+    assert law_class("greedy") is Greedy
+    with pytest.raises(ValueError, match="unknown draft law 'uniform'"):
+        law_for("uniform", [q])
+    with pytest.raises(ValueError, match="built from token ids"):
+        law_for("deterministic", [q])
+    with pytest.raises(ValueError, match="3 draft distributions make k = 3, got k=2"):
+        law_for("independent", [q, q, q], 2)
+    for law in (IID(q, 2), Independent([q, q]), Deterministic([0, 1], 3)):
+        with pytest.raises(ValueError, match="length 2 does not match the draft law's vocabulary n=3"):
+            law.check_target([0.5, 0.5])
+        with pytest.raises(ValueError, match="exact mode needs"):
+            IID(q, 2).check_target(["1/2", "1/4", "1/4"], exact=True)
+    exact = IID(["1/2", "1/4", "1/4"], 2).check_target(["1/3", "1/3", "1/3"], exact=True)
+    assert exact.dtype == object and exact.tolist() == [Fraction(1, 3)] * 3
+    # the one-draft baseline law: the same draft model drafting once, exact when the law is
+    assert Greedy(["1/2", "1/4", "1/4"], 2).single_draft()._exact_draft == (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    assert Independent([q, [0.1, 0.1, 0.8]]).single_draft().draft.tolist() == q
+    assert Deterministic([2, 0], 3).single_draft().tokens.tolist() == [2]

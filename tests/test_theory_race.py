@@ -104,3 +104,41 @@ def test_step_shrinks_with_k_and_with_concentrated_drafts():
     assert all(a > b for a, b in zip(steps, steps[1:]))
     assert race_step(8, 0.9) < race_step(8, 0.5) < race_step(8, 0.0)
     assert race_step(64, 1 - 1e-12) > 0.004  # logarithmic growth: still a usable step
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_top_tokens_holding_all_but_a_sliver(seed):
+    """Issue 20, item 3: the k - 1 largest tokens hold all but 1e-16 ... 1e-290 of the mass (the
+    rest at the floor 1e-300 and above). ``1 - M_{k-1}`` computed by cancellation is rounding
+    noise there, and the prefixes it called negligible got containment 1 instead of 0 (P* 0.0035
+    instead of 1 at n = 2000, K = 8); the spread is now summed over the other tokens, and the
+    step keeps its error bound (its second bound does not degrade as the sliver shrinks)."""
+    top = np.full(7, 1 / 7)  # sums to 1 - 2.2e-16 in floats: the cancellation's worst case
+    q = np.concatenate([top * (1 - 3e-100), np.full(3, 1e-100)])
+    np.testing.assert_allclose(wor_prefix_containment(q, 8), subset_containment(q, 8)[prefix_masks(np.arange(10))], rtol=0, atol=ACCURACY)
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        n = int(rng.integers(4, 11))
+        k = int(rng.integers(3, n + 1))
+        big = int(rng.integers(1, min(k + 1, n) + 1))
+        tiny = np.maximum(10.0 ** -rng.choice([16, 20, 40, 60, 100, 200, 290], size=n - big) * rng.random(n - big), 1e-300)
+        q = np.concatenate([rng.random(big), tiny])
+        q[:big] *= (1 - tiny.sum()) / q[:big].sum()
+        q = q[rng.permutation(n)]
+        if np.count_nonzero(q) < k:
+            continue
+        order = rng.permutation(n)
+        expected = subset_containment(q, k)[prefix_masks(order)]
+        np.testing.assert_allclose(wor_prefix_containment(q[order], k), expected, rtol=0, atol=ACCURACY, err_msg=f"k={k}, q={q.tolist()}")
+
+
+def test_a_sliver_outside_the_top_tokens_keeps_a_usable_step():
+    """The spread σ = 1e-60 alone forces a step of about 0.008 (cost ∝ 1/h); with the least top
+    mass β the second bound keeps the step of a spread-out draft."""
+    assert race_step(8, 1.0, spread=1e-60) < 0.01
+    assert race_step(8, 1.0, spread=1e-60, least_top=0.1) > race_step(8, 0.0) > 0.1
+    # either bound alone is valid: the step never exceeds what the first allows for σ = 1 ...
+    assert race_step(8, 0.0, least_top=1 / 8) >= race_step(8, 0.0)
+    # ... and several rows take the smallest step
+    rows = race_step(8, 1.0, spread=np.array([1e-60, 1.0]), least_top=np.array([1e-70, 0.1]))
+    assert rows == min(race_step(8, 1.0, spread=1e-60, least_top=1e-70), race_step(8, 1.0, spread=1.0, least_top=0.1))

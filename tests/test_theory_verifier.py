@@ -145,7 +145,7 @@ def test_sampler_follows_the_law():
     [
         (Independent([[0.5, 0.5], [0.2, 0.8]]), ValueError, "supports the iid, wor laws; got the independent law"),
         (Greedy([0.5, 0.5], 2), ValueError, "supports the iid, wor laws; got the greedy law"),
-        ([0.5, 0.5], TypeError, "expected a DraftLaw"),
+        ([0.5, 0.5], TypeError, "expected a draft law"),
     ],
     ids=["independent", "greedy", "not-a-law"],
 )

@@ -2,26 +2,60 @@
 
 from __future__ import annotations
 
-#: Values of ``--law``.
-LAWS = ("iid", "wor", "greedy", "independent")
+from collections.abc import Callable, Iterator, Sequence
+
+
+class LazyChoices(Sequence):
+    """The ``choices`` of an option, computed on first use (when the option is given or help is
+    shown), so that building the parser imports nothing of the library."""
+
+    def __init__(self, items: Callable[[], Sequence[str]]) -> None:
+        self._make = items
+        self._items: tuple[str, ...] | None = None
+
+    def _all(self) -> tuple[str, ...]:
+        if self._items is None:
+            self._items = tuple(self._make())
+        return self._items
+
+    def __getitem__(self, index):
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._all()
+
+
+def _law_kinds() -> tuple[str, ...]:
+    from multidraft.theory.laws import LAWS
+
+    return tuple(kind for kind, cls in LAWS.items() if cls.takes_distributions)
+
+
+#: Values of ``--law``: the kinds of draft law built from draft distributions.
+LAWS = LazyChoices(_law_kinds)
 
 
 def build_law(draft_texts: list[str], k: int | None, law: str | None):
-    """The draft law described by the ``--draft``/``--k``/``--law`` options."""
-    from multidraft.theory import IID, Greedy, Independent, WithoutReplacement, parse_distribution
+    """The draft law described by the ``--draft``/``--k``/``--law`` options: one ``--draft``
+    and ``--k`` for a law of one draft distribution (default iid), repeated ``--draft`` for
+    independent drafts (:func:`~multidraft.theory.laws.law_for`)."""
+    from multidraft.theory import IID, Independent, parse_distribution
+    from multidraft.theory.laws import law_class
 
     drafts = [parse_distribution(text, "draft" if len(draft_texts) == 1 else f"draft[{i}]") for i, text in enumerate(draft_texts)]
-    if len(drafts) > 1:
-        if law not in (None, "independent"):
+    several = len(drafts) > 1
+    cls = law_class(law) if law is not None else Independent if several else IID
+    if several:
+        if not cls.one_distribution_per_draft:
             raise ValueError(f"law: repeated --draft means independent drafts, not {law!r}")
         if k is not None and k != len(drafts):
             raise ValueError(f"k: --k {k} does not match the {len(drafts)} drafts given")
-        return Independent(drafts)
-    if k is None:
+    elif k is None:
         raise ValueError("k: a single --draft needs --k (the number of drafts)")
-    law = law or "iid"
-    if law == "independent":
-        from multidraft.theory.laws import check_k
-
-        return Independent(drafts * check_k(k))
-    return {"iid": IID, "wor": WithoutReplacement, "greedy": Greedy}[law](drafts[0], k)
+    return cls.from_drafts(drafts, k)

@@ -106,21 +106,14 @@ def _check_options_used(requested: list[str], args: argparse.Namespace) -> None:
 def _evaluate(name: str, target, law, args: argparse.Namespace):
     """Acceptance of one scheme; ``single`` is the one-draft baseline on the first draft."""
     from multidraft.schemes import get_scheme
-    from multidraft.theory import IID, optimal_acceptance
+    from multidraft.theory import optimal_acceptance
 
     if name == "optimal":
         return optimal_acceptance(target, law, exact=args.exact).value
     scheme = get_scheme(name, **_scheme_options(name, args))
     if name == "single" and law.k > 1:
-        law = IID(_first_draft(law), 1)
+        law = law.single_draft()
     return scheme.acceptance(target, law, exact=args.exact)
-
-
-def _first_draft(law):
-    """The first draft's distribution, exact when the law is."""
-    if law.name == "independent":
-        return law._exact_drafts[0] if law.exact else law.drafts[0]
-    return law._exact_draft if law.exact else law.draft
 
 
 def _format(value, exact: bool) -> str | float:
@@ -153,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if every:
         requested = ["optimal", "single"] + [name for name in schemes_for(law) if name != "single"]
         if args.exact:
-            skipped = [name for name in requested if name not in ("optimal",) and not SCHEMES[name].exact_capable]
+            skipped = [name for name in requested if name not in ("optimal",) and not SCHEMES[name].capabilities.exact_acceptance]
             requested = [name for name in requested if name not in skipped]
     _check_options_used(requested, args)
     values: dict = {}

@@ -17,6 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from multidraft.cli._laws import LazyChoices
+
+
+def _cone_laws() -> tuple[str, ...]:
+    from multidraft.lp._structure import CONE_LAWS
+
+    return CONE_LAWS
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``cones`` sub-command."""
@@ -30,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--n", type=int, required=True, help="vocabulary size (>= 1)")
     parser.add_argument("--k", type=int, required=True, help="number of drafts (>= 1)")
-    parser.add_argument("--law", choices=("iid", "wor", "independent"), default="iid", help="draft law (default iid)")
+    parser.add_argument("--law", choices=LazyChoices(_cone_laws), default="iid", help="draft law (default iid)")
     parser.add_argument("--unit", action="store_true", help="acceptance-one cone (Theorem 2) instead of P*")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="machine-readable output (sympify-able strings)")

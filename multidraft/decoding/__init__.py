@@ -18,7 +18,7 @@ from multidraft.decoding.drafting import (
     sample_without_replacement,
 )
 from multidraft.decoding.generation import Generation, sample_autoregressive, speculative_generate, warm_up
-from multidraft.decoding.measurement import SUPPORT_LIMIT, encode_prompt, measure, node_optimal_acceptance, run_measurement
+from multidraft.decoding.measurement import encode_prompt, measure, node_optimal_acceptance, run_measurement
 from multidraft.decoding.models import (
     LoadedModel,
     check_compatible,
@@ -34,8 +34,8 @@ from multidraft.decoding.state import ModelState
 from multidraft.decoding.verification import (
     BlockOutcome,
     NodeStep,
-    build_law,
     node_law,
+    node_law_class,
     node_scheme,
     verify_block,
     walk_tree,
@@ -59,8 +59,8 @@ __all__ = [
     "sample_without_replacement",
     "draft_block",
     "verify_block",
-    "build_law",
     "node_law",
+    "node_law_class",
     "node_scheme",
     "walk_tree",
     "NodeStep",
@@ -70,7 +70,6 @@ __all__ = [
     "sample_autoregressive",
     "warm_up",
     "DEFAULT_PROMPTS",
-    "SUPPORT_LIMIT",
     "MeasureConfig",
     "PositionRecord",
     "Results",

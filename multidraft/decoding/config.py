@@ -9,7 +9,8 @@ from typing import Any
 from multidraft.decoding.drafting import Sampling
 from multidraft.decoding.generation import check_without_replacement, resolve_scheme
 from multidraft.decoding.models import resolve_device
-from multidraft.decoding.verification import representative_law
+from multidraft.decoding.verification import node_law_class
+from multidraft.schemes.base import Scheme
 from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import check_k
 
@@ -123,19 +124,20 @@ class MeasureConfig:
 
     @property
     def root_law(self) -> str:
-        """Kind of the K drafts' law at the root: ``wor``, ``independent`` or ``iid``."""
-        if self.without_replacement:
-            return "wor"
-        return "independent" if len(set(self.draft_sampling)) > 1 else "iid"
+        """Kind of the K drafts' law at the root: ``wor``, ``independent`` or ``iid``
+        (:func:`~multidraft.decoding.verification.node_law_class` of the drafts' samplings)."""
+        return node_law_class(self.draft_sampling, self.without_replacement).name
 
     def _check_scheme_law(self) -> None:
-        supports = getattr(self.scheme, "supports", None)
-        if supports is None or supports(representative_law(self.root_law, self.k)):
+        if not isinstance(self.scheme, Scheme):
             return
+        root = node_law_class(self.draft_sampling, self.without_replacement)
+        if self.scheme.supports_law(root, self.k):
+            return
+        laws = tuple(cls.name for cls in self.scheme.capabilities.laws)
         raise ValueError(
-            f"scheme: {self.scheme_name!r} supports the laws "
-            f"{tuple(getattr(self.scheme, 'supported_laws', ()))}, but does not apply to these drafts "
-            f"(the {self.root_law} law with k={self.k})"
+            f"scheme: {self.scheme_name!r} supports the laws {laws}, but does not apply to these drafts "
+            f"(the {root.name} law with k={self.k})"
         )
 
 

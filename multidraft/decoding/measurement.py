@@ -2,8 +2,8 @@
 
 For every verified position (tree node) the measurement keeps what happened -- the live
 drafts, the chosen token, accepted or not -- and what the theory says for the very same
-distributions: the scheme's exact acceptance ``E[acc] = scheme.acceptance(p, law)`` and the
-optimal acceptance ``P* = min_T [p(T) + 1 - P_D(set(X) ⊆ T)]`` (Khisti et al., ICLR 2025,
+distributions: the scheme's exact acceptance ``E[acc]``, read off the node's plan (the plan that
+selected, :attr:`~multidraft.schemes.Plan.acceptance`), and the optimal acceptance ``P* = min_T [p(T) + 1 - P_D(set(X) ⊆ T)]`` (Khisti et al., ICLR 2025,
 Theorem 3 and Remark 2; :func:`multidraft.theory.optimal_acceptance`). The interval of
 empirical minus expected acceptance is described in :mod:`multidraft.decoding.results`.
 
@@ -14,6 +14,7 @@ generation (so both see the same machine load) and reports the speed-up
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -27,14 +28,15 @@ from multidraft.decoding.drafting import DraftSpec, Sampling
 from multidraft.decoding.generation import check_specs, clock, sample_autoregressive, speculative_generate, warm_up
 from multidraft.decoding.models import LoadedModel, load_model
 from multidraft.decoding.results import PositionRecord, Results, Tally, aggregate
-from multidraft.decoding.verification import BlockOutcome, NodeStep, build_law, node_scheme
-from multidraft.theory.laws import DraftLaw, Independent
+from multidraft.decoding.verification import BlockOutcome, NodeStep
+from multidraft.theory.laws import DraftLaw
 from multidraft.theory.optimal import optimal_acceptance
 
-__all__ = ["DEFAULT_PROMPTS", "SUPPORT_LIMIT", "encode_prompt", "node_optimal_acceptance", "measure", "run_measurement"]
+__all__ = ["DEFAULT_PROMPTS", "encode_prompt", "node_optimal_acceptance", "measure", "run_measurement"]
 
-#: Largest joint support on which the optimum of an Independent law is computed by subsets.
-SUPPORT_LIMIT = 20
+#: Why a position can lack its optimum: the exact threshold search (non-identical drafts) stops
+#: at a search limit rather than return an unsettled number.
+MISSING_OPTIMAL = "the threshold search for non-identical drafts hit its search limit (RuntimeError)"
 
 
 def encode_prompt(tokenizer: Any, text: str) -> list[int]:
@@ -54,21 +56,12 @@ def encode_prompt(tokenizer: Any, text: str) -> list[int]:
 
 
 def node_optimal_acceptance(target: np.ndarray, law: DraftLaw) -> float:
-    """Optimal acceptance P* at one node; NaN when no exact method applies.
-
-    Laws with prefix structure (iid, without replacement) use the O(n log n) sorted scan.
-    Independent (non-identical) drafts have none; tokens outside the joint support
-    ``{y : p(y) > 0 or q_i(y) > 0 for some i}`` carry no mass and drop out of every cut, so the
-    subset method runs on the joint support when it has at most :data:`SUPPORT_LIMIT` tokens
-    (e.g. under a small top-p); otherwise the value is NaN (not computed).
+    """Optimal acceptance ``P* = min_T [p(T) + 1 - P_D(set(X) ⊆ T)]`` at one node, exactly,
+    by :func:`~multidraft.theory.optimal_acceptance` for every law: the O(n log n) sorted scan
+    for iid drafts and drafts without replacement, the threshold search for non-identical
+    (independent) drafts, at any vocabulary size.
     """
-    if law.has_prefix_structure:
-        return float(optimal_acceptance(target, law, method="sorted").value)
-    support = (target > 0) | (law.drafts > 0).any(axis=0)
-    if int(support.sum()) > SUPPORT_LIMIT:
-        return float("nan")
-    restricted = Independent(list(law.drafts[:, support]), normalize=True)
-    return float(optimal_acceptance(target[support] / target[support].sum(), restricted, method="subsets").value)
+    return float(optimal_acceptance(target, law).value)
 
 
 def measure(
@@ -198,10 +191,7 @@ def run_measurement(
         target=target.name,
         draft=draft.name if draft is not None else f"{target.name} (self)",
         device=str(device),
-        missing_optimal=(
-            "non-identical drafts (Independent law) with a joint support above "
-            f"{SUPPORT_LIMIT} tokens have no exact method here"
-        ),
+        missing_optimal=MISSING_OPTIMAL,
     )
 
 
@@ -226,9 +216,10 @@ def _measure_prompt(
     def on_block(outcome: BlockOutcome) -> None:
         start = time.perf_counter()
         block = len(tally.blocks)
-        tally.blocks.append(outcome)
         for step in outcome.steps:
-            tally.records.append(_record(index, block, step, config.scheme, keep, tally.gaps))
+            tally.records.append(_record(index, block, step, keep, tally.gaps))
+        # The steps (device views, host plans) are consumed: keep the block's counts only.
+        tally.blocks.append(dataclasses.replace(outcome, steps=()))
         tally.seconds["theory"] += time.perf_counter() - start
         bar.update(max(0, min(len(outcome.tokens), end - bar.n)))
 
@@ -255,30 +246,41 @@ def _measure_prompt(
         tally.autoregressive_tokens += len(produced)
 
 
-def _record(prompt: int, block: int, step: NodeStep, scheme: Any, keep: bool, gaps: set[str]) -> PositionRecord:
-    """The record of one node, computed on the host; when the scheme has no exact acceptance
-    for the node (e.g. no closed form and too many draft tuples to enumerate), ``expected`` is
-    NaN and the reason goes to ``gaps``."""
-    target, drafts = step.host()
-    law = build_law(step.law_name, drafts)
+def _record(prompt: int, block: int, step: NodeStep, keep: bool, gaps: set[str]) -> PositionRecord:
+    """The record of one node, computed on the host from the node's plan (the one that
+    selected, or for a batched selection one prepared now); when the scheme has no exact
+    acceptance for the node (e.g. no closed form and too many draft tuples to enumerate),
+    ``expected`` is NaN and the reason goes to ``gaps``."""
     try:
-        expected = float(node_scheme(scheme, step.law_name, len(step.live))[0].acceptance(target, law))
+        plan = step.host_plan()
+        if plan is not None:
+            target, law = plan.target, plan.law
+            expected = float(plan.acceptance)
+        else:  # a scheme object without plans
+            target, law = step.host()[0], step.law()
+            expected = float(step.scheme.acceptance(target, law))
     except ValueError as error:
+        target, law = step.host()[0], step.law()
         expected = float("nan")
         gaps.add(str(error).splitlines()[0])
+    try:
+        optimal = node_optimal_acceptance(target, law)
+    except RuntimeError:
+        optimal = float("nan")
+    if keep:
+        kept_target, kept_drafts = step.host()
     return PositionRecord(
         prompt=prompt,
         block=block,
         depth=step.depth,
         k_live=len(step.live),
-        draft_support=int(np.count_nonzero((drafts > 0).any(axis=0))),
+        draft_support=int(np.count_nonzero(law.support)),
         law=step.law_name,
         draft_tokens=step.draft_tokens,
         token=step.token,
         accepted=step.accepted,
         expected=expected,
-        optimal=node_optimal_acceptance(target, law),
-        target=target.copy() if keep else None,
-        drafts=drafts.copy() if keep else None,
+        optimal=optimal,
+        target=kept_target if keep else None,
+        drafts=kept_drafts if keep else None,
     )
-

@@ -15,17 +15,20 @@ Each node either accepts a draft token (the tree walk continues with the drafts 
 it) or emits the scheme's residual token and stops; after L accepted tokens a bonus token is
 drawn from the target's next distribution.
 
-Selection stays on the device: a scheme with a batched torch form (``batch_capable``, its
-``select_batch(target [1, V], drafts [1, k, V], tokens [1, k], generator)``) runs on views of
-the block's tensors, and only the chosen token comes back to the host. A scheme without one
-(the LP-based schemes, user objects with ``select`` only) gets the node's p and q_i copied to
-the host and runs its numpy ``select``. Which form runs depends only on the scheme and the
-node's law (:func:`node_scheme`), so a new scheme with ``select_batch`` plugs in unchanged.
+Selection stays on the device: a scheme with a batched torch form for the node's law
+(:meth:`~multidraft.schemes.Scheme.supports_batch_law`; its ``select_batch(target [1, V],
+drafts [1, k, V], tokens [1, k], generator)``) runs on views of the block's tensors, and only
+the chosen token comes back to the host. Otherwise the node's p and q_i are copied to the host
+once, the scheme prepares its plan there (:meth:`~multidraft.schemes.Scheme.prepare`) and the
+plan selects; the :class:`NodeStep` keeps that plan, so the measurement reads the node's exact
+acceptance off the very plan that selected. Which form runs depends only on the scheme and the
+node's law class (:func:`node_scheme`), so a new scheme plugs in unchanged. An object that is
+not a :class:`~multidraft.schemes.Scheme` but has ``select(target, law, drafts, rng)`` (and
+optionally ``select_batch`` with ``batch_capable = True``) runs too.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,17 +38,16 @@ import torch
 
 from multidraft.decoding.drafting import DraftSpec, Drafts, Sampling, process_logits, sample_tokens
 from multidraft.decoding.state import ModelState
+from multidraft.schemes.base import Plan, Scheme
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
 
 __all__ = [
     "NodeStep",
     "BlockOutcome",
     "verify_block",
-    "build_law",
     "node_law",
-    "node_law_name",
+    "node_law_class",
     "node_scheme",
-    "representative_law",
     "walk_tree",
 ]
 
@@ -64,67 +66,44 @@ def verify_block(state: ModelState, drafts: Drafts, sampling: Sampling) -> torch
     return process_logits(logits, sampling.temperature, sampling.top_p)
 
 
-def node_law_name(keys: Sequence[Any], without_replacement: bool) -> str:
-    """``law.name`` of the live drafts' law at a node (see :func:`node_law`), from their keys."""
+def node_law_class(keys: Sequence[Any], without_replacement: bool) -> type[DraftLaw]:
+    """The class of the live drafts' law at a node (see :func:`node_law`), from their keys
+    (:attr:`DraftSpec.key`; at the root, the drafts' samplings): without replacement when
+    requested, iid when the keys are equal, else independent."""
     if without_replacement:
-        return "wor"
-    return "iid" if len(set(keys)) == 1 else "independent"
-
-
-def build_law(name: str, draft_probs: np.ndarray) -> DraftLaw:
-    """The draft law of kind ``name`` (``"iid"``, ``"independent"`` or ``"wor"``) over the live
-    drafts' distributions ``draft_probs [k_live, V]`` (renormalised: float32 or top-p rounding
-    leaves sums a few ulps off 1)."""
-    k = len(draft_probs)
-    if name == "wor":
-        return WithoutReplacement(draft_probs[0], k, normalize=True)
-    if name == "iid":
-        return IID(draft_probs[0], k, normalize=True)
-    return Independent(list(draft_probs), normalize=True)
+        return WithoutReplacement
+    return IID if len(set(keys)) == 1 else Independent
 
 
 def node_law(draft_probs: np.ndarray, keys: Sequence[Any], without_replacement: bool) -> DraftLaw:
     """The law of the live drafts' tokens at one tree node.
 
-    ``draft_probs [k_live, V]`` are their draft distributions, ``keys`` their
-    :attr:`DraftSpec.key`. With ``without_replacement`` the K first tokens are distinct, so
-    below the root one draft at most stays live, and ``WithoutReplacement(q, 1) = IID(q, 1)``:
-    every node of such a tree has a without-replacement law.
+    ``draft_probs [k_live, V]`` are their draft distributions (renormalised: float32 or top-p
+    rounding leaves sums a few ulps off 1), ``keys`` their :attr:`DraftSpec.key`. With
+    ``without_replacement`` the K first tokens are distinct, so below the root one draft at
+    most stays live, and ``WithoutReplacement(q, 1) = IID(q, 1)``: every node of such a tree
+    has a without-replacement law.
     """
-    return build_law(node_law_name(keys, without_replacement), draft_probs)
+    return node_law_class(keys, without_replacement).from_drafts(draft_probs, normalize=True)
 
 
-@functools.cache
-def representative_law(name: str, k: int) -> DraftLaw:
-    """A small law of kind ``name`` with ``k`` drafts (uniform over k + 1 tokens): what a
-    scheme's ``supports`` looks at -- the law's kind and K -- without a node's distributions."""
-    return build_law(name, np.full((k, k + 1), 1.0 / (k + 1)))
-
-
-def node_scheme(scheme: Any, name: str, k: int) -> tuple[Any, bool]:
-    """The scheme that runs at a node whose law has kind ``name`` and ``k`` live drafts, and
-    whether it runs in its batched torch form.
+def node_scheme(scheme: Any, law_class: type[DraftLaw], k: int) -> tuple[Any, bool]:
+    """The scheme that runs at a node whose law has class ``law_class`` and ``k`` live drafts,
+    and whether it runs in its batched torch form.
 
     ``scheme`` itself, or single-draft speculative sampling (Leviathan et al. 2023) at a node
     with one live draft when ``scheme`` is defined for K >= 2 only -- every multi-draft scheme
-    reduces to it at K = 1. The batched form runs when the scheme has one for the law
-    (``supports_batch``; the optimal verifier's covers iid drafts only).
+    reduces to it at K = 1. A :class:`~multidraft.schemes.Scheme` runs batched where it has a
+    batched form for the law (``supports_batch_law``; the optimal verifier's covers iid drafts
+    only); another object where it says ``batch_capable`` and has ``select_batch``.
     """
-    supports = getattr(scheme, "supports", None)
-    if k == 1 and supports is not None and not supports(representative_law(name, 1)):
+    if not isinstance(scheme, Scheme):
+        return scheme, bool(getattr(scheme, "batch_capable", False)) and callable(getattr(scheme, "select_batch", None))
+    if k == 1 and not scheme.supports_law(law_class, 1):
         from multidraft.schemes import get_scheme
 
         scheme = get_scheme("single")
-    return scheme, _runs_batched(scheme, representative_law(name, k))
-
-
-def _runs_batched(scheme: Any, law: DraftLaw) -> bool:
-    """Whether ``scheme`` has a batched form for ``law``: its ``supports_batch`` (a
-    :class:`~multidraft.schemes.Scheme`), else ``batch_capable`` and ``supports``."""
-    if callable(getattr(scheme, "supports_batch", None)):
-        return bool(scheme.supports_batch(law))
-    supports = getattr(scheme, "supports", None)
-    return bool(getattr(scheme, "batch_capable", False)) and (supports is None or bool(supports(law)))
+    return scheme, scheme.supports_batch_law(law_class, k)
 
 
 @dataclass(frozen=True)
@@ -132,9 +111,12 @@ class NodeStep:
     """One verified position (one tree node).
 
     ``target`` is p ``[V]`` and ``drafts`` the live drafts' q_i ``[k_live, V]``: views of the
-    block's tensors on the models' device (:meth:`law` copies them to the host for the
-    theory). ``draft_tokens`` are the live drafts' tokens, ``law_name`` the kind of their law,
-    ``token`` the scheme's output and ``accepted`` whether it is one of the draft tokens.
+    block's tensors on the models' device. ``draft_tokens`` are the live drafts' tokens,
+    ``law_class`` the class of their law, ``scheme`` the scheme that ran at the node (after the
+    one-draft fallback of :func:`node_scheme`), ``token`` its output and ``accepted`` whether
+    it is one of the draft tokens. ``plan`` is the plan that selected on the host (None when the
+    batched form ran, or for a scheme object without plans); :meth:`host_plan` gives the node's
+    plan either way.
     """
 
     depth: int
@@ -144,15 +126,32 @@ class NodeStep:
     accepted: bool
     target: torch.Tensor
     drafts: torch.Tensor
-    law_name: str
+    law_class: type[DraftLaw]
+    scheme: Any
+    plan: Plan | None = None
+
+    @property
+    def law_name(self) -> str:
+        """The kind of the node's law (``law_class.name``)."""
+        return self.law_class.name
 
     def host(self) -> tuple[np.ndarray, np.ndarray]:
         """p ``[V]`` and q_i ``[k_live, V]`` as float64 numpy arrays (a copy off the device)."""
         return self.target.double().cpu().numpy(), self.drafts.double().cpu().numpy()
 
     def law(self) -> DraftLaw:
-        """The node's draft law, built on the host (a copy of q_i off the device)."""
-        return build_law(self.law_name, self.host()[1])
+        """The node's draft law: the plan's, else built on the host from a copy of q_i."""
+        if self.plan is not None:
+            return self.plan.law
+        return self.law_class.from_drafts(self.host()[1], normalize=True)
+
+    def host_plan(self) -> Plan | None:
+        """The node's plan: the one that selected, else (after a batched selection) the
+        scheme's plan prepared now on the host; None for a scheme object without plans."""
+        if self.plan is not None or not isinstance(self.scheme, Scheme):
+            return self.plan
+        target, drafts = self.host()
+        return self.scheme.prepare(target, self.law_class.from_drafts(drafts, normalize=True))
 
 
 @dataclass(frozen=True)
@@ -167,16 +166,20 @@ class BlockOutcome:
 
 
 def _select(
-    scheme: Any, batched: bool, p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, law_name: str,
+    scheme: Any, batched: bool, law_class: type[DraftLaw], p: torch.Tensor, q: torch.Tensor, x: torch.Tensor,
     generator: torch.Generator, rng: np.random.Generator,
-) -> tuple[int, bool]:  # fmt: skip
-    """Run ``scheme`` at one node: ``(token, accepted)``."""
+) -> tuple[int, bool, Plan | None]:  # fmt: skip
+    """Run ``scheme`` at one node: ``(token, accepted, the host plan or None)``."""
     if batched:
         token, accepted = scheme.select_batch(p[None], q[None], x[None], generator)
-        return int(token[0]), bool(accepted[0])
-    target, drafts = p.double().cpu().numpy(), q.double().cpu().numpy()
-    selection = scheme.select(target, build_law(law_name, drafts), x.cpu().numpy(), rng)
-    return int(selection.token), bool(selection.accepted)
+        return int(token[0]), bool(accepted[0]), None
+    target, law = p.double().cpu().numpy(), law_class.from_drafts(q.double().cpu().numpy(), normalize=True)
+    if isinstance(scheme, Scheme):
+        plan = scheme.prepare(target, law)
+        selection = plan.select(x.cpu().numpy(), rng)
+        return int(selection.token), bool(selection.accepted), plan
+    selection = scheme.select(target, law, x.cpu().numpy(), rng)
+    return int(selection.token), bool(selection.accepted), None
 
 
 @torch.inference_mode()
@@ -202,7 +205,8 @@ def walk_tree(
         The K drafts' models and sampling; equal keys mean a shared law at a shared prefix.
     scheme : Scheme
         A lossless token-level scheme: ``select_batch`` (torch, on the device) where it has
-        one for the node's law, else ``select(target, law, drafts, rng)`` (numpy).
+        one for the node's law, else its plan for the node, prepared on the host, selects
+        (an object with ``select(target, law, drafts, rng)`` only: that, numpy).
     generator : torch.Generator
         On the device of ``target_probs``: randomness of the batched selections and of the
         bonus token.
@@ -230,13 +234,13 @@ def walk_tree(
     emitted: list[int] = []
     steps: list[NodeStep] = []
     for depth in range(1, length + 1):
-        name = node_law_name([keys[i] for i in live], without_replacement)
-        chosen, batched = node_scheme(scheme, name, len(live))
+        law_class = node_law_class([keys[i] for i in live], without_replacement)
+        chosen, batched = node_scheme(scheme, law_class, len(live))
         index = torch.tensor(live, device=target_probs.device) if len(live) < len(x_all) else slice(None)
         p = target_probs[live[0], depth - 1]  # [V]
         q = q_all[index, depth - 1]  # [k_live, V]
         x = x_device[index, depth - 1]  # [k_live]
-        token, accepted = _select(chosen, batched, p, q, x, name, generator, rng)
+        token, accepted, plan = _select(chosen, batched, law_class, p, q, x, generator, rng)
         tokens = [x_all[i][depth - 1] for i in live]
         carriers = [i for i, t in zip(live, tokens) if t == token]
         if accepted != bool(carriers):
@@ -244,7 +248,7 @@ def walk_tree(
                 f"scheme {getattr(scheme, 'name', scheme)!r} reported accepted={accepted} "
                 f"for token {token} with drafts {tokens}"
             )
-        steps.append(NodeStep(depth, tuple(live), tuple(tokens), token, accepted, p, q, name))
+        steps.append(NodeStep(depth, tuple(live), tuple(tokens), token, accepted, p, q, law_class, chosen, plan))
         emitted.append(token)
         if not carriers:
             return BlockOutcome(tuple(emitted), depth - 1, live[0], tuple(steps))

@@ -4,9 +4,12 @@ importance-weighted LP of Theorem 1, its truncation (Section 4, any K) and multi
 Needs the ``lp`` extra (cvxpy with HiGHS); the truncated selection calls HiGHS's own binding.
 Solvers are silent unless ``verbose=True`` (or inside :func:`solver_output`); every LP checks
 its size before building anything and raises :class:`ProblemTooLargeError` beyond the limits.
+The optima (transport, importance and pair LPs) are certified against the min-cut P* of
+:mod:`multidraft.theory` within 1e-9, trying other solver routes before they raise
+:class:`SolverError`; their :class:`Certification` says which route answered.
 """
 
-from multidraft.lp._solve import ProblemTooLargeError, SolverError, solver_output
+from multidraft.lp._solve import Certification, ProblemTooLargeError, SolverError, solver_output
 from multidraft.lp.importance import (
     ImportanceSelection,
     PairSelection,
@@ -25,6 +28,7 @@ from multidraft.lp.truncated import (
 
 __all__ = [
     "SolverError",
+    "Certification",
     "ProblemTooLargeError",
     "solver_output",
     "TransportSolution",

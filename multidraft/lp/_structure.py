@@ -30,7 +30,7 @@ from multidraft.theory.distributions import (
     check_count,
     is_exact_input,
 )
-from multidraft.theory.laws import check_k
+from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement, check_k
 from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = [
@@ -46,8 +46,6 @@ __all__ = [
     "never_contains",
 ]
 
-#: Draft laws with a symbolic structure here.
-CONE_LAWS = ("iid", "wor", "independent")
 #: Most atoms :func:`draft_structure` builds symbolically.
 ATOM_LIMIT = 10_000
 
@@ -55,43 +53,129 @@ Subset = tuple[int, ...]
 Vector = tuple[Fraction, ...]
 
 
-def _atom_tokens(n: int, k: int, law: str, merged: bool) -> list[tuple[int, ...]]:
-    if law == "wor":
+class _Symbolic:
+    """The symbolic side of one draft-law class: its atoms and D(x) as sympy expressions, and
+    ``P_D(set(X) ⊆ T)`` in closed form from the law's definition (next to the numeric law in
+    :mod:`multidraft.theory.laws`). Defaults: K coordinates drawn from one draft family."""
+
+    law: type[DraftLaw]
+
+    def check(self, n: int, k: int) -> None:
+        """Refuse an (n, K) the law cannot have."""
+
+    def atoms(self, n: int, k: int, merged: bool) -> list[tuple[int, ...]]:
+        if merged:
+            return list(itertools.combinations_with_replacement(range(n), k))
+        return list(itertools.product(range(n), repeat=k))
+
+    def atom_count(self, n: int, k: int, merged: bool) -> int:
+        return math.comb(n + k - 1, k) if merged else n**k
+
+    def unit_count(self, n: int, k: int, merged: bool) -> int:
+        if merged:
+            return n * math.comb(n + k - 2, k - 1)
+        return n * (n**k - (n - 1) ** k)
+
+    def families(self, n: int, k: int) -> tuple[tuple[sympy.Symbol, ...], ...]:
+        return (sympy.symbols(f"q0:{n}"),)
+
+    def denominator_factors(self, n: int, k: int) -> int:
+        """Factors ``1 - q(S)`` of the law's common denominator (0: a polynomial law)."""
+        return 0
+
+
+class _SymbolicIID(_Symbolic):
+    law = IID
+
+    def probability(self, atom: tuple[int, ...], drafts, merged: bool) -> sympy.Expr:
+        q, k = drafts[0], len(atom)
+        weight = math.factorial(k) // math.prod(math.factorial(atom.count(t)) for t in set(atom)) if merged else 1
+        return weight * sympy.Mul(*(q[t] for t in atom))
+
+    def containment(self, tokens: Sequence[int], drafts, k: int) -> sympy.Expr:
+        return sympy.Add(*(drafts[0][t] for t in tokens)) ** k
+
+
+class _SymbolicIndependent(_Symbolic):
+    law = Independent
+
+    def families(self, n: int, k: int) -> tuple[tuple[sympy.Symbol, ...], ...]:
+        return tuple(sympy.symbols(f"q{i + 1}_0:{n}") for i in range(k))
+
+    def probability(self, atom: tuple[int, ...], drafts, merged: bool) -> sympy.Expr:
+        return sympy.Mul(*(drafts[i][t] for i, t in enumerate(atom)))
+
+    def containment(self, tokens: Sequence[int], drafts, k: int) -> sympy.Expr:
+        return sympy.Mul(*(sympy.Add(*(family[t] for t in tokens)) for family in drafts))
+
+
+class _SymbolicWithoutReplacement(_Symbolic):
+    law = WithoutReplacement
+
+    def check(self, n: int, k: int) -> None:
+        if k > n:
+            raise ValueError(f"k: without replacement needs k <= n, got k={k} > n={n}")
+
+    def atoms(self, n: int, k: int, merged: bool) -> list[tuple[int, ...]]:
         return list(itertools.combinations(range(n), k) if merged else itertools.permutations(range(n), k))
-    if merged:
-        return list(itertools.combinations_with_replacement(range(n), k))
-    return list(itertools.product(range(n), repeat=k))
+
+    def atom_count(self, n: int, k: int, merged: bool) -> int:
+        return math.comb(n, k) if merged else math.perm(n, k)
+
+    def unit_count(self, n: int, k: int, merged: bool) -> int:
+        return k * self.atom_count(n, k, merged)
+
+    def denominator_factors(self, n: int, k: int) -> int:
+        return sum(math.comb(n, j) for j in range(1, k))
+
+    def probability(self, atom: tuple[int, ...], drafts, merged: bool) -> sympy.Expr:
+        orders = itertools.permutations(atom) if merged else [atom]
+        return sympy.Add(*(_wor_sequence(drafts[0], x) for x in orders))
+
+    def containment(self, tokens: Sequence[int], drafts, k: int) -> sympy.Expr:
+        return sympy.Add(*(_wor_sequence(drafts[0], x) for x in itertools.permutations(tokens, k)))
+
+
+#: The symbolic form of each draft-law class that has one, by kind (``law.name``).
+_SYMBOLIC: dict[str, _Symbolic] = {
+    form.law.name: form for form in (_SymbolicIID(), _SymbolicWithoutReplacement(), _SymbolicIndependent())
+}
+#: Kinds of draft law with a symbolic structure here.
+CONE_LAWS = tuple(_SYMBOLIC)
+
+
+def _symbolic(law: str) -> _Symbolic:
+    if law not in _SYMBOLIC:
+        raise ValueError(f"law: unknown draft law {law!r}; choose one of {', '.join(CONE_LAWS)}")
+    return _SYMBOLIC[law]
 
 
 def atom_count(n: int, k: int, law: str, merged: bool) -> int:
     """Number of draft atoms: K-tuples or K-multisets of Ω (iid, independent); K-permutations
     or K-subsets (without replacement)."""
-    if law == "wor":
-        return math.comb(n, k) if merged else math.perm(n, k)
-    return math.comb(n + k - 1, k) if merged else n**k
+    return _symbolic(law).atom_count(n, k, merged)
 
 
 def unit_count(n: int, k: int, law: str, merged: bool) -> int:
     """Σ_x |set(x)| over the atoms: the number of constraints of the acceptance-one cone."""
-    if law == "wor":
-        return k * atom_count(n, k, law, merged)
-    if merged:
-        return n * math.comb(n + k - 2, k - 1)
-    return n * (n**k - (n - 1) ** k)
+    return _symbolic(law).unit_count(n, k, merged)
+
+
+def denominator_factors(n: int, k: int, law: str) -> int:
+    """Factors ``1 - q(S)`` in the common denominator of the law's D(x) (0 for a polynomial law)."""
+    return _symbolic(law).denominator_factors(n, k)
 
 
 def check_arguments(n: int, k: int, law: str, merge: bool | None) -> tuple[int, int, str, bool]:
     """Validated ``(n, k, law, merged)``; ``merge=None`` merges exactly the exchangeable laws."""
     n = check_count(n, "n", meaning="the vocabulary size")
     k = check_k(k)
-    if law not in CONE_LAWS:
-        raise ValueError(f"law: unknown draft law {law!r}; choose one of {', '.join(CONE_LAWS)}")
-    if law == "wor" and k > n:
-        raise ValueError(f"k: without replacement needs k <= n, got k={k} > n={n}")
+    form = _symbolic(law)
+    form.check(n, k)
     if merge is None:
-        merge = law != "independent"
-    if merge and law == "independent":
-        raise ValueError("merge: independent (non-identical) drafts are not exchangeable; tuples cannot be merged")
+        merge = form.law.symmetric
+    if merge and not form.law.symmetric:
+        raise ValueError(f"merge: {law} (non-identical) drafts are not exchangeable; tuples cannot be merged")
     return int(n), k, law, bool(merge)
 
 
@@ -149,12 +233,7 @@ class DraftStructure:
         iid: q(T)^K; independent: Π_i q_i(T); without replacement: Σ over ordered K-tuples of
         distinct tokens of T of Π_i q(x_i) / (1 - Σ_{j<i} q(x_j)).
         """
-        tokens = sorted(set(tokens))
-        if self.law == "iid":
-            return sympy.Add(*(self.drafts[0][t] for t in tokens)) ** self.k
-        if self.law == "independent":
-            return sympy.Mul(*(sympy.Add(*(family[t] for t in tokens)) for family in self.drafts))
-        return sympy.Add(*(_wor_sequence(self.drafts[0], x) for x in itertools.permutations(tokens, self.k)))
+        return _symbolic(self.law).containment(sorted(set(tokens)), self.drafts, self.k)
 
     def on_simplex(self, expression: sympy.Expr) -> sympy.Expr:
         """Canonical form ``N / L`` of an expression on the simplex.
@@ -306,23 +385,11 @@ def draft_structure(n: int, k: int, law: str = "iid", *, merge: bool | None = No
     estimate = SizeEstimate(f"draft structure (n={n}, k={k}, law={law})", count, 0, unit="draft atoms")
     check_size(estimate, "use multidraft.theory.optimal_acceptance (min-cut) for numbers", max_variables=ATOM_LIMIT,
                variables_name="ATOM_LIMIT")  # fmt: skip
+    form = _symbolic(law)
     target = sympy.symbols(f"p0:{n}")
-    if law == "independent":
-        drafts = tuple(sympy.symbols(f"q{i + 1}_0:{n}") for i in range(k))
-    else:
-        drafts = (sympy.symbols(f"q0:{n}"),)
-    atoms = _atom_tokens(n, k, law, merged)
-    probabilities = []
-    for atom in atoms:
-        if law == "independent":
-            probabilities.append(sympy.Mul(*(drafts[i][t] for i, t in enumerate(atom))))
-        elif law == "wor":
-            orders = itertools.permutations(atom) if merged else [atom]
-            probabilities.append(sympy.Add(*(_wor_sequence(drafts[0], x) for x in orders)))
-        else:
-            q = drafts[0]
-            weight = math.factorial(k) // math.prod(math.factorial(atom.count(t)) for t in set(atom)) if merged else 1
-            probabilities.append(weight * sympy.Mul(*(q[t] for t in atom)))
+    drafts = form.families(n, k)
+    atoms = form.atoms(n, k, merged)
+    probabilities = [form.probability(atom, drafts, merged) for atom in atoms]
     return DraftStructure(n, k, law, merged, tuple(atoms), tuple(probabilities), tuple(target), tuple(drafts))
 
 

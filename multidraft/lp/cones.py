@@ -70,6 +70,7 @@ from multidraft.lp._structure import (
     Subset,
     Vector,
     atom_count,
+    denominator_factors,
     check_arguments,
     draft_structure,
     never_contains,
@@ -173,9 +174,9 @@ def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variable
     replacement the number of factors of the common denominator."""
     size = _ConeSize.counted(n, k, law, merged, unit)
     size.refuse_if_large(max_variables, max_constraints)
-    factors = sum(math.comb(n, j) for j in range(1, k)) if law == "wor" else 0
+    factors = denominator_factors(n, k, law)
     estimate = SizeEstimate(
-        f"exact simplification (n={n}, k={k}, law=wor)", factors, 0, unit="factors 1 - q(S) (|S| < k) in the common denominator"
+        f"exact simplification (n={n}, k={k}, law={law})", factors, 0, unit="factors 1 - q(S) (|S| < k) in the common denominator"
     )
     alternative = "sympy would not finish in reasonable time; use multidraft.theory.optimal_acceptance (min-cut) for numbers"
     check_size(estimate, alternative, max_variables=DENOMINATOR_LIMIT, variables_name="DENOMINATOR_LIMIT")

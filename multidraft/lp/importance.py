@@ -24,7 +24,10 @@ the tuples of the top-s tokens only, any K) and the multi-stage selection for K 
 
 Every result is an :class:`ImportanceSelection`: ``acceptance``, the intermediate law
 ``intermediate`` (checked to be a probability distribution) and
-``selection_probabilities(drafts)``, the probability of selecting each draft position.
+``selection_probabilities(drafts)``, the probability of selecting each draft position. The
+acceptance is that of the returned selection, exact by construction (r is recomputed from the
+weights), so a true lower bound on P*; the LPs here also certify it against the min-cut P*
+(``certification``: within 1e-9, else another solver route, else ``SolverError``).
 """
 
 from __future__ import annotations
@@ -36,16 +39,18 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from multidraft.lp._solve import (
+    CERTIFIED_GAP,
     FEASIBILITY_TOLERANCE,
     MAX_VARIABLES,
-    as_target,
+    Certification,
     certify,
-    check_solver,
+    check_lp_solver,
     lp_size,
-    solve,
+    min_cut_bound,
+    solve_certified,
 )
 from multidraft.lp.transport import TransportSolution, law_tuples
-from multidraft.theory.laws import check_law
+from multidraft.theory.laws import IID, Independent, check_law
 from multidraft.theory.limits import optimum_advice
 
 __all__ = [
@@ -107,9 +112,14 @@ class ImportanceSelection(ABC):
     intermediate : ndarray, shape (n,)
         ``r(y) = Σ_x D(x) β_y(x)``, the law of the selected token; a probability distribution.
     status, solver : str
-        Solver status (``"optimal"``) and solver name.
+        Solver status (``"optimal"``) and the solver that answered.
     seconds : float
         Wall time to build, solve and check.
+    certification : Certification or None
+        For the optima (:func:`importance_lp`, :func:`pair_importance_lp`,
+        :func:`importance_from_coupling`): the route that answered, the min-cut P* and the gap
+        ``P* - acceptance`` (at most 1e-9). None for selections that are not optima
+        (truncated, multi-stage).
     """
 
     acceptance: float
@@ -117,6 +127,7 @@ class ImportanceSelection(ABC):
     status: str
     solver: str
     seconds: float
+    certification: Certification | None = field(default=None, kw_only=True)
 
     @property
     @abstractmethod
@@ -266,10 +277,12 @@ def importance_lp(
     At most ``m·K + n`` variables (m tuples; multisets for exchangeable laws), against ``m·n``
     for the transport LP; the optimum is the same P* (Theorem 1).
 
-    Raises ``ProblemTooLargeError`` beyond ``max_variables`` (or the memory limit), before
-    anything is built, and ``SolverError`` on a status other than optimal or a point that
-    fails the re-check (selected mass sums to D(x) per tuple, r a distribution, objective =
-    ``Σ min(p, r)``). Memory O(m·K + n). ``verbose`` and ``progress`` as for
+    The returned ``Σ min(p, r)`` is certified against the min-cut P* (within 1e-9;
+    ``certification``). Raises ``ProblemTooLargeError`` beyond ``max_variables`` (or the
+    memory limit), before anything is built, and ``SolverError`` when no solver route gives a
+    point that passes the re-check (status optimal, selected mass sums to D(x) per tuple, r a
+    distribution, objective = ``Σ min(p, r)``) and lies within 1e-9 of the min-cut. Memory
+    O(m·K + n). ``solver``, ``verbose`` and ``progress`` as for
     :func:`~multidraft.lp.transport_lp`.
 
     >>> from multidraft.theory import IID
@@ -284,16 +297,17 @@ def importance_lp(
     import cvxpy as cp
     import scipy.sparse as sp
 
+    solver = check_lp_solver(solver)
     start = time.perf_counter()
-    solver = check_solver(solver)
-    n = check_law(law).n
-    p = as_target(target, n)
+    p = check_law(law).check_target(target)
+    n = law.n
     what = f"importance LP ({law.name} law, n={n}, k={law.k})"
     m_estimate = law.tuple_count(merged=merge_symmetric)
     lp_size(what, m_estimate * law.k + n, m_estimate + 2 * n, optimum_advice(law, lp=False), max_variables=max_variables)
 
     tuples, probs, merged = law_tuples(law, merge_symmetric)
     m = len(tuples)
+    bound = min_cut_bound(p, law)
     rows, tokens = _distinct_pairs(tuples, n)
     pairs = len(rows)
     size = (pairs + n, m + 2 * n)
@@ -302,12 +316,17 @@ def importance_lp(
     mass = cp.Variable(pairs, nonneg=True)
     z = cp.Variable(n)
     problem = cp.Problem(cp.Maximize(cp.sum(z)), [per_tuple @ mass == probs, z <= p, z <= per_token @ mass])
-    status, _ = solve(problem, solver, what, *size, verbose, progress)
 
-    values = np.maximum(np.asarray(mass.value, dtype=np.float64), 0.0)
-    selection = _tuple_selection(p, tuples, probs, merged, (rows, tokens, values), status, solver, what, size)
-    _certify_objective(np.asarray(z.value, dtype=np.float64), p, selection.intermediate, what, solver, size)
-    return replace(selection, seconds=time.perf_counter() - start)
+    def read(solver_name: str) -> tuple[TupleSelection, float]:
+        values = np.maximum(np.asarray(mass.value, dtype=np.float64), 0.0)
+        selection = _tuple_selection(p, tuples, probs, merged, (rows, tokens, values), "optimal", solver_name, what, size)
+        _certify_objective(np.asarray(z.value, dtype=np.float64), p, selection.intermediate, what, solver_name, size)
+        return selection, selection.acceptance
+
+    selection, certification = solve_certified(
+        problem, read, bound, solver=solver, what=what, size=size, verbose=verbose, progress=progress
+    )
+    return replace(selection, seconds=time.perf_counter() - start, certification=certification)
 
 
 def importance_from_coupling(solution: TransportSolution, target: object, law) -> TupleSelection:
@@ -317,7 +336,8 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
     ``u(x) = D(x) - Σ_{y ∈ set(x)} π(x, y)`` is the unaccepted mass of x, spread evenly over the
     distinct tokens of x. Then ``r(y) >= Σ_{x: y ∈ set(x)} π(x, y)`` and that accepted flow is
     ``<= p(y)``, so ``Σ_y min(p, r) >= Σ_x Σ_{y ∈ set(x)} π(x, y) = P*``; as no selection beats
-    P*, the two are equal (checked here: a mismatch raises ``SolverError``).
+    P*, the two are equal (checked here against the solution's min-cut: a distance above
+    1e-9 raises ``SolverError``).
 
     >>> from multidraft.theory import IID
     >>> from multidraft.lp.transport import transport_lp
@@ -330,8 +350,8 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
     start = time.perf_counter()
     if not isinstance(solution, TransportSolution):
         raise ValueError(f"solution: expected a TransportSolution, got {type(solution).__name__}")
-    n = check_law(law).n
-    p = as_target(target, n)
+    p = check_law(law).check_target(target)
+    n = law.n
     tuples, probs, plan = solution.tuples, solution.tuple_probs, solution.plan
     if tuples.ndim != 2 or tuples.shape[1] != law.k or plan.shape != (len(tuples), n):
         raise ValueError(
@@ -350,11 +370,12 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
     what = f"importance weights from the coupling ({law.name} law, n={n}, k={law.k})"
     size = (solution.variables, solution.constraints)
     selection = _tuple_selection(p, tuples, probs, solution.merged, (rows, tokens, mass), solution.status, solution.solver, what, size)
-    # Each target marginal of the plan is within the tolerance, so the n columns can lose at most
-    # n times it; a larger shortfall means the weights were read off wrongly.
-    shortfall = solution.acceptance - selection.acceptance
-    certify(shortfall <= n * FEASIBILITY_TOLERANCE, what, f"Σ min(p, r) is below the LP optimum by {shortfall:.3g}", solution.solver, *size)
-    return replace(selection, seconds=solution.seconds + time.perf_counter() - start)
+    # The weights lose nothing of the plan's accepted flow, so Σ min(p, r) is within the
+    # certificate of the min-cut too; a larger distance means they were read off wrongly.
+    gap = solution.certification.min_cut - selection.acceptance
+    certify(abs(gap) <= CERTIFIED_GAP, what, f"Σ min(p, r) lies {gap:.3g} below the min-cut", solution.solver, *size)
+    certification = replace(solution.certification, gap=gap)
+    return replace(selection, seconds=solution.seconds + time.perf_counter() - start, certification=certification)
 
 
 def _pair_drafts(target: object, draft: object, draft2: object | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -372,7 +393,8 @@ def _pair_drafts(target: object, draft: object, draft2: object | None) -> tuple[
 
 def _balance_matrix(first: np.ndarray, second: np.ndarray, mass: np.ndarray, n: int):
     """Sparse ``n × V`` map from pair weights w to the change of r: a pair (i, j) of mass M
-    selecting i instead of j moves M from r(j) to r(i)."""
+    selecting i instead of j moves M from r(j) to r(i). With ``mass`` all ones it maps the
+    moved masses ``b = M w`` themselves."""
     import scipy.sparse as sp
 
     count = len(mass)
@@ -400,12 +422,16 @@ def pair_importance_lp(
         r(k) = q₁(k) q₂(k) + Σ_{j≠k} w_kj q₁(k) q₂(j) + Σ_{i≠k} (1 - w_ik) q₁(i) q₂(k)
         maximise Σ_k z_k  s.t.  z_k <= p(k),  z_k <= r(k),  0 <= w <= 1.
 
-    Only pairs of positive probability get a variable (at most n² - n). The returned r is
-    recomputed from the weights and checked to be a distribution, and the solver's ``z_k`` may
-    exceed ``min(p(k), r(k))`` by at most the feasibility tolerance (so ``Σ min(p, r)`` is the
-    solver's optimum up to its tolerances). Refused before anything is built beyond
-    ``max_variables`` (``ProblemTooLargeError``: use :func:`truncated_lp` instead); ``verbose``
-    and ``progress`` as for :func:`~multidraft.lp.transport_lp`.
+    It is solved in the moved masses ``b_ij = q₁(i) q₂(j) w_ij ∈ [0, q₁(i) q₂(j)]``, so the
+    constraint matrix holds only ±1: with the masses as coefficients, HiGHS drops those below
+    its ``small_matrix_value`` (1e-9) and the optimum fell up to 3.9e-8 short of P* on
+    Dirichlet(0.05-0.5) drafts. Only pairs of positive probability get a variable (at most
+    n² - n). The returned r is recomputed from the weights and checked to be a distribution,
+    the solver's ``z_k`` may exceed ``min(p(k), r(k))`` by at most the feasibility tolerance,
+    and ``Σ min(p, r)`` is certified against the min-cut P* of the two drafts (within 1e-9; see
+    :func:`~multidraft.lp.transport_lp` for ``solver`` and the routes). Refused before anything
+    is built beyond ``max_variables`` (``ProblemTooLargeError``: use :func:`truncated_lp`
+    instead); ``verbose`` and ``progress`` as for :func:`~multidraft.lp.transport_lp`.
 
     >>> selection = pair_importance_lp([1/3, 1/6, 1/2], [1/3, 1/3, 1/3])
     >>> round(selection.acceptance, 9)
@@ -414,28 +440,34 @@ def pair_importance_lp(
     import cvxpy as cp
 
     start = time.perf_counter()
-    solver = check_solver(solver)
+    solver = check_lp_solver(solver)
     p, q1, q2 = _pair_drafts(target, draft, draft2)
     n = len(p)
     what = f"pair importance LP (n={n})"
     support1, support2 = np.count_nonzero(q1), np.count_nonzero(q2)
     alternative = "use truncated_lp(target, draft, draft2, s=...) (an LP over the top s tokens only)"
     lp_size(what, support1 * support2 + n, 2 * n, alternative, max_variables=max_variables)
+    bound = min_cut_bound(p, IID(q1, 2) if draft2 is None else Independent([q1, q2]))
     outer = np.outer(q1, q2)
     first, second = np.nonzero((outer > 0) & ~np.eye(n, dtype=bool))
     mass = outer[first, second]
     size = (len(mass) + n, 2 * n)
-    balance = _balance_matrix(first, second, mass, n)
-    w = cp.Variable(len(mass), bounds=[np.zeros(len(mass)), np.ones(len(mass))]) if len(mass) else None
+    moved = cp.Variable(len(mass), bounds=[np.zeros(len(mass)), mass]) if len(mass) else None
     z = cp.Variable(n)
-    r_expr = q2 + balance @ w if w is not None else q2
+    r_expr = q2 + _balance_matrix(first, second, np.ones(len(mass)), n) @ moved if moved is not None else q2
     problem = cp.Problem(cp.Maximize(cp.sum(z)), [z <= p, z <= r_expr])
-    status, _ = solve(problem, solver, what, *size, verbose, progress)
+    balance = _balance_matrix(first, second, mass, n)
 
-    values = np.clip(np.asarray(w.value, dtype=np.float64), 0.0, 1.0) if w is not None else np.zeros(0)
-    r = _certified_intermediate(q2 + balance @ values, what, solver, *size)
-    _certify_objective(np.asarray(z.value, dtype=np.float64), p, r, what, solver, size)
-    acceptance = _acceptance(p, r)
-    weights = np.ones((n, n))
-    weights[first, second] = values
-    return PairSelection(acceptance, r, status, solver, time.perf_counter() - start, weights)
+    def read(solver_name: str) -> tuple[PairSelection, float]:
+        values = np.clip(np.asarray(moved.value, dtype=np.float64) / mass, 0.0, 1.0) if moved is not None else np.zeros(0)
+        r = _certified_intermediate(q2 + balance @ values, what, solver_name, *size)
+        _certify_objective(np.asarray(z.value, dtype=np.float64), p, r, what, solver_name, size)
+        weights = np.ones((n, n))
+        weights[first, second] = values
+        acceptance = _acceptance(p, r)
+        return PairSelection(acceptance, r, "optimal", solver_name, 0.0, weights), acceptance
+
+    selection, certification = solve_certified(
+        problem, read, bound, solver=solver, what=what, size=size, verbose=verbose, progress=progress
+    )
+    return replace(selection, seconds=time.perf_counter() - start, certification=certification)

@@ -182,14 +182,14 @@ def _distribution(values: object, name: str) -> np.ndarray:
 def _drafts(target: object, draft: object, draft2: object | None, k: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
     """``(p, drafts [K, n], iid)`` from a draft law or from one or two draft distributions."""
     from multidraft.theory.distributions import check_count
-    from multidraft.theory.laws import DraftLaw
+    from multidraft.theory.laws import IID, DraftLaw, Independent
 
     if isinstance(draft, DraftLaw):
         if draft2 is not None or k is not None:
             raise ValueError("draft: with a draft law, draft2 and k are taken from the law; leave them unset")
-        if draft.name not in ("iid", "independent"):
+        if not isinstance(draft, (IID, Independent)):
             raise ValueError(f"draft: the truncated LP needs an iid or independent law, got the {draft.name} law")
-        drafts, iid = np.array(draft.marginals()), draft.name == "iid"
+        drafts, iid = np.array(draft.marginals()), isinstance(draft, IID)
     else:
         first = _distribution(draft, "draft")
         if draft2 is None:

@@ -5,7 +5,10 @@ For iid drafts and drafts without replacement (K in ``config.ks`` × draft tempe
 non-identical draft pairs, the optimum ``P*`` next to the acceptance the optimal verifier
 achieves (:func:`multidraft.theory.verifier.optimal_selection_rule`), the truncated importance
 LP (two rank keys; multi-stage for K > 2), SpecTr, SpecInfer and a single draft, each the mean
-exact acceptance over the positions of :mod:`multidraft.report.positions`.
+exact acceptance over the positions of :mod:`multidraft.report.positions`. The scheme columns
+are data (:data:`SCHEME_COLUMNS`: registry names and options); every other registered scheme
+that runs at any vocabulary size for a row's law, and is not optimal (the optimum is a column
+already), gets a column of its own, labelled by its registry name.
 
 Not to be confused with :mod:`multidraft.report.instance_gap` (ratios over random small
 instances, like Table 3 of Khisti et al.).
@@ -13,7 +16,8 @@ instances, like Table 3 of Khisti et al.).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,11 +27,15 @@ from multidraft.report.figures import png_bytes, pyplot
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
-from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, optimal_acceptance_batch
+from multidraft.theory import Independent, optimal_acceptance, optimal_acceptance_batch
+from multidraft.theory.laws import law_for
+from multidraft.theory.optimal import BATCH_LAWS
 from multidraft.theory.verifier import VERIFIER_LAWS, optimal_selection_rule
 
 __all__ = [
     "GAP_COLUMNS",
+    "SchemeColumn",
+    "SCHEME_COLUMNS",
     "PositionGapRow",
     "PositionGapTable",
     "position_gap_table",
@@ -36,17 +44,44 @@ __all__ = [
     "build",
 ]
 
+@dataclass(frozen=True)
+class SchemeColumn:
+    """A column of registered schemes: ``schemes`` are registry names, the first that applies
+    to a row's law runs (with ``options``, plus ``s`` where it takes one); ``selected``: the
+    selected draft's acceptance ``Σ min(p, r)`` rather than ``P(Y ∈ set(X))``; ``note``: why the
+    column is empty for a law none of them supports."""
+
+    label: str
+    schemes: tuple[str, ...]
+    options: Mapping[str, object] = field(default_factory=dict)
+    selected: bool = False
+    note: str | None = None
+
+
+_IMPORTANCE_NOTE = "the importance LP is built for independent drafts, not drafts without replacement"
+#: The scheme columns, in display order: the truncated importance LP (K = 2; its multi-stage
+#: combination for K > 2; two rank keys), SpecTr and SpecInfer (recursive rejection sampling;
+#: its without-replacement form under the wor law).
+SCHEME_COLUMNS = (
+    SchemeColumn("truncated LP", ("multistage",), {"rank_key": "published"}, selected=True, note=_IMPORTANCE_NOTE),
+    SchemeColumn("truncated LP, ratio key", ("multistage",), {"rank_key": "ratio"}, selected=True, note=_IMPORTANCE_NOTE),
+    SchemeColumn("SpecTr", ("spectr",)),
+    SchemeColumn("SpecInfer", ("specinfer", "rrs-wor")),
+)
 #: The acceptance the optimal verifier achieves (``Σ min(p, r)`` of its rule's law r).
 VERIFIER_COLUMN = "optimal verifier (achieved)"
-#: Columns of the gap table besides the optimum, in display order.
-GAP_COLUMNS = (VERIFIER_COLUMN, "truncated LP", "truncated LP, ratio key", "SpecTr", "SpecInfer", "single draft")
+#: The single-draft acceptance ``Σ min(p, q)`` (first draft temperature).
+SINGLE_COLUMN = "single draft"
+#: Columns of the gap table besides the optimum, in display order (the built-in ones; see
+#: :func:`gap_columns` for the columns of schemes registered later).
+GAP_COLUMNS = (VERIFIER_COLUMN, *(column.label for column in SCHEME_COLUMNS), SINGLE_COLUMN)
 
-#: Rank key of each truncated-LP column (:func:`multidraft.lp.truncated_lp`).
-_RANK_KEYS = {"truncated LP": "published", "truncated LP, ratio key": "ratio"}
+#: Laws of the temperature rows: those with a batched optimum (iid, wor).
+_LAWS = BATCH_LAWS
+#: Law of the non-identical pairs.
+_PAIR_LAW = Independent.name
 
-#: Laws of the temperature rows.
-_LAWS = ("iid", "wor")
-#: How the figure names them.
+#: How the figure names the laws of the temperature rows.
 _LAW_TITLES = {"iid": "iid drafts", "wor": "without replacement"}
 
 _STYLES = {
@@ -94,76 +129,84 @@ class PositionGapTable:
     rows: tuple[PositionGapRow, ...]
 
 
-def _scheme_name(column: str, law: str) -> str | None:
-    """Registry name of a baseline column for a law (the truncated LP is called directly)."""
-    if column == "SpecTr":
-        return "spectr"
-    if column == "SpecInfer":
-        return "rrs-wor" if law == "wor" else "specinfer"
-    return None
+def _registered_columns(laws: Sequence[str], ks: Sequence[int]) -> tuple[SchemeColumn, ...]:
+    """A column for every registered scheme no column names that is not optimal and runs at any
+    vocabulary size for one of ``laws`` with one of ``ks`` drafts (labelled by its name)."""
+    from multidraft.schemes import SCHEMES  # noqa: PLC0415 -- the schemes layer, loaded when used
+    from multidraft.theory.laws import law_class
+
+    named = {name for column in SCHEME_COLUMNS for name in column.schemes}
+    classes = [law_class(kind) for kind in laws]
+    return tuple(
+        SchemeColumn(name, (name,))
+        for name, cls in SCHEMES.items()
+        if name not in named
+        and not cls.capabilities.optimal
+        and any(issubclass(law, cls.capabilities.any_vocabulary) and cls.supports_law(law, k) for law in classes for k in ks)
+    )
 
 
-def _truncated_acceptance(target: np.ndarray, law, s: int, rank_key: str) -> float:
-    """Acceptance ``Σ_y min(p(y), r(y))`` of the truncated importance LP (K = 2) or of its
-    multi-stage combination (K > 2) for independent drafts (Theorem 1; Section 4)."""
-    from multidraft.lp import multistage, truncated_lp  # noqa: PLC0415 -- the LP layer, loaded when used
+def gap_columns(laws: Sequence[str] = (*_LAWS, _PAIR_LAW), ks: Sequence[int] = (2, 4, 8)) -> tuple[str, ...]:
+    """The gap table's columns besides the optimum, in display order: :data:`GAP_COLUMNS` with
+    the columns of registered schemes (:func:`_registered_columns`) before ``single draft``."""
+    extra = tuple(column.label for column in _registered_columns(laws, ks))
+    return GAP_COLUMNS[:-1] + extra + GAP_COLUMNS[-1:]
 
-    drafts = law.marginals()  # the draft distributions of a product law
-    if len(drafts) == 2:
-        return float(truncated_lp(target, drafts[0], drafts[1], s=s, rank_key=rank_key).acceptance)
-    return float(multistage(target, list(drafts), s=s, rank_key=rank_key).acceptance)
+
+def _verifier_value(laws: Sequence, targets: np.ndarray) -> tuple[float | None, str | None, str | None]:
+    """Mean ``Σ min(p, r)`` of the optimal verifier's rule over the positions."""
+    if not isinstance(laws[0], VERIFIER_LAWS):
+        return None, None, (
+            "the optimal verifier samples iid drafts and drafts without replacement; for independent drafts "
+            "the optimum is a number only"
+        )
+    values = [optimal_selection_rule(p, law).acceptance for p, law in zip(targets, laws)]
+    return float(np.mean(values)), "theory.verifier.optimal_selection_rule", None
 
 
 def _column_value(
-    column: str, law_name: str, s: int, laws: Sequence, targets: np.ndarray
+    column: SchemeColumn, s: int, laws: Sequence, targets: np.ndarray
 ) -> tuple[float | None, str | None, str | None]:
-    """Mean exact acceptance of a column over the positions: (value, registry/LP name, note).
+    """Mean exact acceptance of a column over the positions: (value, scheme, note).
 
-    A scheme that does not apply to the law, or has no exact method at this vocabulary size
-    (its ``ValueError`` says why), gives ``None`` and the reason as the note.
+    A column none of whose schemes applies to the law, or a scheme without an exact method at
+    this vocabulary size (its ``ValueError`` says why), gives ``None`` and the reason as the note.
     """
-    from multidraft.schemes import get_scheme  # noqa: PLC0415 -- the schemes layer, loaded when used
+    from multidraft.schemes import SCHEMES, get_scheme  # noqa: PLC0415 -- the schemes layer, loaded when used
 
-    if column == VERIFIER_COLUMN:
-        if law_name not in VERIFIER_LAWS:
-            return None, None, (
-                "the optimal verifier samples iid drafts and drafts without replacement; for independent drafts "
-                "the optimum is a number only"
-            )
-        values = [optimal_selection_rule(p, law).acceptance for p, law in zip(targets, laws)]
-        return float(np.mean(values)), "theory.verifier.optimal_selection_rule", None
-    if column in _RANK_KEYS:
-        if law_name == "wor":
-            return None, None, "the importance LP is built for independent drafts, not drafts without replacement"
-        key = _RANK_KEYS[column]
-        name = "lp.truncated_lp" if laws[0].k == 2 else "lp.multistage"
-        values = [_truncated_acceptance(p, law, s, key) for p, law in zip(targets, laws)]
-        return float(np.mean(values)), f"{name}(s={s}, rank_key={key!r})", None
-    name = _scheme_name(column, law_name)
-    scheme = get_scheme(name)
-    if not scheme.supports(laws[0]):
-        return None, name, f"{name} does not support the {law_name} law"
+    law = laws[0]
+    name = next((name for name in column.schemes if SCHEMES[name]().supports(law)), None)
+    if name is None:
+        return None, None, column.note or f"{' / '.join(column.schemes)} does not support the {law.name} law"
+    options = dict(column.options)
+    if "s" in inspect.signature(SCHEMES[name]).parameters:
+        options["s"] = s
+    scheme = get_scheme(name, **options)
+    described = f"{name}({', '.join(f'{key}={value!r}' for key, value in options.items())})" if options else name
     try:
-        values = [float(scheme.acceptance(p, law)) for p, law in zip(targets, laws)]
+        plans = [scheme.prepare(p, law) for p, law in zip(targets, laws)]
+        values = [plan.selected_acceptance if column.selected else float(plan.acceptance) for plan in plans]
     except ValueError as error:
         # The error's own advice (if any, after ";") concerns the optimum, not this scheme: drop it.
         reason = str(error).splitlines()[0].split("; ")[0]
         return None, name, f"{name} has no exact acceptance at n={targets.shape[1]} ({reason})"
-    return float(np.mean(values)), name, None
+    return float(np.mean(values)), described, None
 
 
 def _row_values(
-    law: str, s: int, law_objects: Sequence, targets: np.ndarray, names: dict[str, str]
+    s: int, law_objects: Sequence, targets: np.ndarray, names: dict[str, str], columns: Sequence[SchemeColumn]
 ) -> tuple[dict[str, float | None], dict[str, str]]:
     values: dict[str, float | None] = {}
     notes: dict[str, str] = {}
-    for column in GAP_COLUMNS[:-1]:
-        value, name, note = _column_value(column, law, s, law_objects, targets)
-        values[column] = value
+    kind, k = law_objects[0].name, law_objects[0].k
+    cells = [(VERIFIER_COLUMN, _verifier_value(law_objects, targets))]
+    cells += [(column.label, _column_value(column, s, law_objects, targets)) for column in columns]
+    for label, (value, name, note) in cells:
+        values[label] = value
         if note is not None:
-            notes[column] = note
+            notes[label] = note
         if value is not None:
-            names[f"{column} ({law}, K={law_objects[0].k})"] = str(name)
+            names[f"{label} ({kind}, K={k})"] = str(name)
     return values, notes
 
 
@@ -198,7 +241,8 @@ def position_gap_table(
         raise ValueError(f"s: the truncated LP needs s >= 1, got {s}")
     for law in laws:
         if law not in _LAWS:
-            raise ValueError(f"laws: unknown law {law!r}; choose from iid, wor")
+            raise ValueError(f"laws: unknown law {law!r}; choose from {', '.join(_LAWS)}")
+    columns = SCHEME_COLUMNS + _registered_columns((*laws, _PAIR_LAW), (*ks, 2))
     with progress_bar(progress, _steps(ks, temperatures, pairs, laws)) as bar:
         targets = positions.targets
         settings = [(law, k, t) for law in laws for k in ks for t in temperatures]
@@ -207,17 +251,17 @@ def position_gap_table(
         for law, k, temperature in bar.track(settings, lambda item: f"gap table: {item[0]} K={item[1]} T={item[2]:g}"):
             drafts = positions.drafts(temperature)
             optimal = float(np.mean(optimal_acceptance_batch(targets, drafts, k, law)))
-            law_objects = [IID(q, k) if law == "iid" else WithoutReplacement(q, k) for q in drafts]
-            values, notes = _row_values(law, s, law_objects, targets, names)
-            values["single draft"] = float(np.mean(np.minimum(targets, drafts).sum(axis=1)))
+            law_objects = [law_for(law, [q], k) for q in drafts]
+            values, notes = _row_values(s, law_objects, targets, names, columns)
+            values[SINGLE_COLUMN] = float(np.mean(np.minimum(targets, drafts).sum(axis=1)))
             rows.append(PositionGapRow(law, k, (float(temperature),), optimal, values, notes))
         for pair in bar.track(pairs, lambda item: f"gap table: pair T={item[0]:g} & {item[1]:g}"):
             first, second = positions.drafts(pair[0]), positions.drafts(pair[1])
-            law_objects = [Independent([a, b]) for a, b in zip(first, second)]
+            law_objects = [law_for(_PAIR_LAW, [a, b]) for a, b in zip(first, second)]
             optimal = float(np.mean([optimal_acceptance(p, law).value for p, law in zip(targets, law_objects)]))
-            values, notes = _row_values("independent", s, law_objects, targets, names)
-            values["single draft"] = float(np.mean(np.minimum(targets, first).sum(axis=1)))
-            rows.append(PositionGapRow("independent", 2, tuple(float(t) for t in pair), optimal, values, notes))
+            values, notes = _row_values(s, law_objects, targets, names, columns)
+            values[SINGLE_COLUMN] = float(np.mean(np.minimum(targets, first).sum(axis=1)))
+            rows.append(PositionGapRow(_PAIR_LAW, 2, tuple(float(t) for t in pair), optimal, values, notes))
     return PositionGapTable(
         n=targets.shape[1],
         exponents=tuple(float(e) for e in positions.exponents),
@@ -233,7 +277,7 @@ def gap_figure(table: PositionGapTable):
     one row of panels per law (iid drafts on top, drafts without replacement below), so that
     no law's line hides behind the other's."""
     plt = pyplot()
-    ks = sorted({row.k for row in table.rows if row.law != "independent"})
+    ks = sorted({row.k for row in table.rows if row.law in _LAWS})
     laws = [law for law in _LAWS if any(row.law == law for row in table.rows)]
     figure, axes = plt.subplots(
         len(laws), len(ks), figsize=(4.2 * len(ks) + 1.6, 3.2 * len(laws) + 0.4), sharex=True, sharey=True,
@@ -243,14 +287,14 @@ def gap_figure(table: PositionGapTable):
         for axis, k in zip(line, ks):
             rows = [r for r in table.rows if r.law == law and r.k == k]
             temperatures = [r.draft_temperatures[0] for r in rows]
-            for column in GAP_COLUMNS:
+            for column in rows[0].values:
                 fractions = [r.fraction(column) for r in rows]
                 if all(f is None for f in fractions):
                     continue  # no exact value for this law at this vocabulary (see the table's note)
                 values = [np.nan if f is None else f for f in fractions]
-                axis.plot(temperatures, values, label=column, **_STYLES[column])
+                axis.plot(temperatures, values, label=column, **_STYLES.get(column, dict(marker="v")))
             axis.axhline(1.0, color="black", linewidth=1.0)
-            axis.set_title(f"{_LAW_TITLES[law]}, K = {k}", fontsize=9)
+            axis.set_title(f"{_LAW_TITLES.get(law, law)}, K = {k}", fontsize=9)
             axis.grid(alpha=0.3)
         line[0].set_ylabel("fraction of the optimum")
     for axis in axes[-1]:
@@ -315,18 +359,20 @@ def build(context: BuildContext) -> SectionResult:
             "Single draft: Σ min(p, q) with one draft, for reference."
         )
     ]
-    headers = ("K", "draft T", "optimal") + GAP_COLUMNS
-    for law, title in (("iid", "Drafts iid"), ("wor", "Drafts without replacement")):
+    columns = tuple(table.rows[0].values) if table.rows else GAP_COLUMNS
+    headers = ("K", "draft T", "optimal") + columns
+    titles = {"iid": "Drafts iid", "wor": "Drafts without replacement"}
+    for law in _LAWS:
         rows = [r for r in table.rows if r.law == law]
         if rows:
             body = tuple(
                 (str(r.k), f"{r.draft_temperatures[0]:g}", fmt(r.optimal))
-                + tuple(cell(r.values[c], r.optimal) for c in GAP_COLUMNS)
+                + tuple(cell(r.values[c], r.optimal) for c in columns)
                 for r in rows
             )
-            blocks.append(Table(headers, body, title))
+            blocks.append(Table(headers, body, titles.get(law, f"Drafts {law}")))
             blocks += _notes(rows)
-    pairs = [r for r in table.rows if r.law == "independent"]
+    pairs = [r for r in table.rows if r.law == _PAIR_LAW]
     if pairs:
         blocks.append(
             Paragraph(
@@ -338,7 +384,7 @@ def build(context: BuildContext) -> SectionResult:
         )
         body = tuple(
             ("2", " & ".join(f"{t:g}" for t in r.draft_temperatures), fmt(r.optimal))
-            + tuple(cell(r.values[c], r.optimal) for c in GAP_COLUMNS)
+            + tuple(cell(r.values[c], r.optimal) for c in columns)
             for r in pairs
         )
         blocks.append(Table(headers, body, "Non-identical draft pairs"))

@@ -4,8 +4,15 @@ losslessness for a case), a numpy sampler and, where provided, a batched torch s
 
 Registered by name (``get_scheme``): ``single``, ``specinfer``, ``rrs-wor``, ``spectr``,
 ``is-lp``, ``truncated-lp`` (options ``s``, ``rank_key``), ``multistage`` (option ``s``),
-``optimal``, ``deterministic``, ``greedy``. The LP-based schemes import cvxpy/scipy only when
-used; torch is imported only by the ``select_batch`` methods.
+``optimal``, ``deterministic``, ``greedy``; a scheme defined elsewhere joins them with
+:func:`register_scheme`, and the registry tests, the command line and decoding take it by
+name. The LP-based schemes import cvxpy/scipy only when used; torch is imported only by the
+``select_batch`` methods.
+
+Words: the *draft tuple* (draft tokens X_1..X_K) is what a plan selects among; the *draft
+distributions* q_i are where they were drawn from (``select_batch`` takes both: ``drafts
+[B, K, n]`` and ``tokens [B, K]``); a selection's *selected* draft is the one tested against p,
+*accepted* when the output token is one of the drafts.
 
 >>> from multidraft.theory import IID
 >>> law = IID(["1/3", "1/3", "1/3"], k=2)
@@ -17,7 +24,7 @@ Fraction(8, 9)
 
 from __future__ import annotations
 
-from multidraft.schemes.base import Scheme, Selection
+from multidraft.schemes.base import Capabilities, Plan, Scheme, Selection
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
 from multidraft.schemes.is_lp import ImportanceLP
@@ -28,12 +35,16 @@ from multidraft.schemes.single import Single
 from multidraft.schemes.specinfer import SpecInfer
 from multidraft.schemes.spectr import SpecTr
 from multidraft.schemes.truncated_lp import TruncatedLP
+from multidraft.theory.laws import check_law
 
 __all__ = [
     "Scheme",
+    "Plan",
+    "Capabilities",
     "Selection",
     "SCHEMES",
     "get_scheme",
+    "register_scheme",
     "schemes_for",
     "Single",
     "SpecInfer",
@@ -83,7 +94,30 @@ def get_scheme(name: str, **options: object) -> Scheme:
         raise ValueError(f"scheme {name!r}: unknown options {sorted(options)}") from None
 
 
+def register_scheme(cls: type[Scheme]) -> type[Scheme]:
+    """Add a :class:`Scheme` subclass to :data:`SCHEMES` under its ``name`` (after the built-in
+    ones); returns the class, so it can decorate one. Its ``capabilities`` are checked here.
+
+    >>> register_scheme(get_scheme("single"))
+    Traceback (most recent call last):
+    ...
+    TypeError: scheme: expected a Scheme subclass, got Single
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Scheme)):
+        raise TypeError(f"scheme: expected a Scheme subclass, got {type(cls).__name__}")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name or name == "all":
+        raise ValueError(f"scheme: {cls.__name__} needs a registry name (a non-empty string other than 'all'), got {name!r}")
+    if not isinstance(getattr(cls, "capabilities", None), Capabilities):
+        raise ValueError(f"scheme {name!r}: capabilities must be a Capabilities value")
+    if name in SCHEMES and SCHEMES[name] is not cls:
+        raise ValueError(f"scheme: the name {name!r} is taken by {SCHEMES[name].__name__}")
+    SCHEMES[name] = cls
+    return cls
+
+
 def schemes_for(law) -> list[str]:
-    """Names of the registered schemes that apply to ``law`` (by law name and K), in
+    """Names of the registered schemes that apply to ``law`` (by law class and K), in
     registry order."""
-    return [name for name, cls in SCHEMES.items() if cls().supports(law)]
+    check_law(law)
+    return [name for name, cls in SCHEMES.items() if cls.supports_law(type(law), law.k)]

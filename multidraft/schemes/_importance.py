@@ -15,16 +15,15 @@ used only beyond that size. The selected draft is accepted with probability
 from __future__ import annotations
 
 from abc import abstractmethod
-from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Scheme, sample_rows, single_draft_step
+from multidraft.schemes.base import Plan, Scheme, sample_rows, single_draft_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
 from multidraft.theory.limits import SizeEstimate, check_size
 
-__all__ = ["ImportanceScheme", "RECOMPUTE_LIMIT"]
+__all__ = ["ImportanceScheme", "ImportancePlan", "RECOMPUTE_LIMIT"]
 
 #: Laws with at most this many draft tuples get r recomputed exactly from the weights.
 RECOMPUTE_LIMIT = 200_000
@@ -32,12 +31,71 @@ RECOMPUTE_LIMIT = 200_000
 WEIGHT_TOLERANCE = 1e-9
 
 
-@dataclass(frozen=True)
-class _Plan:
-    selection: Any  # ImportanceSelection
-    step: np.ndarray  # [n]: min(1, p/r)
-    residual: np.ndarray  # [n]: norm((p - r)_+)
-    intermediate: np.ndarray  # [n]: r
+class ImportancePlan(Plan):
+    """Importance-weighted selection (``selection``, built on first use) plus the single-draft
+    step against the selected draft's law r (``intermediate``)."""
+
+    @cached_property
+    def selection(self):
+        """The :class:`~multidraft.lp.importance.ImportanceSelection` of the scheme for (p, law)."""
+        return self.scheme.selection(self.target, self.law)
+
+    @cached_property
+    def intermediate(self) -> np.ndarray:
+        """r ``[n]``: recomputed from the weights by enumeration where the law is small enough
+        (``RECOMPUTE_LIMIT`` tuples), else the selection's own."""
+        if self.law.tuple_count() <= RECOMPUTE_LIMIT:
+            return induced_law(self.selection, self.law)
+        return np.asarray(self.selection.intermediate, dtype=np.float64)
+
+    @cached_property
+    def step(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(min(1, p/r) [n], norm((p - r)_+) [n])``."""
+        return single_draft_step(self.target, self.intermediate)
+
+    @property
+    def selected_acceptance(self) -> float:
+        """``Σ_y min(p(y), r(y))``: the chance that the *selected* draft is accepted."""
+        return float(np.minimum(self.target, self.intermediate).sum())
+
+    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The selected draft position of every tuple (step 1), drawn from the weights."""
+        return sample_rows(checked_weights(self.selection, tuples), rng)
+
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        weights = checked_weights(self.selection, tuples)  # [m, K]
+        accept_of, residual = self.step
+        m, k = tuples.shape
+        out = np.zeros((m, len(accept_of)))
+        rows = np.arange(m)
+        rejected = np.zeros(m)
+        for i in range(k):
+            accept = accept_of[tuples[:, i]]
+            out[rows, tuples[:, i]] += weights[:, i] * accept
+            rejected += weights[:, i] * (1.0 - accept)
+        return out + rejected[:, None] * residual[None, :]
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        position = self.choose(tuples, rng)
+        chosen = tuples[np.arange(len(tuples)), position]
+        accept_of, residual = self.step
+        accept = rng.random(len(tuples)) < accept_of[chosen]
+        tokens = chosen.copy()
+        if (~accept).any():
+            tokens[~accept] = rng.choice(len(residual), size=int((~accept).sum()), p=residual)
+        return tokens
+
+    def closed_form(self) -> None:
+        estimate = SizeEstimate(
+            f"scheme {self.scheme.name!r}: P(Y ∈ set(X)) ({self.law.name} law, n={self.law.n}, k={self.law.k})",
+            self.law.tuple_count(), 0, unit="draft tuples to enumerate",
+        )  # fmt: skip
+        check_size(
+            estimate,
+            "selected_acceptance(target, law) gives the selected draft's acceptance Σ min(p, r) at any size",
+            max_variables=ENUMERATION_LIMIT, variables_name="ENUMERATION_LIMIT",
+        )  # fmt: skip
+        return None
 
 
 class ImportanceScheme(Scheme):
@@ -47,55 +105,13 @@ class ImportanceScheme(Scheme):
     def selection(self, target: np.ndarray, law: DraftLaw):
         """The :class:`~multidraft.lp.importance.ImportanceSelection` for ``(p, law)``."""
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        chosen = self.selection(p, law)
-        r = np.asarray(chosen.intermediate, dtype=np.float64)
-        if law.tuple_count() <= RECOMPUTE_LIMIT:
-            r = induced_law(chosen, law)
-        return _Plan(chosen, *single_draft_step(p, r), r)
-
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        weights = checked_weights(plan.selection, tuples)  # [m, K]
-        m, k = tuples.shape
-        out = np.zeros((m, len(plan.step)))
-        rows = np.arange(m)
-        rejected = np.zeros(m)
-        for i in range(k):
-            accept = plan.step[tuples[:, i]]
-            out[rows, tuples[:, i]] += weights[:, i] * accept
-            rejected += weights[:, i] * (1.0 - accept)
-        return out + rejected[:, None] * plan.residual[None, :]
-
-    def _choose(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The selected draft position of every tuple (step 1), drawn from the weights."""
-        return sample_rows(checked_weights(plan.selection, tuples), rng)
-
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        position = self._choose(plan, tuples, rng)
-        chosen = tuples[np.arange(len(tuples)), position]
-        accept = rng.random(len(tuples)) < plan.step[chosen]
-        tokens = chosen.copy()
-        if (~accept).any():
-            tokens[~accept] = rng.choice(len(plan.residual), size=int((~accept).sum()), p=plan.residual)
-        return tokens
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> None:
-        estimate = SizeEstimate(
-            f"scheme {self.name!r}: P(Y ∈ set(X)) ({law.name} law, n={law.n}, k={law.k})",
-            law.tuple_count(), 0, unit="draft tuples to enumerate",
-        )  # fmt: skip
-        check_size(
-            estimate,
-            "selected_acceptance(target, law) gives the selected draft's acceptance Σ min(p, r) at any size",
-            max_variables=ENUMERATION_LIMIT, variables_name="ENUMERATION_LIMIT",
-        )  # fmt: skip
-        return None
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return ImportancePlan(self, p, law, exact)
 
     def selected_acceptance(self, target: object, law: DraftLaw) -> float:
         """``Σ_y min(p(y), r(y))``: the chance that the *selected* draft is accepted (a lower
         bound on :meth:`acceptance`, equal to it for the optimal weights)."""
-        p = self.check(target, law)
-        return float(np.minimum(p, self._prepare(p, law, False).intermediate).sum())
+        return self.prepare(target, law).selected_acceptance
 
 
 def checked_weights(selection, tuples: np.ndarray) -> np.ndarray:

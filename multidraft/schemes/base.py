@@ -1,29 +1,32 @@
-"""The shared interface of token-level selection schemes and the arithmetic they share.
+"""The shared interface of token-level selection schemes: a scheme is a factory of plans.
 
 A **token-level selection scheme** maps the draft tuple X = (X_1, ..., X_K), the target p, the
 draft law D and fresh randomness to an output token Y with ``P(Y = y) = p(y)`` exactly
 (lossless). Its **acceptance** is ``P(Y ∈ set(X))`` (theory.md, "Notation"): the chance that
 the emitted token is one of the drafts, which the optimal acceptance P* bounds from above.
 
-Every scheme answers, with one signature style (DESIGN.md, "The core objects"):
+:meth:`Scheme.prepare` validates ``(target, law)`` once and returns a :class:`Plan`: everything
+that does not depend on the drafts (residuals, ρ*, selection weights, a fitted rule). The plan
+answers, with one signature style (DESIGN.md, "The core objects"):
 
-* :meth:`Scheme.acceptance` -- exactly, by closed form where one is published, else by
-  enumerating the law's draft tuples (:meth:`Scheme.enumerated_acceptance`, also the second,
-  independent route the tests compare a closed form against);
-* :meth:`Scheme.conditional_distribution` -- the exact law of Y given each draft tuple;
-* :meth:`Scheme.output_distribution` -- ``Σ_x D(x) P(Y = · | X = x)``, the proof of
-  losslessness for one case (small n), in :class:`~fractions.Fraction` arithmetic when
-  ``exact=True`` and the scheme allows it;
-* :meth:`Scheme.select` (one draw) and :meth:`Scheme.sample` (N tuples at once, vectorised; the
-  same code path as ``select``), both driven by an explicit :class:`numpy.random.Generator`;
-* :meth:`Scheme.select_batch` -- a torch form over a batch of positions for decoding, where the
-  scheme provides one (``batch_capable``).
+* :attr:`Plan.acceptance` -- exactly, by closed form where one is published
+  (:meth:`Plan.closed_form`), else by enumerating the law's draft tuples
+  (:meth:`Plan.enumerated_acceptance`, also the second, independent route the tests compare a
+  closed form against);
+* :meth:`Plan.conditional` -- the exact law of Y given each draft tuple, and
+  :meth:`Plan.output_distribution`, ``Σ_x D(x) P(Y = · | X = x)``: the proof of losslessness
+  for one case (small n), in :class:`~fractions.Fraction` arithmetic for an exact plan;
+* :meth:`Plan.sample` (N tuples at once, vectorised) and :meth:`Plan.select` (one tuple), driven
+  by an explicit :class:`numpy.random.Generator`.
 
-Subclasses implement four hooks: ``_prepare`` (the quantities that do not depend on the drafts),
-``_conditional``, ``_sample`` and optionally ``_closed_form``, and state what they are in class
-attributes (the laws and K they support, whether they are optimal, for which laws they solve an
-LP or run at any vocabulary size), which the registry tests read: a new scheme is tested by
-registering it.
+:class:`Scheme` has the same questions as one-call conveniences (``acceptance(target, law)``,
+...), each preparing a plan, and :meth:`Scheme.select_batch`, the torch form over a batch of
+positions for decoding, where the scheme has one. What a scheme is -- the draft-law classes and
+K it supports, whether it is optimal, exact, runs at any vocabulary size or imports the LP
+layer -- is one :class:`Capabilities` value on its class; whether it has a batched form is read
+off the class (it overrides ``select_batch``). The registry tests read both, so a new scheme
+(``name``, ``capabilities``, ``_prepare`` returning its plan, optionally ``select_batch``) is
+tested by registering it (:func:`multidraft.schemes.register_scheme`).
 """
 
 from __future__ import annotations
@@ -31,18 +34,20 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
-from multidraft.theory.distributions import as_distribution, as_exact_distribution
-from multidraft.theory.laws import DraftLaw, membership
+from multidraft.theory.laws import DraftLaw, check_law, membership
 from multidraft.theory.limits import ProblemTooLargeError
 
 __all__ = [
     "Selection",
+    "Capabilities",
+    "Plan",
+    "SequentialPlan",
     "Scheme",
-    "LAW_NAMES",
     "positive_part",
     "safe_divide",
     "normalise",
@@ -52,8 +57,6 @@ __all__ = [
     "single_draft_step",
 ]
 
-#: ``law.name`` of every draft law in :mod:`multidraft.theory.laws`.
-LAW_NAMES = ("iid", "independent", "wor", "greedy", "deterministic")
 #: Largest number of entries of the ``[m, n]`` conditional matrix built at once.
 _CHUNK_ENTRIES = 4_000_000
 
@@ -168,68 +171,196 @@ def sequential_sample(step: np.ndarray, residual: np.ndarray, tuples: np.ndarray
 # ----------------------------------------------------------------------------------------------
 
 
+Laws = tuple[type[DraftLaw], ...]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a scheme is: the facts the registry tests check, decoding routes on and the CLI lists.
+
+    Attributes
+    ----------
+    laws : tuple of DraftLaw classes
+        The draft laws the scheme accepts (``isinstance``).
+    k_range : (int, int or None)
+        Smallest and largest number of drafts K (None: no upper bound).
+    optimal : bool
+        The acceptance equals the optimum P* for every law and K the scheme supports (exactly,
+        or up to the LP's tolerance for LP weights).
+    exact_output : bool
+        Plans run in Fraction arithmetic (``exact=True``): the conditional laws, the output
+        distribution and the acceptance (False for weights from a floating-point LP).
+    exact_acceptance : bool or None
+        ``acceptance(..., exact=True)`` returns a Fraction; None: the same as ``exact_output``.
+    any_vocabulary : tuple of DraftLaw classes
+        Laws for which the acceptance and the sampler run at any vocabulary size n, for every
+        supported K (closed forms, no enumeration of draft tuples, no LP that grows faster than
+        n). The output distribution always enumerates.
+    imports_lp : tuple of DraftLaw classes
+        Laws for which running the scheme imports :mod:`multidraft.lp` (an LP or the truncated
+        selection: float weights, slower per call); empty for the schemes of closed forms.
+    batch_laws : tuple of DraftLaw classes or None
+        Laws :meth:`Scheme.select_batch` accepts, for a scheme that has it (None: all of ``laws``).
+    """
+
+    laws: Laws
+    k_range: tuple[int, int | None] = (1, None)
+    optimal: bool = False
+    exact_output: bool = False
+    exact_acceptance: bool | None = None
+    any_vocabulary: Laws = ()
+    imports_lp: Laws = ()
+    batch_laws: Laws | None = None
+
+    def __post_init__(self) -> None:
+        if self.exact_acceptance is None:
+            object.__setattr__(self, "exact_acceptance", self.exact_output)
+        for name in ("any_vocabulary", "imports_lp", "batch_laws"):
+            extra = [cls.__name__ for cls in getattr(self, name) or () if not issubclass(cls, self.laws)]
+            if extra:
+                raise ValueError(f"capabilities: {name} names laws outside laws: {', '.join(extra)}")
+        low, high = self.k_range
+        if low < 1 or (high is not None and high < low):
+            raise ValueError(f"capabilities: k_range must satisfy 1 <= low <= high, got {self.k_range}")
+
+
+@dataclass(frozen=True, eq=False)
+class Plan(ABC):
+    """A scheme prepared for one ``(target, law)``: what does not depend on the drafts.
+
+    Subclasses implement :meth:`conditional` and :meth:`sample` over validated draft tuples and,
+    where one is published, :meth:`closed_form`; heavy parts (an LP, a fitted rule) are
+    computed on first use, so a plan asked only for its acceptance never builds them.
+
+    Attributes
+    ----------
+    scheme : Scheme
+        The scheme that prepared the plan (its name and capabilities).
+    target : ndarray [n]
+        p, float64, or Fractions (object array) in an exact plan.
+    law : DraftLaw
+        The draft law D.
+    exact : bool
+        Fraction arithmetic (``scheme.capabilities.exact_output``; a scheme with an exact
+        acceptance only answers :attr:`acceptance` exactly).
+    """
+
+    scheme: Scheme
+    target: np.ndarray
+    law: DraftLaw
+    exact: bool
+
+    @abstractmethod
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        """Exact law of Y given each draft tuple: ``tuples [m, K] -> [m, n]`` (tuples valid
+        under the law)."""
+
+    @abstractmethod
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One output token per draft tuple, ``tuples [N, K] -> [N]`` int64 (tuples valid)."""
+
+    def closed_form(self) -> float | Fraction | None:
+        """The published closed-form acceptance, or None to enumerate the law's tuples."""
+        return None
+
+    @cached_property
+    def acceptance(self) -> float | Fraction:
+        """``P(Y ∈ set(X))`` exactly: :meth:`closed_form` where one exists, else by enumeration
+        (:meth:`enumerated_acceptance`). A Fraction in an exact plan."""
+        value = self.closed_form()
+        if value is not None:
+            return value if self.exact else float(value)
+        try:
+            return self.enumerated_acceptance()
+        except ProblemTooLargeError as error:  # its advice names the optimum, not this scheme
+            raise ProblemTooLargeError(
+                error.estimate, error.limit_name, error.limit,
+                f"{self.scheme.name} has no closed-form acceptance for the {self.law.name} law with k={self.law.k}, "
+                "and its exact value sums over every draft tuple; shrink the drafts' support (e.g. top_k) or raise the limit",
+            ) from None
+
+    def enumerated_acceptance(self) -> float | Fraction:
+        """``Σ_x D(x) Σ_{y ∈ set(x)} P(Y = y | X = x)`` over the law's tuples (small n)."""
+        self._require_exact_output()
+        tuples, probs = self.law.enumerate(exact=self.exact)
+        total = Fraction(0) if self.exact else 0.0
+        for rows in _chunks(len(tuples), self.law.n):
+            inside = membership(tuples[rows], self.law.n)
+            hit = np.where(inside, self.conditional(tuples[rows]), 0).sum(axis=-1)
+            total = total + (hit * probs[rows]).sum()
+        return total if self.exact else float(total)
+
+    def output_distribution(self) -> np.ndarray:
+        """``P(Y = y) = Σ_x D(x) P(Y = y | X = x)`` by enumerating the law's tuples.
+
+        Equal to the target for a lossless scheme: the proof of losslessness for one case
+        (exactly, in Fractions, for an exact plan). Cost O(n^K · n).
+        """
+        self._require_exact_output()
+        tuples, probs = self.law.enumerate(exact=self.exact)
+        out = np.array([Fraction(0)] * self.law.n, dtype=object) if self.exact else np.zeros(self.law.n)
+        for rows in _chunks(len(tuples), self.law.n):
+            out = out + probs[rows] @ self.conditional(tuples[rows])
+        return out
+
+    def select(self, drafts: object, rng: np.random.Generator) -> Selection:
+        """Run the plan once on the draft tuple ``drafts [K]`` (validated by the law)."""
+        drafts = np.asarray(drafts)
+        if drafts.ndim != 1:
+            raise ValueError(f"drafts: expected one tuple of {self.law.k} token ids, got shape {drafts.shape}")
+        drafts = self.law.check_tuple(drafts)
+        token = int(self.sample(drafts[None, :], _check_rng(rng))[0])
+        hits = np.flatnonzero(drafts == token)
+        return Selection(token, bool(hits.size), int(hits[0]) if hits.size else None)
+
+    def _require_exact_output(self) -> None:
+        if self.exact and not self.scheme.capabilities.exact_output:
+            raise ValueError(f"scheme {self.scheme.name!r}: no exact (Fraction) output distribution; use exact=False")
+
+
+class SequentialPlan(Plan):
+    """A plan that tests the drafts in order against acceptance probabilities and falls back
+    to one residual law (:func:`sequential_conditional`, :func:`sequential_sample`):
+    ``rule = (step [K, n] or [n], residual [n])``, computed on first use, applied to the
+    ``columns`` of each tuple (all drafts by default)."""
+
+    columns: ClassVar[slice] = slice(None)
+
+    @property
+    @abstractmethod
+    def rule(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(step, residual)``: the acceptance probability of each token at each tested
+        position, and the law sampled when every draft is rejected."""
+
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        return sequential_conditional(*self.rule, tuples[:, self.columns])
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return sequential_sample(*self.rule, tuples[:, self.columns], rng)
+
+
 class Scheme(ABC):
-    """A token-level selection scheme: lossless map from draft tuples to an output token.
+    """A token-level selection scheme: a lossless map from draft tuples to an output token.
 
     Class attributes
     ----------------
     name : str
         Registry name (``"specinfer"``, ...).
-    supported_laws : tuple of str
-        ``law.name`` values the scheme accepts.
-    k_range : tuple (int, int or None)
-        Smallest and largest number of drafts K the scheme accepts (None: no upper bound).
-    optimal : bool
-        The acceptance equals the optimum P* for every law and K the scheme supports (exactly,
-        or up to the LP's tolerance for LP weights).
-    lp_laws : tuple of str
-        ``law.name`` values for which running the scheme solves a linear program
-        (:mod:`multidraft.lp`: float weights, slower per call); empty for LP-free schemes.
-    any_vocabulary_laws : tuple of str
-        ``law.name`` values for which :meth:`acceptance` and :meth:`select` run at any
-        vocabulary size n, for every supported K (closed forms, no enumeration of draft tuples,
-        no LP that grows faster than n). :meth:`output_distribution` always enumerates.
-    exact_capable : bool
-        ``acceptance(..., exact=True)`` returns a Fraction.
-    exact_output : bool
-        ``output_distribution(..., exact=True)`` runs in Fraction arithmetic (False for the
-        schemes whose selection weights come from a floating-point LP).
-    batch_capable : bool
-        :meth:`select_batch` is implemented (torch).
-    batch_laws : tuple of str or None
-        ``law.name`` values :meth:`select_batch` accepts (None: all of ``supported_laws``).
+    capabilities : Capabilities
+        The laws and K it supports and what it guarantees (:class:`Capabilities`).
+
+    A subclass implements ``_prepare(p, law, exact) -> Plan`` (``p`` and ``law`` already
+    validated, the law supported) and, for decoding on the device, ``select_batch``.
     """
 
     name: ClassVar[str]
-    supported_laws: ClassVar[tuple[str, ...]]
-    k_range: ClassVar[tuple[int, int | None]] = (1, None)
-    optimal: ClassVar[bool] = False
-    lp_laws: ClassVar[tuple[str, ...]] = ()
-    any_vocabulary_laws: ClassVar[tuple[str, ...]] = ()
-    exact_capable: ClassVar[bool] = False
-    exact_output: ClassVar[bool] = False
-    batch_capable: ClassVar[bool] = False
-    batch_laws: ClassVar[tuple[str, ...] | None] = None
-
-    # -- hooks ---------------------------------------------------------------------------------
+    capabilities: ClassVar[Capabilities]
 
     @abstractmethod
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Any:
-        """Everything that does not depend on the drafts (residuals, ρ*, LP weights)."""
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        """The plan for a validated target ``p`` and a supported ``law``."""
 
-    @abstractmethod
-    def _conditional(self, plan: Any, tuples: np.ndarray) -> np.ndarray:
-        """Exact law of Y given each tuple: ``[m, K] -> [m, n]``."""
-
-    @abstractmethod
-    def _sample(self, plan: Any, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One output token per tuple, ``[N, K] -> [N]``."""
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction | None:
-        """Published closed-form acceptance, or None to fall back to enumeration."""
-        return None
-
-    # -- public interface ----------------------------------------------------------------------
+    # -- what the scheme is --------------------------------------------------------------------
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -237,115 +368,89 @@ class Scheme(ABC):
     @classmethod
     def supports_k(cls, k: int) -> bool:
         """Whether ``k`` drafts lie in the scheme's ``k_range``."""
-        low, high = cls.k_range
+        low, high = cls.capabilities.k_range
         return low <= k and (high is None or k <= high)
 
     @classmethod
     def k_rule(cls) -> str:
         """``k_range`` in words (``"K = 2"``, ``"K >= 2"``, ``"2 <= K <= 4"``; empty for any K)."""
-        low, high = cls.k_range
+        low, high = cls.capabilities.k_range
         if high is None:
             return "" if low <= 1 else f"K >= {low}"
         return f"K = {low}" if low == high else f"{low} <= K <= {high}"
 
+    @classmethod
+    def has_batch_form(cls) -> bool:
+        """Whether the class implements :meth:`select_batch` (a batched torch form)."""
+        return cls.select_batch is not Scheme.select_batch
+
+    @classmethod
+    def supports_law(cls, law_class: type[DraftLaw], k: int) -> bool:
+        """Whether the scheme applies to laws of class ``law_class`` with ``k`` drafts."""
+        return issubclass(law_class, cls.capabilities.laws) and cls.supports_k(k)
+
     def supports(self, law: DraftLaw) -> bool:
-        """Whether the scheme applies to ``law`` (its name and its number of drafts)."""
-        return isinstance(law, DraftLaw) and law.name in self.supported_laws and self.supports_k(law.k)
+        """Whether the scheme applies to ``law`` (its class and its number of drafts)."""
+        return isinstance(law, DraftLaw) and self.supports_law(type(law), law.k)
+
+    @classmethod
+    def supports_batch_law(cls, law_class: type[DraftLaw], k: int) -> bool:
+        """Whether :meth:`select_batch` applies to drafts from a law of class ``law_class``
+        with ``k`` drafts (what decoding asks before it has built the law)."""
+        laws = cls.capabilities.batch_laws or cls.capabilities.laws
+        return cls.has_batch_form() and cls.supports_law(law_class, k) and issubclass(law_class, laws)
 
     def supports_batch(self, law: DraftLaw) -> bool:
         """Whether :meth:`select_batch` applies to drafts from ``law``."""
-        laws = self.supported_laws if self.batch_laws is None else self.batch_laws
-        return self.batch_capable and self.supports(law) and law.name in laws
+        return isinstance(law, DraftLaw) and self.supports_batch_law(type(law), law.k)
 
-    def check(self, target: object, law: DraftLaw, exact: bool = False) -> np.ndarray:
-        """Validate ``law`` against the scheme and ``target`` against the law; return p.
+    # -- plans ---------------------------------------------------------------------------------
 
-        Float mode returns a float64 array; exact mode an object array of Fractions (needs an
-        exact-capable scheme, an exact law and a target given as Fractions or ``"a/b"``).
+    def prepare(self, target: object, law: DraftLaw, exact: bool = False) -> Plan:
+        """The plan of this scheme for ``(target, law)``: the law checked against the scheme
+        and the target against the law, once.
+
+        ``exact=True`` (a scheme with an exact acceptance, an exact law and a target given as
+        Fractions or ``"a/b"``) gives an exact plan: Fraction arithmetic throughout.
         """
-        if not isinstance(law, DraftLaw):
-            raise ValueError(f"law: expected a DraftLaw (IID, Independent, ...), got {type(law).__name__}")
-        if not self.supports(law):
+        if exact and not self.capabilities.exact_acceptance:
+            raise ValueError(f"scheme {self.name!r}: no exact (Fraction) acceptance; use exact=False")
+        if not self.supports(check_law(law)):
             rule = f" ({self.k_rule()})" if self.k_rule() else ""
             raise ValueError(
-                f"scheme {self.name!r} supports the {', '.join(self.supported_laws)} laws{rule}; "
-                f"got the {law.name} law with k={law.k}"
+                f"scheme {self.name!r} supports the {', '.join(cls.name for cls in self.capabilities.laws)} "
+                f"laws{rule}; got the {law.name} law with k={law.k}"
             )
-        if exact:
-            p = np.array(as_exact_distribution(target, "target"), dtype=object)
-            if not law.exact:
-                raise ValueError(
-                    f"{law.name} law: exact mode needs draft probabilities given as Fractions, "
-                    "integers or 'a/b' strings"
-                )
-        else:
-            p = as_distribution(target, "target")
-        if len(p) != law.n:
-            raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
-        return p
+        return self._prepare(law.check_target(target, exact), law, exact)
 
-    def _check_exact(self, exact: bool, output: bool) -> None:
-        allowed = self.exact_output if output else self.exact_capable
-        if exact and not allowed:
-            what = "output distribution" if output else "acceptance"
-            raise ValueError(f"scheme {self.name!r}: no exact (Fraction) {what}; use exact=False")
+    def _prepare_output(self, target: object, law: DraftLaw, exact: bool) -> Plan:
+        if exact and not self.capabilities.exact_output:
+            raise ValueError(f"scheme {self.name!r}: no exact (Fraction) output distribution; use exact=False")
+        return self.prepare(target, law, exact)
+
+    # -- one-call conveniences, each through a plan ----------------------------------------------
 
     def acceptance(self, target: object, law: DraftLaw, exact: bool = False) -> float | Fraction:
-        """``P(Y ∈ set(X))`` exactly: the published closed form where one exists, else by
-        enumeration (:meth:`enumerated_acceptance`). A Fraction when ``exact=True``."""
-        self._check_exact(exact, output=False)
-        p = self.check(target, law, exact)
-        value = self._closed_form(p, law, exact)
-        if value is None:
-            try:
-                return self.enumerated_acceptance(target, law, exact=exact)
-            except ProblemTooLargeError as error:  # its advice names the optimum, not this scheme
-                raise ProblemTooLargeError(
-                    error.estimate, error.limit_name, error.limit,
-                    f"{self.name} has no closed-form acceptance for the {law.name} law with k={law.k}, and its exact "
-                    "value sums over every draft tuple; shrink the drafts' support (e.g. top_k) or raise the limit",
-                ) from None
-        return value if exact else float(value)
+        """``P(Y ∈ set(X))`` exactly (:attr:`Plan.acceptance`). A Fraction when ``exact=True``."""
+        return self.prepare(target, law, exact).acceptance
 
     def enumerated_acceptance(self, target: object, law: DraftLaw, exact: bool = False) -> float | Fraction:
         """``Σ_x D(x) Σ_{y ∈ set(x)} P(Y = y | X = x)`` over the law's tuples (small n)."""
-        self._check_exact(exact, output=True)
-        p = self.check(target, law, exact)
-        plan = self._prepare(p, law, exact)
-        tuples, probs = law.enumerate(exact=exact)
-        total = Fraction(0) if exact else 0.0
-        for rows in self._chunks(len(tuples), law.n):
-            conditional = self._conditional(plan, tuples[rows])
-            inside = membership(tuples[rows], law.n)
-            hit = np.where(inside, conditional, 0).sum(axis=-1)
-            total = total + (hit * probs[rows]).sum()
-        return total if exact else float(total)
+        return self._prepare_output(target, law, exact).enumerated_acceptance()
 
     def conditional_distribution(
         self, target: object, law: DraftLaw, drafts: object, exact: bool = False
     ) -> np.ndarray:
         """``P(Y = y | X = x)`` for draft tuples ``drafts [K]`` or ``[m, K]`` (rows validated
         by ``law.check_tuple``); returns ``[n]`` or ``[m, n]``."""
-        self._check_exact(exact, output=True)
-        p = self.check(target, law, exact)
-        tuples, single = self._tuples(law, drafts)
-        out = self._conditional(self._prepare(p, law, exact), tuples)
+        plan = self._prepare_output(target, law, exact)
+        tuples, single = _check_tuples(law, drafts)
+        out = plan.conditional(tuples)
         return out[0] if single else out
 
     def output_distribution(self, target: object, law: DraftLaw, exact: bool = False) -> np.ndarray:
-        """``P(Y = y) = Σ_x D(x) P(Y = y | X = x)`` by enumerating the law's tuples.
-
-        Equal to the target for a lossless scheme: the proof of losslessness for one case
-        (exactly, in Fractions, when ``exact=True``). Cost O(n^K · n).
-        """
-        self._check_exact(exact, output=True)
-        p = self.check(target, law, exact)
-        plan = self._prepare(p, law, exact)
-        tuples, probs = law.enumerate(exact=exact)
-        out = np.array([Fraction(0)] * law.n, dtype=object) if exact else np.zeros(law.n)
-        for rows in self._chunks(len(tuples), law.n):
-            out = out + probs[rows] @ self._conditional(plan, tuples[rows])
-        return out
+        """``P(Y = y) = Σ_x D(x) P(Y = y | X = x)`` (:meth:`Plan.output_distribution`)."""
+        return self._prepare_output(target, law, exact).output_distribution()
 
     def sample(
         self, target: object, law: DraftLaw, drafts: object, rng: np.random.Generator
@@ -354,52 +459,45 @@ class Scheme(ABC):
 
         Vectorised over the rows; ``accepted`` is ``token ∈ set(row)``.
         """
-        if not isinstance(rng, np.random.Generator):
-            raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
-        p = self.check(target, law)
-        tuples, _ = self._tuples(law, drafts, require_rows=True)
-        tokens = self._sample(self._prepare(p, law, False), tuples, rng)
+        _check_rng(rng)
+        plan = self.prepare(target, law)
+        tuples, _ = _check_tuples(law, drafts, require_rows=True)
+        tokens = plan.sample(tuples, rng)
         return tokens, (tuples == tokens[:, None]).any(axis=-1)
 
     def select(self, target: object, law: DraftLaw, drafts: object, rng: np.random.Generator) -> Selection:
-        """Run the scheme once on the draft tuple ``drafts [K]`` (validated by the law)."""
-        self.check(target, law)
-        drafts = np.asarray(drafts)
-        if drafts.ndim != 1:
-            raise ValueError(f"drafts: expected one tuple of {law.k} token ids, got shape {drafts.shape}")
-        drafts = law.check_tuple(drafts)
-        tokens, accepted = self.sample(target, law, drafts[None, :], rng)
-        token = int(tokens[0])
-        position = int(np.flatnonzero(drafts == token)[0]) if accepted[0] else None
-        return Selection(token, bool(accepted[0]), position)
+        """Run the scheme once on the draft tuple ``drafts [K]`` (:meth:`Plan.select`)."""
+        return self.prepare(target, law).select(drafts, rng)
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched torch form: ``target [B, n]``, ``drafts [B, K, n]`` (the draft distribution
         of each draft), ``tokens [B, K]`` -> ``(output [B] long, accepted [B] bool)``."""
         from multidraft.schemes import SCHEMES
 
-        capable = ", ".join(name for name, cls in SCHEMES.items() if cls.batch_capable)
+        capable = ", ".join(name for name, cls in SCHEMES.items() if cls.has_batch_form())
         raise ValueError(f"scheme {self.name!r} has no batched torch form; schemes with one: {capable}")
 
-    # -- helpers -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _chunks(m: int, n: int):
-        step = max(1, _CHUNK_ENTRIES // max(n, 1))
-        return [slice(start, start + step) for start in range(0, m, step)]
+def _check_rng(rng: object) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
 
-    @staticmethod
-    def _tuples(law: DraftLaw, drafts: object, require_rows: bool = False) -> tuple[np.ndarray, bool]:
-        array = np.asarray(drafts)
-        single = array.ndim == 1
-        if single and not require_rows:
-            array = array[None, :]
-        if array.ndim != 2 or array.shape[1] != law.k:
-            raise ValueError(
-                f"drafts: expected draft tuples of shape [m, {law.k}] (k={law.k}), got shape {array.shape}"
-            )
-        unique = np.unique(array, axis=0) if len(array) else array
-        for row in unique:
-            law.check_tuple(row)
-        return array.astype(np.int64), single
 
+def _chunks(m: int, n: int) -> list[slice]:
+    step = max(1, _CHUNK_ENTRIES // max(n, 1))
+    return [slice(start, start + step) for start in range(0, m, step)]
+
+
+def _check_tuples(law: DraftLaw, drafts: object, require_rows: bool = False) -> tuple[np.ndarray, bool]:
+    """``(tuples [m, K] int64, given as one tuple)``, every distinct row checked by the law."""
+    array = np.asarray(drafts)
+    single = array.ndim == 1
+    if single and not require_rows:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape[1] != law.k:
+        raise ValueError(f"drafts: expected draft tuples of shape [m, {law.k}] (k={law.k}), got shape {array.shape}")
+    unique = np.unique(array, axis=0) if len(array) else array
+    for row in unique:
+        law.check_tuple(row)
+    return array.astype(np.int64), single

@@ -11,10 +11,24 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.schemes.base import Scheme
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme
+from multidraft.theory.laws import Deterministic, DraftLaw
 
 __all__ = ["DeterministicSet"]
+
+
+class _TargetPlan(Plan):
+    """Sample the target whatever the drafts are."""
+
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(self.target, (len(tuples), len(self.target))).copy()
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        p = np.asarray(self.target, dtype=np.float64)
+        return rng.choice(len(p), size=len(tuples), p=p).astype(np.int64)
+
+    def closed_form(self) -> float | Fraction:
+        return sum((self.target[t] for t in np.flatnonzero(self.law.draft_set)), Fraction(0) if self.exact else 0.0)
 
 
 class DeterministicSet(Scheme):
@@ -26,20 +40,9 @@ class DeterministicSet(Scheme):
     """
 
     name = "deterministic"
-    supported_laws = ("deterministic",)
-    optimal = True
-    any_vocabulary_laws = supported_laws
-    exact_capable = True
-    exact_output = True
+    capabilities = Capabilities(
+        laws=(Deterministic,), optimal=True, exact_output=True, any_vocabulary=(Deterministic,)
+    )
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> np.ndarray:
-        return p
-
-    def _conditional(self, plan: np.ndarray, tuples: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(plan, (len(tuples), len(plan))).copy()
-
-    def _sample(self, plan: np.ndarray, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return rng.choice(len(plan), size=len(tuples), p=np.asarray(plan, dtype=np.float64)).astype(np.int64)
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        return sum((p[t] for t in np.flatnonzero(law.draft_set)), Fraction(0) if exact else 0.0)
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return _TargetPlan(self, p, law, exact)

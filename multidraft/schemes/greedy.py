@@ -13,26 +13,29 @@ which equals the Greedy law's optimal acceptance (its min-cut prefix "G first"; 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import (
-    Scheme,
-    sequential_conditional,
-    sequential_sample,
-    single_draft_step,
-)
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, single_draft_step
+from multidraft.theory.laws import DraftLaw, Greedy
 
 __all__ = ["GreedyVerifier"]
 
 
-@dataclass(frozen=True)
-class _Plan:
-    step: np.ndarray  # [n]: min(1, p/q̃), used at the last position only
-    residual: np.ndarray  # [n]: norm((p - q̃)_+)
+class _GreedyPlan(SequentialPlan):
+    columns = slice(-1, None)  # the random (last) draft; the fixed drafts ride along
+
+    @cached_property
+    def rule(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(min(1, p/q̃) [n], norm((p - q̃)_+) [n])``."""
+        return single_draft_step(self.target, self.law.marginal(self.law.k - 1, self.exact))
+
+    def closed_form(self) -> float | Fraction:
+        p, law = self.target, self.law
+        fixed = sum((p[t] for t in law.fixed.tolist()), Fraction(0) if self.exact else 0.0)
+        return fixed + np.minimum(p, law.marginal(law.k - 1, self.exact)).sum()
 
 
 class GreedyVerifier(Scheme):
@@ -44,23 +47,7 @@ class GreedyVerifier(Scheme):
     """
 
     name = "greedy"
-    supported_laws = ("greedy",)
-    optimal = True
-    any_vocabulary_laws = supported_laws
-    exact_capable = True
-    exact_output = True
+    capabilities = Capabilities(laws=(Greedy,), optimal=True, exact_output=True, any_vocabulary=(Greedy,))
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        tilde = law.marginal(law.k - 1, exact)
-        return _Plan(*single_draft_step(p, tilde))
-
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        return sequential_conditional(plan.step, plan.residual, tuples[:, -1:])
-
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return sequential_sample(plan.step, plan.residual, tuples[:, -1:], rng)
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        tilde = law.marginal(law.k - 1, exact)
-        fixed = sum((p[t] for t in law.fixed.tolist()), Fraction(0) if exact else 0.0)
-        return fixed + np.minimum(p, tilde).sum()
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return _GreedyPlan(self, p, law, exact)

@@ -8,7 +8,8 @@ Theorem 1 its optimum is P*.
 from __future__ import annotations
 
 from multidraft.schemes._importance import ImportanceScheme
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities
+from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
 
 __all__ = ["ImportanceLP"]
 
@@ -17,9 +18,11 @@ class ImportanceLP(ImportanceScheme):
     """Importance-weighted selection with LP-optimal weights, then the single-draft step."""
 
     name = "is-lp"
-    supported_laws = ("iid", "independent", "wor")
-    optimal = True  # Theorem 1: the importance LP's optimum is P*
-    lp_laws = supported_laws
+    capabilities = Capabilities(
+        laws=(IID, Independent, WithoutReplacement),
+        optimal=True,  # Theorem 1: the importance LP's optimum is P*
+        imports_lp=(IID, Independent, WithoutReplacement),
+    )
 
     def __init__(self, *, solver: str = "HIGHS") -> None:
         self.solver = solver

@@ -31,21 +31,25 @@ asked).
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any
+from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes._importance import ImportanceScheme, _Plan
-from multidraft.schemes.base import Scheme
+from multidraft.schemes._importance import ImportancePlan, ImportanceScheme
+from multidraft.schemes.base import Capabilities, Plan
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
-from multidraft.theory.laws import IID, DraftLaw
+from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
 from multidraft.theory.limits import ProblemTooLargeError
 from multidraft.theory.optimal import optimal_acceptance
-from multidraft.theory.verifier import VERIFIER_LAWS, CurtainRule, FrontBackRule, fit_curtain_rule, optimal_selection_rule
+from multidraft.theory.verifier import (
+    PROVEN_OPTIMAL_LAWS,
+    VERIFIER_LAWS,
+    CurtainRule,
+    FrontBackRule,
+    fit_curtain_rule,
+    optimal_selection_rule,
+)
 
 __all__ = ["Optimal"]
 
@@ -60,43 +64,57 @@ class _RuleSelection:
         return self.rule.choice_probabilities(np.asarray(drafts, dtype=np.int64))
 
 
-@dataclass(frozen=True)
-class _CurtainPlan:
-    """The iid verifier's rule as an importance plan. Its dense arrays (the step ``min(1, p/r)``,
-    the residual and r itself) are built only when asked for -- by the enumerations of small
-    cases; sampling runs on the rule's support (:meth:`CurtainRule.sample`)."""
+class _OptimumPlan(ImportancePlan):
+    """A plan whose acceptance is the optimum P* itself (:func:`optimal_acceptance`); the
+    selection is the transport LP's coupling (the scheme's :meth:`Optimal.selection`)."""
 
-    rule: CurtainRule
+    def closed_form(self):
+        return optimal_acceptance(list(self.target) if self.exact else self.target, self.law, exact=self.exact).value
 
-    @property
+
+class _VerifierPlan(_OptimumPlan):
+    """The optimal verifier's rule (:func:`optimal_selection_rule`), fitted once per plan on
+    first use: it selects, and its law r and single-draft step are the plan's. Where the rule
+    is not proven to reach P* (drafts without replacement), the float acceptance is the rule's
+    own ``Σ min(p, r)``. The iid rule is fitted on the draft's support and samples there
+    (:meth:`CurtainRule.sample`): its dense law and step are built only when asked for (the
+    enumerations of small cases)."""
+
+    @cached_property
+    def rule(self) -> CurtainRule | FrontBackRule:
+        p = np.asarray(self.target, dtype=np.float64)
+        if isinstance(self.law, IID):  # the target is the plan's, checked once by prepare
+            return fit_curtain_rule(p, self.law.draft, self.law.k)
+        return optimal_selection_rule(p, self.law)
+
+    @cached_property
     def selection(self) -> _RuleSelection:
         return _RuleSelection(self.rule)
 
-    @property
-    def step(self) -> np.ndarray:
-        return self.rule.accept
-
-    @property
-    def residual(self) -> np.ndarray:
-        return self.rule.residual
-
-    @property
+    @cached_property
     def intermediate(self) -> np.ndarray:
         return self.rule.selection_law
 
+    @cached_property
+    def step(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.rule.accept, self.rule.residual
 
-@dataclass(frozen=True)
-class _Delegated:
-    """The plan of a closed-form optimal verifier that ``optimal`` runs for its law."""
+    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.rule.choose(tuples, rng)
 
-    scheme: Scheme
-    plan: Any
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if isinstance(self.rule, CurtainRule):
+            return self.rule.sample(tuples, rng)
+        return super().sample(tuples, rng)
+
+    def closed_form(self):
+        if self.exact or isinstance(self.law, PROVEN_OPTIMAL_LAWS):
+            return super().closed_form()
+        return self.rule.acceptance
 
 
-#: Fitted rules an :class:`Optimal` instance keeps (oldest dropped first).
-_REMEMBERED_RULES = 4
-#: Laws whose optimum a closed-form scheme already reaches at any vocabulary size.
-_CLOSED_FORM_VERIFIERS = {"greedy": GreedyVerifier, "deterministic": DeterministicSet}
+#: Schemes whose closed-form verifier already reaches their laws' optimum at any vocabulary size.
+_CLOSED_FORM_VERIFIERS = (GreedyVerifier, DeterministicSet)
 
 
 class Optimal(ImportanceScheme):
@@ -109,38 +127,23 @@ class Optimal(ImportanceScheme):
     """
 
     name = "optimal"
-    supported_laws = ("iid", "independent", "wor", "greedy", "deterministic")
-    optimal = True
-    any_vocabulary_laws = VERIFIER_LAWS + tuple(_CLOSED_FORM_VERIFIERS)
-    lp_laws = ("independent", "wor")  # the transport LP
-    exact_capable = True
-    batch_capable = True
-    batch_laws = ("iid",)
+    capabilities = Capabilities(
+        laws=(IID, Independent, WithoutReplacement) + tuple(law for v in _CLOSED_FORM_VERIFIERS for law in v.capabilities.laws),
+        optimal=True,
+        exact_acceptance=True,
+        any_vocabulary=VERIFIER_LAWS + tuple(law for v in _CLOSED_FORM_VERIFIERS for law in v.capabilities.laws),
+        imports_lp=(Independent, WithoutReplacement),  # the transport LP
+        batch_laws=(IID,),
+    )
 
     def __init__(self, *, solver: str = "HIGHS") -> None:
         self.solver = solver
-        self._rules: dict[bytes, CurtainRule | FrontBackRule] = {}
-
-    def _rule(self, p: np.ndarray, law: DraftLaw) -> CurtainRule | FrontBackRule:
-        """The verifier's rule for a checked ``(p, law)``: the iid fit directly (microseconds on
-        a sparse draft, about a sort at full support); for drafts without replacement
-        :func:`optimal_selection_rule`, remembering the last few fits (a decoding position asks
-        for the rule, to select, and for its acceptance, to record, and that fit costs about a
-        second at n = 49152)."""
-        if law.name == "iid":
-            return fit_curtain_rule(p, law.draft, law.k)
-        p = np.asarray(p, dtype=np.float64)
-        key = hashlib.blake2b(law.name.encode() + law.k.to_bytes(8, "little") + p.tobytes() + law.draft.tobytes()).digest()
-        if key not in self._rules:
-            if len(self._rules) >= _REMEMBERED_RULES:
-                self._rules.pop(next(iter(self._rules)))
-            self._rules[key] = optimal_selection_rule(p, law)
-        return self._rules[key]
 
     def __repr__(self) -> str:
         return f"Optimal(solver={self.solver!r})"
 
     def selection(self, target, law: DraftLaw):
+        """The transport LP's optimal coupling read as importance weights (Theorem 1, "⇒")."""
         from multidraft.lp.importance import importance_from_coupling
         from multidraft.lp.transport import transport_lp
 
@@ -148,10 +151,13 @@ class Optimal(ImportanceScheme):
 
     @staticmethod
     def _uses_verifier(law: DraftLaw) -> bool:
-        """Whether ``law`` goes to :func:`optimal_selection_rule`: iid always, drafts without
-        replacement where the transport LP's own size guard would refuse it."""
-        if law.name != "wor":
-            return law.name in VERIFIER_LAWS
+        """Whether ``law`` goes to :func:`optimal_selection_rule`: where its rule reaches P*
+        (iid) always, otherwise (without replacement) where the transport LP's own size guard
+        would refuse the law."""
+        if isinstance(law, PROVEN_OPTIMAL_LAWS):
+            return True
+        if not isinstance(law, VERIFIER_LAWS):
+            return False
         from multidraft.lp.transport import transport_size
 
         try:
@@ -160,38 +166,13 @@ class Optimal(ImportanceScheme):
             return True
         return False
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan | _Delegated:
-        if law.name in _CLOSED_FORM_VERIFIERS:
-            scheme = _CLOSED_FORM_VERIFIERS[law.name]()
-            return _Delegated(scheme, scheme._prepare(p, law, exact))
-        if not self._uses_verifier(law):
-            return super()._prepare(p, law, exact)
-        rule = self._rule(p, law)
-        if isinstance(rule, CurtainRule):
-            return _CurtainPlan(rule)
-        return _Plan(_RuleSelection(rule), rule.accept, rule.residual, rule.selection_law)
-
-    def _conditional(self, plan: _Plan | _Delegated, tuples: np.ndarray) -> np.ndarray:
-        if isinstance(plan, _Delegated):
-            return plan.scheme._conditional(plan.plan, tuples)
-        return super()._conditional(plan, tuples)
-
-    def _sample(self, plan: _Plan | _CurtainPlan | _Delegated, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if isinstance(plan, _Delegated):
-            return plan.scheme._sample(plan.plan, tuples, rng)
-        if isinstance(plan, _CurtainPlan):
-            return plan.rule.sample(tuples, rng)
-        return super()._sample(plan, tuples, rng)
-
-    def _choose(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if isinstance(plan.selection, _RuleSelection):
-            return plan.selection.rule.choose(tuples, rng)
-        return super()._choose(plan, tuples, rng)
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        if law.name == "wor" and not exact and self._uses_verifier(law):  # the front/back rule's acceptance
-            return self._rule(p, law).acceptance
-        return optimal_acceptance(list(p) if exact else p, law, exact=exact).value
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        for verifier in _CLOSED_FORM_VERIFIERS:
+            if verifier.supports_law(type(law), law.k):
+                return verifier().prepare(p, law, exact)
+        if self._uses_verifier(law):
+            return _VerifierPlan(self, p, law, exact)
+        return _OptimumPlan(self, p, law, exact)
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched optimal verifier for iid drafts: ``target [B, n]``, ``drafts [B, K, n]`` (only

@@ -20,43 +20,29 @@ c, O(n log n) at any vocabulary size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from multidraft.schemes.base import Scheme, normalise, positive_part, safe_divide, sample_rows
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme, normalise, positive_part, safe_divide, sample_rows
+from multidraft.theory.laws import DraftLaw, WithoutReplacement
 
 __all__ = ["RRSWithoutReplacement"]
 
 
-@dataclass(frozen=True)
-class _Plan:
-    target: np.ndarray  # [n]
-    draft: np.ndarray  # [n]: q, the law of the first draft
+def _others(q: np.ndarray) -> np.ndarray:
+    """``1 - q(x) = Σ_{y ≠ x} q(y)`` for every token x, as the sum of the other entries (a prefix
+    plus a suffix sum of non-negative terms), so it keeps its relative accuracy when q(x) is
+    within rounding of one: q = [1e-20, 1] gives 1e-20 at x = 1, where ``1 - q(x)`` is 0."""
+    before = np.concatenate([[0.0], np.cumsum(q[:-1])])
+    after = np.concatenate([np.cumsum(q[:0:-1])[::-1], [0.0]])
+    return before + after
 
 
-class RRSWithoutReplacement(Scheme):
-    """RRS for drafts drawn without replacement; step i uses q renormalised off earlier drafts.
+class _RRSWithoutReplacementPlan(Plan):
+    """The residuals depend on the drawn prefix: each tuple is walked through its own steps."""
 
-    >>> from multidraft.theory.laws import WithoutReplacement
-    >>> law = WithoutReplacement(["1/2", "1/4", "1/4"], 2)
-    >>> RRSWithoutReplacement().acceptance(["1/4", "1/4", "1/2"], law, exact=True)
-    Fraction(7, 8)
-    """
-
-    name = "rrs-wor"
-    supported_laws = ("wor",)
-    any_vocabulary_laws = ()  # closed-form acceptance for K <= 2 only; K > 2 enumerates
-    exact_capable = True
-    exact_output = True
-    batch_capable = True
-
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        return _Plan(p, law.marginal(0, exact))
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | None:
-        if exact or law.k > 2:
+    def closed_form(self) -> float | None:
+        p, law = self.target, self.law
+        if self.exact or law.k > 2:
             return None
         q = law.draft
         first = float(np.minimum(p, q).sum())
@@ -74,27 +60,21 @@ class RRSWithoutReplacement(Scheme):
         below_r = np.concatenate([[0.0], np.cumsum(r_sorted)])  # Σ r_1 over t <= c
         above_q = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])  # Σ q over t > c
         holders = np.flatnonzero(rejected > 0)
-        scale = 1.0 / (1.0 - q[holders])
+        scale = 1.0 / _others(q)[holders]
         count = np.searchsorted(ratio, scale, side="right")
         second = below_r[count] + scale * above_q[count]
         return first + float(rejected[holders] @ second)
 
-    @staticmethod
-    def _step_draft(draft: np.ndarray, available: np.ndarray) -> np.ndarray:
-        """The law of the next draft given the tokens still ``available [m, n]``: q restricted
-        to them and renormalised, ``q^{(i)}``."""
-        restricted = np.where(available, draft[None, :], 0)
-        return restricted / restricted.sum(axis=-1, keepdims=True)
-
-    def _steps(self, plan: _Plan, tuples: np.ndarray):
+    def _steps(self, tuples: np.ndarray):
         """Yield, per position i, ``(accept [m], residual before step i [m, n])`` and finally
         the residual after the last step."""
         m, k = tuples.shape
         rows = np.arange(m)
-        residual = np.broadcast_to(plan.target, (m, len(plan.target))).copy()
-        available = np.ones((m, len(plan.target)), dtype=bool)
+        draft = self.law.marginal(0, self.exact)  # q, the law of the first draft
+        residual = np.broadcast_to(self.target, (m, len(self.target))).copy()
+        available = np.ones((m, len(self.target)), dtype=bool)
         for i in range(k):
-            q_i = self._step_draft(plan.draft, available)
+            q_i = self.scheme._step_draft(draft, available)
             x = tuples[:, i]
             accept = np.minimum(safe_divide(residual[rows, x], q_i[rows, x]), 1)
             yield accept, x
@@ -102,25 +82,25 @@ class RRSWithoutReplacement(Scheme):
             available[rows, x] = False
         yield None, residual
 
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        m, n = len(tuples), len(plan.target)
-        out = np.zeros((m, n), dtype=plan.target.dtype)
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        m, n = len(tuples), len(self.target)
+        out = np.zeros((m, n), dtype=self.target.dtype)
         if out.dtype == object:
             out[:] = 0
-        reach = np.ones(m, dtype=plan.target.dtype)
+        reach = np.ones(m, dtype=self.target.dtype)
         rows = np.arange(m)
-        for accept, value in self._steps(plan, tuples):
+        for accept, value in self._steps(tuples):
             if accept is None:
                 return out + reach[:, None] * value
             out[rows, value] += reach * accept
             reach = reach * (1 - accept)
         raise AssertionError("unreachable")
 
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         m, k = tuples.shape
         uniform = rng.random((m, k))
         tokens = np.full(m, -1, dtype=np.int64)
-        for i, (accept, value) in enumerate(self._steps(plan, tuples)):
+        for i, (accept, value) in enumerate(self._steps(tuples)):
             undecided = tokens < 0
             if accept is None:
                 if undecided.any():
@@ -129,6 +109,30 @@ class RRSWithoutReplacement(Scheme):
             take = undecided & (uniform[:, i] < accept)
             tokens[take] = value[take]
         raise AssertionError("unreachable")
+
+
+class RRSWithoutReplacement(Scheme):
+    """RRS for drafts drawn without replacement; step i uses q renormalised off earlier drafts.
+
+    >>> from multidraft.theory.laws import WithoutReplacement
+    >>> law = WithoutReplacement(["1/2", "1/4", "1/4"], 2)
+    >>> RRSWithoutReplacement().acceptance(["1/4", "1/4", "1/2"], law, exact=True)
+    Fraction(7, 8)
+    """
+
+    name = "rrs-wor"
+    # The closed-form acceptance covers K <= 2 only; K > 2 enumerates: no any-vocabulary law.
+    capabilities = Capabilities(laws=(WithoutReplacement,), exact_output=True)
+
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return _RRSWithoutReplacementPlan(self, p, law, exact)
+
+    @staticmethod
+    def _step_draft(draft: np.ndarray, available: np.ndarray) -> np.ndarray:
+        """The law of the next draft given the tokens still ``available [m, n]``: q restricted
+        to them and renormalised, ``q^{(i)}``."""
+        restricted = np.where(available, draft[None, :], 0)
+        return restricted / restricted.sum(axis=-1, keepdims=True)
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched RRS without replacement: ``target [B, n]``, ``drafts [B, K, n]`` (only

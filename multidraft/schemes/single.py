@@ -7,27 +7,26 @@ residual ``norm((p - q)_+)``. Output law exactly p; acceptance ``Σ_y min(p(y), 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import (
-    Scheme,
-    sequential_conditional,
-    sequential_sample,
-    single_draft_step,
-)
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, single_draft_step
+from multidraft.theory.laws import LAWS, DraftLaw
 from multidraft.theory.optimal import single_draft_acceptance
 
 __all__ = ["Single"]
 
 
-@dataclass(frozen=True)
-class _Plan:
-    step: np.ndarray  # [n]: min(1, p/q)
-    residual: np.ndarray  # [n]: norm((p - q)_+)
+class _SinglePlan(SequentialPlan):
+    @cached_property
+    def rule(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(min(1, p/q) [n], norm((p - q)_+) [n])``."""
+        return single_draft_step(self.target, self.law.marginal(0, self.exact))
+
+    def closed_form(self) -> float | Fraction:
+        return single_draft_acceptance(list(self.target), list(self.law.marginal(0, self.exact)), exact=self.exact)
 
 
 class Single(Scheme):
@@ -42,26 +41,16 @@ class Single(Scheme):
     """
 
     name = "single"
-    supported_laws = ("iid", "independent", "wor", "greedy", "deterministic")
-    k_range = (1, 1)
-    optimal = True  # with one draft, P* = Σ min(p, q) (min-cut)
-    any_vocabulary_laws = supported_laws
-    exact_capable = True
-    exact_output = True
-    batch_capable = True
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        q = law.marginal(0, exact)
-        return _Plan(*single_draft_step(p, q))
+    capabilities = Capabilities(
+        laws=tuple(LAWS.values()),
+        k_range=(1, 1),
+        optimal=True,  # with one draft, P* = Σ min(p, q) (min-cut)
+        exact_output=True,
+        any_vocabulary=tuple(LAWS.values()),
+    )
 
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        return sequential_conditional(plan.step, plan.residual, tuples)
-
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return sequential_sample(plan.step, plan.residual, tuples, rng)
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        q = law.marginal(0, exact)
-        return single_draft_acceptance(list(p), list(q), exact=exact)
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return _SinglePlan(self, p, law, exact)
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched single-draft step: ``target [B, n]``, ``drafts [B, 1, n]``, ``tokens [B, 1]``

@@ -17,20 +17,13 @@ sampler needs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import (
-    Scheme,
-    normalise,
-    positive_part,
-    safe_divide,
-    sequential_conditional,
-    sequential_sample,
-)
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, normalise, positive_part, safe_divide
+from multidraft.theory.laws import IID, Deterministic, DraftLaw, Independent
 
 __all__ = ["SpecInfer", "rrs_acceptance", "rrs_residuals"]
 
@@ -84,10 +77,18 @@ def rrs_residuals(p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
     return np.stack(residuals)
 
 
-@dataclass(frozen=True)
-class _Plan:
-    step: np.ndarray  # [K, n]: min(1, r_{i-1}/q_i)
-    residual: np.ndarray  # [n]: r_K
+class RRSPlan(SequentialPlan):
+    """Recursive rejection sampling with the drafts' laws q_i: step i accepts with
+    ``min(1, r_{i-1}/q_i)``; the residual is r_K."""
+
+    @cached_property
+    def rule(self) -> tuple[np.ndarray, np.ndarray]:
+        drafts = self.law.marginals(self.exact)
+        residuals = rrs_residuals(self.target, drafts)
+        return np.minimum(safe_divide(residuals[:-1], drafts), 1), residuals[-1]
+
+    def closed_form(self) -> float | Fraction:
+        return rrs_acceptance(self.target, self.law.marginals(self.exact))
 
 
 class SpecInfer(Scheme):
@@ -99,26 +100,12 @@ class SpecInfer(Scheme):
     """
 
     name = "specinfer"
-    supported_laws = ("iid", "independent", "deterministic")
-    any_vocabulary_laws = supported_laws
-    exact_capable = True
-    exact_output = True
-    batch_capable = True
+    capabilities = Capabilities(
+        laws=(IID, Independent, Deterministic), exact_output=True, any_vocabulary=(IID, Independent, Deterministic)
+    )
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        drafts = law.marginals(exact)
-        residuals = rrs_residuals(p, drafts)
-        step = np.minimum(safe_divide(residuals[:-1], drafts), 1)
-        return _Plan(step, residuals[-1])
-
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        return sequential_conditional(plan.step, plan.residual, tuples)
-
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return sequential_sample(plan.step, plan.residual, tuples, rng)
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float | Fraction:
-        return rrs_acceptance(p, law.marginals(exact))
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return RRSPlan(self, p, law, exact)
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched RRS: ``target [B, n]``, ``drafts [B, K, n]`` (q_i per row), ``tokens [B, K]``
@@ -136,8 +123,10 @@ class SpecInfer(Scheme):
 
 def _rrs_batch(target, drafts, tokens, generator, k: int, without_replacement: bool):
     """Shared batched loop of SpecInfer (step i draws from q_i) and RRS without replacement
-    (step i draws from q_0 renormalised off the earlier drafts: scale ``1/(1 - Σ_{j<i} q(x_j))``;
-    the residual is already zero on those earlier, rejected, tokens)."""
+    (step i draws from q_0 renormalised off the earlier drafts: scale ``1/q(Ω \\ {x_j : j < i})``,
+    the mass left summed over the tokens not drawn yet, since ``1 - Σ_{j<i} q(x_j)`` cancels when
+    the earlier drafts hold all but 1e-16; the residual is already zero on those earlier,
+    rejected, tokens)."""
     import torch
 
     from multidraft.schemes import _torch
@@ -147,19 +136,20 @@ def _rrs_batch(target, drafts, tokens, generator, k: int, without_replacement: b
     rows = torch.arange(batch, device=target.device)  # rows still undecided
     weights = target  # w_{i-1} for the undecided rows
     mass = torch.ones(batch, dtype=target.dtype, device=target.device)
-    drawn = torch.zeros(batch, dtype=target.dtype, device=target.device)  # Σ_{j<i} q(x_j) (wor)
+    undrawn = torch.ones(target.shape, dtype=torch.bool, device=target.device) if without_replacement else None
     for i in range(k):
         x = tokens[rows, i]  # [R]
         position = 0 if without_replacement else i
         qx = drafts[rows, position, x]  # q_i(X_i), [R]
-        scale = 1.0 / (1.0 - drawn) if without_replacement else torch.ones_like(qx)
+        scale = 1.0 / torch.where(undrawn, drafts[rows, 0], 0).sum(dim=1) if without_replacement else torch.ones_like(qx)
         wx = weights.gather(1, x[:, None]).squeeze(1)
         accept = _torch.uniforms(x.shape, target, generator) * (qx * scale) * mass < wx
         output[rows[accept]] = x[accept]
         keep = ~accept
         rows, weights, mass, scale = rows[keep], weights[keep], mass[keep], scale[keep]
         if without_replacement:
-            drawn = drawn[keep] + qx[keep]
+            undrawn = undrawn[keep]
+            undrawn[torch.arange(len(rows), device=target.device), x[keep]] = False
         if rows.numel() == 0:
             return output, (tokens == output[:, None]).any(dim=1)
         # `weights` is a fresh copy (boolean indexing above), so it may be updated in place:

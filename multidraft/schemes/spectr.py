@@ -21,11 +21,12 @@ residual vanishes wherever v > 0, so the extra term is zero up to rounding).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Scheme, normalise, positive_part, safe_divide, sequential_conditional, sequential_sample
-from multidraft.theory.laws import DraftLaw
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, normalise, positive_part, safe_divide
+from multidraft.theory.laws import IID, DraftLaw
 
 __all__ = ["SpecTr", "spectr_rho"]
 
@@ -35,6 +36,13 @@ RHO_TOLERANCE = 4 * np.finfo(np.float64).eps
 
 def _beta(p: np.ndarray, q: np.ndarray, rho: float) -> float:
     return float(np.minimum(q, p / rho).sum())
+
+
+def _some_pass(beta: float, k: int) -> float:
+    """``1 - (1 - β)^K``, the chance that one of K drafts passes, without cancellation
+    (``-expm1(K log1p(-β))``): for β near 1e-16, ``1 - (1 - β)^K`` is rounding noise as large as
+    Kβ itself, and the validity test of :func:`spectr_rho` could then fail for every ρ."""
+    return 1.0 if beta >= 1.0 else float(-np.expm1(k * np.log1p(-beta)))
 
 
 def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
@@ -50,7 +58,7 @@ def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
 
     def valid(rho: float) -> bool:
         beta = _beta(target, draft, rho)
-        return 1.0 - (1.0 - beta) ** k <= rho * beta
+        return _some_pass(beta, k) <= rho * beta
 
     if valid(1.0):
         return 1.0
@@ -64,12 +72,37 @@ def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _Fit:
     rho: float
     beta: float
     step: np.ndarray  # [n]: min(1, p/(ρ q))
     residual: np.ndarray  # [n]
     rejected: np.ndarray  # [n]: v(y) = q(y) - min(q(y), p(y)/ρ)
+
+
+class _SpecTrPlan(SequentialPlan):
+    @cached_property
+    def fit(self) -> _Fit:
+        """ρ*, β(ρ*), the step, the residual and v (module docstring)."""
+        p, q, k = self.target, self.law.draft, self.law.k
+        rho = spectr_rho(p, q, k)
+        kept = np.minimum(q, p / rho)
+        beta = float(kept.sum())
+        # β = 0 (disjoint supports): no draft is ever accepted, γ -> K and the residual is p.
+        gamma = _some_pass(beta, k) / beta if beta > 0 else float(k)
+        residual = normalise(positive_part(p - kept * gamma), p)
+        step = np.minimum(safe_divide(p, rho * q), 1.0)
+        return _Fit(rho, beta, step, residual, q - kept)
+
+    @property
+    def rule(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.fit.step, self.fit.residual
+
+    def closed_form(self) -> float:
+        fit, k = self.fit, self.law.k
+        miss = (1.0 - fit.beta) ** k
+        hits = miss - np.clip(1.0 - fit.beta - fit.rejected, 0.0, None) ** k
+        return float(1.0 - miss + fit.residual @ hits)
 
 
 class SpecTr(Scheme):
@@ -81,38 +114,15 @@ class SpecTr(Scheme):
     """
 
     name = "spectr"
-    supported_laws = ("iid",)
-    any_vocabulary_laws = supported_laws
-    batch_capable = True
+    capabilities = Capabilities(laws=(IID,), any_vocabulary=(IID,))
 
-    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> _Plan:
-        q, k = law.draft, law.k
-        rho = spectr_rho(p, q, k)
-        kept = np.minimum(q, p / rho)
-        beta = float(kept.sum())
-        # β = 0 (disjoint supports): no draft is ever accepted, γ -> K and the residual is p.
-        gamma = (1.0 - (1.0 - beta) ** k) / beta if beta > 0 else float(k)
-        residual = normalise(positive_part(p - kept * gamma), p)
-        step = np.minimum(safe_divide(p, rho * q), 1.0)
-        return _Plan(rho, beta, step, residual, q - kept)
-
-    def _conditional(self, plan: _Plan, tuples: np.ndarray) -> np.ndarray:
-        return sequential_conditional(plan.step, plan.residual, tuples)
-
-    def _sample(self, plan: _Plan, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return sequential_sample(plan.step, plan.residual, tuples, rng)
-
-    def _closed_form(self, p: np.ndarray, law: DraftLaw, exact: bool) -> float:
-        plan = self._prepare(p, law, exact)
-        miss = (1.0 - plan.beta) ** law.k
-        hits = miss - np.clip(1.0 - plan.beta - plan.rejected, 0.0, None) ** law.k
-        return float(1.0 - miss + plan.residual @ hits)
+    def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
+        return _SpecTrPlan(self, p, law, exact)
 
     def draft_acceptance(self, target: object, law: DraftLaw) -> float:
         """The published acceptance ``1 - (1 - β(ρ*))^K``: the chance that one of the drafts
         passes its test (a lower bound on :meth:`acceptance`)."""
-        p = self.check(target, law)
-        return 1.0 - (1.0 - self._prepare(p, law, False).beta) ** law.k
+        return 1.0 - (1.0 - self.prepare(target, law).fit.beta) ** law.k
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched K-SEQ: ``target [B, n]``, ``drafts [B, K, n]`` (iid: only ``drafts[:, 0]`` is

@@ -13,28 +13,31 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.schemes._importance import ImportanceScheme
+from multidraft.schemes.base import Capabilities
 from multidraft.theory.distributions import check_count
-from multidraft.theory.laws import DraftLaw
+from multidraft.theory.laws import IID, DraftLaw, Independent
 
-__all__ = ["TruncatedLP"]
+__all__ = ["TruncatedLP", "check_rank_key"]
 
 _RANK_KEYS = ("published", "ratio")  # multidraft.lp.truncated.RANK_KEYS (lp is imported lazily)
+
+
+def check_rank_key(rank_key: str) -> str:
+    """A ranking key of the truncated selection (``"published"`` or ``"ratio"``), checked."""
+    if rank_key not in _RANK_KEYS:
+        raise ValueError(f"rank_key: unknown key {rank_key!r}; choose one of {', '.join(_RANK_KEYS)}")
+    return rank_key
 
 
 class TruncatedLP(ImportanceScheme):
     """Truncated LP selection (parameters ``s``, ``rank_key``) plus the single-draft step."""
 
     name = "truncated-lp"
-    supported_laws = ("iid", "independent")
-    lp_laws = supported_laws
-    batch_capable = True
+    capabilities = Capabilities(laws=(IID, Independent), imports_lp=(IID, Independent))
 
     def __init__(self, *, s: int = 5, rank_key: str = "published") -> None:
-        s = check_count(s, "s", meaning="the number of tokens kept")
-        if rank_key not in _RANK_KEYS:
-            raise ValueError(f"rank_key: unknown key {rank_key!r}; choose one of {', '.join(_RANK_KEYS)}")
-        self.s = s
-        self.rank_key = rank_key
+        self.s = check_count(s, "s", meaning="the number of tokens kept")
+        self.rank_key = check_rank_key(rank_key)
 
     def __repr__(self) -> str:
         return f"TruncatedLP(s={self.s}, rank_key={self.rank_key!r})"

@@ -250,30 +250,63 @@ class CurtainRule:
         With g_y = 1/|S_y| on S_y and G_y its distribution function,
         ``P(i | x) = ∫ g_{x_i}(t) Π_{j≠i} (1 - G_{x_j}(t)) dt``: a polynomial of degree K - 1
         between consecutive piece ends, integrated by Gauss-Legendre with ⌈K/2⌉ + 1 nodes
-        (exact). Cost O(m · K · pieces): for enumeration at small n.
+        (exact). Each node is kept as its interval's left end plus an offset, and G is summed
+        from those offsets, so a set of length 1e-13 near t = 1 (where positions are resolved
+        to 1e-16 only) keeps its relative accuracy. A group of length zero (draft mass below
+        the resolution of positions) is the point where :meth:`positions` puts its drafts: such
+        a draft wins iff every other draft lies above it, a tie of points going to the first
+        column, as ``argmin`` in :meth:`choose` does. Cost O(m · K · pieces): for enumeration
+        at small n.
         """
         edges = np.unique(np.concatenate([[0.0, 1.0], self.piece_start, self.piece_end]))
         nodes, weights = np.polynomial.legendre.leggauss(self.k // 2 + 2)
-        left, width = edges[:-1, None], np.diff(edges)[:, None]
-        t = (left + 0.5 * width * (nodes + 1.0)).ravel()
-        dt = (0.5 * width * weights).ravel()
+        left, width = edges[:-1], np.diff(edges)
+        offset = 0.5 * width[:, None] * (nodes + 1.0)  # [intervals, nodes per interval]
+        dt = (0.5 * width[:, None] * weights).ravel()
+        start, end = self.piece_start[:, None], self.piece_end[:, None]
         lengths = self.piece_end - self.piece_start
         groups = len(self.group_first)
         owner = np.repeat(np.arange(groups), self.group_last - self.group_first)
         size = np.bincount(owner, lengths, minlength=groups)
-        inside = (self.piece_start[:, None] <= t) & (t < self.piece_end[:, None])  # [pieces, nodes]
-        covered = np.clip(t - self.piece_start[:, None], 0.0, lengths[:, None])
-        density = np.zeros((groups, len(t)))
-        below = np.zeros((groups, len(t)))
-        np.add.at(density, owner, inside / np.maximum(size[owner], 1e-300)[:, None])
-        np.add.at(below, owner, covered / np.maximum(size[owner], 1e-300)[:, None])
+        point = size <= 0
+        location = self.piece_start[self.group_last - 1]  # a point group's position
+        scale = np.where(point, 1.0, size)[owner][:, None, None]
+        # The edges hold every piece end, so each interval lies inside a piece or outside it.
+        inside = (start <= left) & (left < end)  # [pieces, intervals]
+        below = np.where(end <= left, lengths[:, None], np.where(inside, left - start, 0.0))
+        covered = below[:, :, None] + inside[:, :, None] * offset  # [pieces, intervals, nodes]
+        density = np.zeros((groups, dt.size))
+        cdf = np.zeros((groups, dt.size))
+        np.add.at(density, owner, np.broadcast_to(inside[:, :, None] / scale, covered.shape).reshape(len(owner), -1))
+        np.add.at(cdf, owner, (covered / scale).reshape(len(owner), -1))
+        # A point group has no density, and its drafts lie below every node right of the point.
+        density[point] = 0.0
+        cdf[point] = np.repeat(left[None, :] >= location[point, None], len(nodes), axis=1)
         group = self.group[self._local(tuples)]  # [m, K]
-        g, survive = density[group], 1.0 - below[group]  # [m, K, nodes]
+        g, survive = density[group], 1.0 - cdf[group]  # [m, K, nodes]
         out = np.empty(np.shape(tuples))
         for i in range(self.k):
             others = np.prod(np.delete(survive, i, axis=1), axis=1)
             out[:, i] = (g[:, i] * others) @ dt
+        if point[group].any():
+            out += self._point_wins(group, point, location, size, owner)
         return out
+
+    def _point_wins(self, group, point, location, size, owner) -> np.ndarray:
+        """``P(draft i is selected | X = x)`` for the drafts of point groups (0 elsewhere): the
+        chance that every other draft lies above the point, ties of points broken by column."""
+        # cdf_at[g, h] = G_g(location of group h) for the groups of positive length g.
+        reach = np.clip(location[None, :] - self.piece_start[:, None], 0.0, (self.piece_end - self.piece_start)[:, None])
+        cdf_at = np.zeros((len(size), len(size)))
+        np.add.at(cdf_at, owner, reach / np.where(point, 1.0, size)[owner][:, None])
+        here = location[group]  # [m, K]
+        column = np.arange(self.k)
+        later = column[None, :] > column[:, None]  # [i, j]: column j comes after column i
+        above = (here[:, None, :] > here[:, :, None]) | ((here[:, None, :] == here[:, :, None]) & later)
+        spread = 1.0 - cdf_at[group[:, None, :], group[:, :, None]]  # [m, i, j]: draft j above draft i's point
+        survive = np.where(point[group][:, None, :], above, spread)
+        survive[:, column, column] = 1.0
+        return np.where(point[group], np.prod(survive, axis=-1), 0.0)
 
 
 class OutsideTarget:

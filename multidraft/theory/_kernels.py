@@ -172,36 +172,76 @@ def _wor_k2(sorted_draft: np.ndarray) -> np.ndarray:
 RACE_TOLERANCE = 1e-14
 
 
-def race_step(k: int, top_mass: float, tolerance: float = RACE_TOLERANCE) -> float:
+def race_step(
+    k: int,
+    top_mass: float,
+    tolerance: float = RACE_TOLERANCE,
+    *,
+    spread: float | np.ndarray | None = None,
+    least_top: float | np.ndarray | None = None,
+) -> float:
     """Trapezoid step h in y = log t whose discretisation error provably stays below ``tolerance``.
 
     The integrand ``f(y) = λ t e^{-λt} P(N_T(t) >= k)``, ``t = e^y`` (see :func:`_wor_race`) is
-    entire and, on the line ``Im y = η`` (``t = s e^{iη}``, ``c = cos η > 0``), obeys
-    ``∫ |f| dx <= M(η) = 1/c + k / (c (1 - M_{k-1}))^k``, where ``M_{k-1}`` is the mass of the
-    k - 1 largest draft tokens: write ``P(N >= k) = 1 - P(N < k)``; the first part integrates to
-    ``1/c``; expand ``P(N < k)`` over the sets A ⊆ T of m < k arrivals, bound
-    ``|1 - e^{-q_a t}| <= q_a s`` and ``|e^{-q_a t}| = e^{-q_a s c}``, and integrate
-    ``∫ λ s^{m+1} e^{-s c (1 - q(A))} ds/s = λ m! / (c (1 - q(A)))^{m+1}`` (``λ + q(T) = 1``);
-    with ``Σ_{|A|=m} m! Π_A q_a <= 1`` and ``q(A) <= M_{k-1}`` the k terms sum to at most
-    ``k / (c (1 - M_{k-1}))^k``. The trapezoidal rule then errs by at
-    most ``2 M(η) / (e^{2πη/h} - 1)`` for every ``η < π/2`` (Trefethen & Weideman, "The
-    exponentially convergent trapezoidal rule", SIAM Review 56 (2014), Theorem 5.1); the step
-    returned is the largest h for which some η on a grid of (0, π/2) meets ``tolerance``.
+    entire, and the trapezoidal rule errs by at most ``2 M(η) / (e^{2πη/h} - 1)`` for every
+    ``η < π/2`` (Trefethen & Weideman, "The exponentially convergent trapezoidal rule", SIAM
+    Review 56 (2014), Theorem 5.1), where ``M(η) >= ∫ |f| dx`` on the line ``Im y = η``
+    (``t = s e^{iη}``, ``c = cos η > 0``); the step returned is the largest h for which some η on
+    a grid of (0, π/2) meets ``tolerance``. Write ``P(N >= k) = 1 - P(N < k)``: the first part
+    integrates to ``1/c``; expand ``P(N < k)`` over the sets A ⊆ T of m < k arrivals, where
+    ``|e^{-q_a t}| = e^{-q_a s c}`` and ``∫ λ s^{m+1} e^{-s c q(Ω \\ A)} ds/s = λ m! / (c q(Ω \\ A))^{m+1}``
+    (``λ + q(T \\ A) = q(Ω \\ A)``). Two bounds on the sum, both valid, of which the smaller is used:
 
-    The bound grows with k and with ``M_{k-1}``, so the step shrinks (and the cost, ∝ 1/h,
-    grows) only logarithmically: about 0.21 at k = 4, 0.18 at k = 8 and 0.15 at k = 16 for a
-    spread-out q, 0.09 at k = 16 when the top tokens hold 90%.
+    * ``|1 - e^{-q_a t}| <= q_a s`` for every a ∈ A, ``q(Ω \\ A) >= 1 - M_{k-1}`` =: σ (``M_{k-1}``
+      the mass of the k - 1 largest draft tokens, σ the ``spread``) and
+      ``Σ_{|A|=m} m! Π_A q_a <= 1``: ``M(η) <= 1/c + k / (c σ)^k``;
+    * with B the k - 1 largest tokens and β the least of them (``least_top``):
+      ``|1 - e^{-q_a t}| <= 2`` on B, ``q_a s`` off B. A = B (the only A ⊇ B) contributes at most
+      ``2^{k-1} λ / (c q(Ω \\ B)) <= 2^{k-1}/c``; any other A misses a token of B, so
+      ``q(Ω \\ A) >= β``, and with ``λ <= q(Ω \\ A)`` and ``Σ_{|A ∖ B|=m} Π q_a <= σ^m/m!`` the sets with
+      j tokens of B contribute at most ``C(k-1, j) 2^j Σ_{m <= k-1-j} (σ/(cβ))^m / c``.
+
+    The first bound grows like ``σ^{-k}`` when the top tokens hold all but a sliver σ of the mass
+    (1e-60 is reached by peaked softmaxes); the second stays of order ``3^{k-1}/c`` there, as long
+    as σ <= β. So the step, and the cost ∝ 1/h, grow only logarithmically: about 0.21 at k = 4,
+    0.18 at k = 8 and 0.15 at k = 16 for a spread-out q, 0.09 at k = 16 when the top tokens hold
+    90%.
+
+    Parameters
+    ----------
+    k : int
+        Number of draws (>= 2).
+    top_mass : float
+        ``M_{k-1}``; used only when ``spread`` is not given (``σ = 1 - M_{k-1}`` then, which
+        cancels when the top tokens hold all but 1e-16: pass ``spread`` summed from the others).
+    tolerance : float
+        Bound on the discretisation error.
+    spread, least_top : float or ndarray, optional
+        σ (summed over the tokens outside the top k - 1) and β, one value or one per row; the
+        step is the smallest over the rows. Without ``least_top`` only the first bound is used.
 
     >>> round(race_step(4, 0.0), 3), round(race_step(16, 0.0), 3)
     (0.213, 0.145)
+    >>> round(race_step(8, 1.0, spread=1e-60), 4), round(race_step(8, 1.0, spread=1e-60, least_top=0.1), 3)
+    (0.0083, 0.219)
     """
     eta = np.linspace(0.005, 0.5 * np.pi - 0.005, 400)
     cosine = np.cos(eta)
-    spread = max(1.0 - float(top_mass), np.finfo(np.float64).tiny)
-    log_bound = np.logaddexp(-np.log(cosine), math.log(k) - k * np.log(cosine * spread))  # log M(η)
+    sigma = np.atleast_1d(np.asarray(1.0 - top_mass if spread is None else spread, dtype=np.float64)).reshape(-1, 1)
+    sigma = np.maximum(sigma, np.finfo(np.float64).tiny)
+    log_bound = np.logaddexp(-np.log(cosine), math.log(k) - k * np.log(cosine * sigma))  # log M(η), first bound
+    if least_top is not None:
+        beta = np.atleast_1d(np.asarray(least_top, dtype=np.float64)).reshape(-1, 1)
+        log_rho = np.log(sigma) - np.log(cosine) - np.log(np.maximum(beta, np.finfo(np.float64).tiny))  # log σ/(cβ)
+        terms = [math.log(1 + 2 ** (k - 1)) + np.zeros_like(log_rho)]
+        for j in range(k - 1):
+            powers = np.arange(k - j)[:, None, None] * log_rho  # m = 0..k-1-j
+            terms.append(math.log(math.comb(k - 1, j)) + j * math.log(2) + np.logaddexp.reduce(powers, axis=0))
+        second = np.logaddexp.reduce(np.stack(terms), axis=0) - np.log(cosine)
+        log_bound = np.minimum(log_bound, second)
     # 2M / (e^{2πη/h} - 1) <= tolerance  <=>  h <= 2πη / log(1 + 2M/tolerance).
     steps = 2.0 * np.pi * eta / np.logaddexp(0.0, math.log(2.0 / tolerance) + log_bound)
-    return float(steps.max())
+    return float(steps.max(axis=-1).min())
 
 
 def _race_nodes(k: int, smallest_rate: float, step: float) -> np.ndarray:
@@ -251,8 +291,9 @@ def _wor_race(sorted_draft: np.ndarray, k: int, step: float | None = None) -> np
     prefix's weighted tail into its integral), so Python loops run √n times, never over the
     vocabulary, and memory stays O(√n · nodes · k). The recurrence forms convex combinations
     only, so it is numerically stable. Prefixes with ``k λ / (1 - M_{k-1}) < RACE_TOLERANCE``
-    (M_{k-1}: mass of the k - 1 largest draft tokens) get the value 1, which that bound on
-    ``P(some of the first k draws falls outside T)`` shows to be within tolerance.
+    (M_{k-1}: mass of the k - 1 largest draft tokens, ``1 - M_{k-1}`` summed over the other
+    tokens) get the value 1, which that bound on ``P(some of the first k draws falls outside
+    T)`` shows to be within tolerance.
 
     Accuracy: the step comes from :func:`race_step` (default ``step=None``), which bounds the
     discretisation error by ``RACE_TOLERANCE``; the nodes cut off below ``t_lo`` and above
@@ -266,9 +307,14 @@ def _wor_race(sorted_draft: np.ndarray, k: int, step: float | None = None) -> np
     *lead, n = q.shape
     # Mass outside each prefix, summed from the tail for accuracy: lam[..., j] = q(Ω \ T_j).
     lam = np.concatenate([np.cumsum(q[..., ::-1], axis=-1)[..., ::-1], np.zeros((*lead, 1))], axis=-1)
-    top = -np.partition(-q, k - 2, axis=-1)[..., : k - 1].sum(axis=-1, keepdims=True)  # M_{k-1}
-    step = race_step(k, float(top.max())) if step is None else step
-    negligible = k * lam / np.maximum(1.0 - top, 1e-300) < RACE_TOLERANCE
+    # σ = 1 - M_{k-1}, summed over the n - k + 1 smallest tokens (1 - M_{k-1} would cancel when the
+    # k - 1 largest hold all but 1e-60, and make every prefix look negligible), and β, the least
+    # of the k - 1 largest.
+    ordered = np.partition(q, n - k, axis=-1)
+    spread = ordered[..., : n - k + 1].sum(axis=-1, keepdims=True)
+    least_top = ordered[..., n - k + 1 :].min(axis=-1, keepdims=True)
+    step = race_step(k, 1.0, spread=spread, least_top=least_top) if step is None else step
+    negligible = k * lam / np.maximum(spread, 1e-300) < RACE_TOLERANCE
     rates = np.where(negligible, np.inf, lam)
     smallest = float(np.min(rates)) if np.isfinite(rates).any() else 1.0
     t = _race_nodes(k, smallest, step)  # [G]

@@ -3,7 +3,27 @@
 A distribution is a 1-D ``float64`` numpy array validated once at the boundary by
 :func:`as_distribution` (or a tuple of :class:`fractions.Fraction` from
 :func:`as_exact_distribution`). Every later computation may assume the invariants
-checked here: finite, non-negative entries summing to one, non-empty.
+checked here: finite, non-negative entries summing to one, non-empty, and every positive
+entry at least :data:`MASS_FLOOR`.
+
+**Tiny masses** (the one policy for them, applied here and nowhere else): a float probability
+below ``MASS_FLOOR = 1e-300`` is set to zero; every other entry is kept exactly as given,
+however small (1e-300, 1e-20, 1e-13 next to exact zeros), and every computation of the package
+is exact for it to rounding. Float64 cannot compute with smaller masses: below 2.2e-308 they are
+subnormal (fewer than 53 significant bits; 5e-324 carries one) and their reciprocals overflow
+to infinity, so no ratio, odds, rate or residual built on them means anything; the floor leaves
+eight orders of magnitude of headroom above that, so that a reciprocal times a modest factor (a
+count, a rate bound) stays finite. Dropping such entries moves less than ``n · 1e-300`` of
+probability, far below the rounding of any sum to one; what changes is only whether the token
+counts as supported (a draft law without replacement needs K supported tokens, and a draft
+token of probability zero is refused). Exact (Fraction) inputs are never floored: their float
+copies keep a positive entry at ``MASS_FLOOR`` at least, so that the float and the exact law
+agree on the support.
+
+Accepted inputs: sequences and numpy arrays of numbers, Fractions and ``"a/b"`` strings, and
+torch tensors of any float dtype and device (recognised by their methods, so this module does
+not import torch; converted to float64 on the CPU). Mappings and sets are refused with a
+``TypeError``: their iteration order is not a token order (a dict iterates over its *keys*).
 
 The transforms (:func:`softmax`, :func:`top_k`, :func:`top_p`) are the ones language-model
 sampling applies before a token is drawn; the random families (:func:`dirichlet`,
@@ -12,7 +32,8 @@ sampling applies before a token is drawn; the random families (:func:`dirichlet`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from fractions import Fraction
 from numbers import Rational
 
@@ -20,7 +41,10 @@ import numpy as np
 
 __all__ = [
     "SUM_TOLERANCE",
+    "MASS_FLOOR",
     "check_count",
+    "check_number",
+    "check_generator",
     "as_distribution",
     "as_exact_distribution",
     "parse_distribution",
@@ -34,6 +58,9 @@ __all__ = [
 
 #: Largest accepted ``|sum(p) - 1|`` for a float distribution; pass ``normalize=True`` to rescale.
 SUM_TOLERANCE = 1e-6
+#: Smallest positive probability a float distribution keeps; :func:`as_distribution` sets
+#: smaller entries to zero (the tiny-mass policy of the module docstring).
+MASS_FLOOR = 1e-300
 
 
 def check_count(value: object, name: str, *, minimum: int = 1, meaning: str = "") -> int:
@@ -86,17 +113,33 @@ def _shown(value: object) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
-def _check_number(value: object, name: str, rule: str, inside: Callable[[float], bool]) -> float:
-    """``float(value)`` once checked to be a finite real number with ``inside(value)`` true;
-    else ``ValueError("<name>: must be a finite number <rule>, got <value>")``."""
+def check_number(value: object, name: str, rule: str, inside: Callable[[float], bool]) -> float:
+    """``float(value)`` once checked to be a finite real number with ``inside(value)`` true.
+
+    The one check of every real-valued parameter (temperatures, tolerances, masses): Python and
+    numpy reals pass; booleans, strings, NaN and infinities do not.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: must be a finite number <rule>, got <value>"``.
+
+    >>> check_number(1e-9, "tolerance", ">= 0", lambda t: t >= 0)
+    1e-09
+    >>> check_number(float("nan"), "tolerance", ">= 0", lambda t: t >= 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tolerance: must be a finite number >= 0, got nan
+    """
     real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not real or not np.isfinite(value) or not inside(float(value)):
         raise ValueError(f"{name}: must be a finite number {rule}, got {_shown(value)}")
     return float(value)
 
 
-def _check_generator(rng: object, name: str = "rng") -> np.random.Generator:
-    """``rng`` if it is a ``numpy.random.Generator``, else a ``TypeError`` saying how to make one."""
+def check_generator(rng: object, name: str = "rng") -> np.random.Generator:
+    """``rng`` if it is a ``numpy.random.Generator``, else a ``TypeError`` saying how to make one
+    (the one check of every random generator argument)."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError(
             f"{name}: expected a numpy.random.Generator, e.g. numpy.random.default_rng(0), got {type(rng).__name__}"
@@ -131,16 +174,19 @@ def as_distribution(
 ) -> np.ndarray:
     """Validate ``values`` as a probability vector and return a fresh float64 copy.
 
-    Checks, in order: numeric and 1-D (``[..., n]`` when ``batched``), non-empty, no NaN,
-    no infinity, no negative entry, and ``|sum - 1| <= tolerance`` (or rescale when
-    ``normalize=True``; an all-zero vector cannot be rescaled). An accepted vector is divided
-    by its sum, so later computations may rely on ``sum == 1`` up to rounding. The caller's
-    array is never modified.
+    Checks, in order: a sequence, array or tensor (not a mapping or set), numeric and 1-D
+    (``[..., n]`` when ``batched``), non-empty, no NaN, no infinity, no negative entry, and
+    ``|sum - 1| <= tolerance`` (or rescale when ``normalize=True``; an all-zero vector cannot
+    be rescaled). An accepted vector is divided by its sum, so later computations may rely on
+    ``sum == 1`` up to rounding, and then every entry below :data:`MASS_FLOOR` (1e-300) is set
+    to zero (the module's tiny-mass policy). The caller's array is never
+    modified.
 
     Parameters
     ----------
     values : array_like, shape (n,) or (..., n) when ``batched``
-        Probabilities; Fractions and ``"a/b"`` strings are accepted and converted to float.
+        Probabilities; Fractions and ``"a/b"`` strings are accepted and converted to float, and
+        so are torch tensors (any float dtype, any device).
     name : str
         Argument name used in error messages (``"target"``, ``"draft"``, ...).
     normalize : bool
@@ -156,6 +202,9 @@ def as_distribution(
 
     Raises
     ------
+    TypeError
+        For a mapping or a set (``{0: 0.3, 1: 0.7}`` would be read by its keys), naming
+        ``name`` and what to pass instead.
     ValueError
         Naming ``name`` and the defect.
 
@@ -163,6 +212,8 @@ def as_distribution(
     --------
     >>> as_distribution([0.25, 0.75], "target")
     array([0.25, 0.75])
+    >>> as_distribution([1e-300, 1e-310, 1.0], "draft")  # below MASS_FLOOR = 1e-300: zero
+    array([1.e-300, 0.e+000, 1.e+000])
     >>> as_distribution([1, 3], "draft", normalize=True)
     array([0.25, 0.75])
     >>> as_distribution([0.5, 0.6], "draft")
@@ -172,6 +223,8 @@ def as_distribution(
     """
     if isinstance(values, str):
         values = parse_distribution(values, name)
+    values = _plain(values, name)
+    tolerance = check_number(tolerance, "tolerance", ">= 0", lambda t: t >= 0)
     fast = _fast_path(values, batched, normalize, tolerance)
     if fast is not None:
         return fast
@@ -188,7 +241,7 @@ def as_distribution(
     if normalize:
         if (total <= 0).any():
             raise ValueError(f"{name}: all entries are zero, cannot normalize")
-        return array / total
+        return _floored(array / total)
     deviation = np.abs(total - 1.0)
     if (deviation > tolerance).any():
         worst = float(total.reshape(-1)[int(np.argmax(deviation))])
@@ -196,24 +249,58 @@ def as_distribution(
             f"{name}: entries sum to {worst:.6g}, not 1 (tolerance {tolerance:g}); "
             "pass normalize=True to rescale"
         )
-    return array / total
+    return _floored(array / total)
+
+
+def _floored(probabilities: np.ndarray) -> np.ndarray:
+    """``probabilities`` (a fresh array) with every entry below :data:`MASS_FLOOR` set to zero,
+    in place: the tiny-mass policy of the module docstring. Masked writes are slow in numpy, so
+    the entries are written only when some lie strictly between zero and the floor (two counts
+    decide it; a dense softmax output needs one comparison)."""
+    below = probabilities < MASS_FLOOR
+    if below.any() and np.count_nonzero(below) != np.count_nonzero(probabilities == 0.0):
+        np.copyto(probabilities, 0.0, where=below)
+    return probabilities
+
+
+def _plain(values: object, name: str) -> object:
+    """``values`` as something numpy reads in token order: a torch tensor (duck-typed: detached,
+    moved to the CPU, in float64, since numpy has no bfloat16) becomes a numpy array; a mapping
+    or a set is refused (``TypeError``), since iterating it gives keys or an arbitrary order."""
+    if isinstance(values, (Mapping, AbstractSet)):
+        kind = "mapping" if isinstance(values, Mapping) else "set"
+        hint = "list(d.values()) if d is ordered by token id" if kind == "mapping" else "a list"
+        raise TypeError(
+            f"{name}: got a {kind} ({type(values).__name__}); pass the probabilities as a sequence "
+            f"or array in token order, entry i for token i (e.g. {hint})"
+        )
+    if all(callable(getattr(values, method, None)) for method in ("detach", "cpu", "double", "numpy", "is_complex")):
+        if values.is_complex():
+            raise ValueError(f"{name}: expected real probabilities, got a complex tensor")
+        return values.detach().cpu().double().numpy()
+    return values
 
 
 def _fast_path(values: object, batched: bool, normalize: bool, tolerance: float) -> np.ndarray | None:
     """The checks of :func:`as_distribution` in three passes for a float64 array that passes
     them (None otherwise, and the full checks name the defect): a minimum >= 0 excludes NaN
     and negative entries, and finite row sums exclude infinities. This keeps validation cheap
-    on the per-position hot paths at a 10⁵-token vocabulary."""
+    on the per-position hot paths at a 10⁵-token vocabulary; the floor costs nothing more when
+    the minimum already clears it (a softmax without zeros)."""
     if not (isinstance(values, np.ndarray) and values.dtype == np.float64 and values.size):
         return None
     if values.ndim != 1 and not (batched and values.ndim > 1):
         return None
     total = values.sum(axis=-1, keepdims=True)
-    if not (values.min() >= 0 and np.isfinite(total).all()):
+    least = values.min()
+    if not (least >= 0 and np.isfinite(total).all()):
         return None
-    if normalize:
-        return values / total if (total > 0).all() else None
-    return values / total if (np.abs(total - 1.0) <= tolerance).all() else None
+    if normalize and not (total > 0).all():
+        return None
+    if not normalize and not (np.abs(total - 1.0) <= tolerance).all():
+        return None
+    out = values / total
+    return out if least >= MASS_FLOOR * total.max() else _floored(out)
 
 
 def _to_float_list(values: object) -> object:
@@ -238,7 +325,7 @@ def is_exact_input(values: object) -> bool:
     """
     if isinstance(values, np.ndarray) and values.dtype != object:
         return np.issubdtype(values.dtype, np.integer)
-    if isinstance(values, str) or not isinstance(values, Iterable):
+    if isinstance(values, (str, Mapping, AbstractSet)) or not isinstance(values, Iterable):
         return False
     return all(isinstance(v, (str, Rational)) and not isinstance(v, bool) for v in values)
 
@@ -261,6 +348,7 @@ def as_exact_distribution(
     """
     if isinstance(values, str):
         values = values.split(",")
+    values = _plain(values, name)
     if isinstance(values, np.ndarray):
         values = values.tolist()
     if not isinstance(values, Iterable):
@@ -321,7 +409,7 @@ def softmax(logits: object, temperature: float = 1.0) -> np.ndarray:
     Raises ``ValueError`` for a temperature that is negative or not a finite number, and for
     logits that are not numeric, empty, NaN or ``+inf``, or ``-inf`` everywhere in a row.
     """
-    temperature = _check_number(temperature, "temperature", ">= 0", lambda t: t >= 0)
+    temperature = check_number(temperature, "temperature", ">= 0", lambda t: t >= 0)
     try:
         z = np.asarray(logits, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -366,7 +454,7 @@ def top_p(distribution: object, mass: float) -> np.ndarray:
     array([0.        , 0.66666667, 0.33333333])
     """
     p = as_distribution(distribution, "distribution", batched=True)
-    mass = _check_number(mass, "mass", "in (0, 1] (the nucleus mass of top_p)", lambda m: 0 < m <= 1)
+    mass = check_number(mass, "mass", "in (0, 1] (the nucleus mass of top_p)", lambda m: 0 < m <= 1)
     order = np.argsort(-p, axis=-1, kind="stable")
     sorted_p = np.take_along_axis(p, order, axis=-1)
     before = np.cumsum(sorted_p, axis=-1) - sorted_p
@@ -391,8 +479,8 @@ def dirichlet(n: int, alpha: float, rng: np.random.Generator, size: int | None =
     ValueError: alpha: must be a finite number > 0, got nan
     """
     n = check_count(n, "n", meaning="the vocabulary size")
-    alpha = _check_number(alpha, "alpha", "> 0", lambda a: a > 0)
-    rng = _check_generator(rng)
+    alpha = check_number(alpha, "alpha", "> 0", lambda a: a > 0)
+    rng = check_generator(rng)
     size = _check_size(size)
     shape = (n,) if size is None else (size, n)
     gamma = rng.standard_gamma(alpha, size=shape)
@@ -420,8 +508,8 @@ def zipf(
     ValueError: exponent: must be a finite number > 0, got nan
     """
     n = check_count(n, "n", meaning="the vocabulary size")
-    exponent = _check_number(exponent, "exponent", "> 0", lambda e: e > 0)
-    rng = None if rng is None else _check_generator(rng)
+    exponent = check_number(exponent, "exponent", "> 0", lambda e: e > 0)
+    rng = None if rng is None else check_generator(rng)
     size = _check_size(size)
     weights = np.arange(1, n + 1, dtype=np.float64) ** (-exponent)
     weights /= weights.sum()

@@ -41,7 +41,14 @@ from multidraft.theory._kernels import (
     wor_prefix_containment,
     zeta_transform,
 )
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, is_exact_input
+from multidraft.theory.distributions import (
+    MASS_FLOOR,
+    as_distribution,
+    as_exact_distribution,
+    check_count,
+    check_generator,
+    is_exact_input,
+)
 from multidraft.theory.limits import SizeEstimate, check_size, optimum_advice
 
 __all__ = [
@@ -51,6 +58,9 @@ __all__ = [
     "WithoutReplacement",
     "Greedy",
     "Deterministic",
+    "LAWS",
+    "law_class",
+    "law_for",
     "ENUMERATION_LIMIT",
     "check_k",
     "check_law",
@@ -94,27 +104,39 @@ def check_k(k: int) -> int:
 def _validated(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
     """Float copy of a draft distribution plus its exact Fractions when given exactly.
 
-    A positive exact entry too small for a float (below ~1e-308) is kept as the smallest
-    positive float, so that every support decision made on the float copy (enumeration,
-    support masks, K <= support size) agrees with the exact law.
+    A positive exact entry below :data:`~multidraft.theory.distributions.MASS_FLOOR` (1e-300)
+    is kept as ``MASS_FLOOR`` in the float copy, so that every support
+    decision made on it (enumeration, support masks, K <= support size) agrees with the exact
+    law, and the float copy keeps the invariants of :func:`as_distribution`.
     """
     if is_exact_input(draft) or (isinstance(draft, str) and "." not in draft):
         exact = as_exact_distribution(draft, name, normalize=normalize)
-        tiny = np.finfo(np.float64).smallest_subnormal
-        return np.array([max(float(x), tiny) if x > 0 else 0.0 for x in exact]), exact
+        return np.array([max(float(x), MASS_FLOOR) if x > 0 else 0.0 for x in exact]), exact
     return as_distribution(draft, name, normalize=normalize), None
 
 
 class DraftLaw(ABC):
     """A law of K draft tokens on Ω = {0, ..., n-1}.
 
-    Subclasses set ``k``, ``n`` and ``name`` and implement sampling, enumeration and
-    containment. ``exact`` is True when the law was given exact (Fraction) probabilities.
+    Subclasses set ``k``, ``n`` and ``name`` (the law's *kind*, its key in :data:`LAWS`) and
+    implement sampling, enumeration and containment. ``exact`` is True when the law was given
+    exact (Fraction) probabilities. What kind of law an object is, is decided here, by its
+    class: other modules ask the law (its flags and methods) or dispatch on the class, never on
+    ``name``.
     """
 
     k: int
     n: int
     name: str
+    #: Built from draft distributions (:meth:`from_drafts`); False for a fixed set of tokens.
+    takes_distributions: bool = True
+    #: Built from one draft distribution per draft (:meth:`from_drafts` keeps them apart);
+    #: False for the laws of one shared draft distribution.
+    one_distribution_per_draft: bool = False
+    #: The optimum has a batched form over rows of (p, q): the law is fixed by one draft
+    #: distribution q and K, and its scan order is the decreasing-q/p order
+    #: (:meth:`sorted_prefix_containment`; :func:`~multidraft.theory.optimal_acceptance_batch`).
+    batched_optimum: bool = False
     #: The laws whose optimal min-cut set is a prefix of :meth:`scan_order`.
     has_prefix_structure: bool = True
     #: Exchangeable laws (merge tuples into multisets in LPs).
@@ -128,9 +150,60 @@ class DraftLaw(ABC):
     def exact(self) -> bool:
         """Whether exact Fraction probabilities are available."""
 
+    @classmethod
+    def from_drafts(cls, drafts: Sequence[object], k: int | None = None, *, normalize: bool = False) -> DraftLaw:
+        """The law of this kind over ``drafts``, the draft distributions of the K drafts
+        (:func:`law_for`). A law of one shared distribution reads the first (the others are
+        the same distribution, e.g. the drafts of one model at one prefix); ``k`` defaults to
+        ``len(drafts)``."""
+        drafts = list(drafts)
+        if not drafts:
+            raise ValueError(f"drafts: the {cls.name} law needs at least one draft distribution")
+        return cls(drafts[0], len(drafts) if k is None else k, normalize=normalize)
+
+    def check_target(self, target: object, exact: bool = False) -> np.ndarray:
+        """The target p checked against this law: a distribution of length n.
+
+        Returns a float64 array, or with ``exact`` an object array of Fractions (the target
+        given as Fractions, integers or ``"a/b"`` strings, and the law exact). The one check of
+        a target against a law; every entry point that takes ``(target, law)`` calls it.
+
+        >>> IID([0.5, 0.5], 2).check_target([0.2, 0.3, 0.5])
+        Traceback (most recent call last):
+        ...
+        ValueError: target: length 3 does not match the draft law's vocabulary n=2
+        """
+        if exact:
+            p = np.array(as_exact_distribution(target, "target"), dtype=object)
+            self._require_exact()
+        else:
+            p = as_distribution(target, "target")
+        if len(p) != self.n:
+            raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={self.n}")
+        return p
+
+    def single_draft(self) -> DraftLaw:
+        """The law of one draft from the same draft model: ``IID(q, 1)`` with q the first
+        draft's distribution before the law's rule (q itself for the laws of one draft
+        distribution, q_1 for :class:`Independent`); exact when this law is. The baseline
+        that single-draft speculative sampling runs on."""
+        return IID(self._first_distribution(), 1)
+
+    def _first_distribution(self) -> object:
+        """The distribution the first draft model drafts from (exact Fractions when given)."""
+        return self.marginal(0, self.exact)
+
     @abstractmethod
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        """Draw draft tuples: int64 array ``[k]`` or ``[size, k]``."""
+        """Draw draft tuples: int64 array ``[k]`` or ``[size, k]`` (``size >= 0``)."""
+
+    @staticmethod
+    def _sample_count(rng: object, size: object) -> int:
+        """The number of tuples :meth:`sample` draws (1 for ``size=None``), once ``rng`` is
+        checked to be a ``numpy.random.Generator`` (``TypeError``) and ``size`` a count >= 0
+        (``ValueError`` naming it)."""
+        check_generator(rng)
+        return 1 if size is None else check_count(size, "size", minimum=0, meaning="the number of draft tuples")
 
     @abstractmethod
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -357,6 +430,8 @@ class _RatioPrefixLaw(DraftLaw):
     mode and ``_exact_prefix_containment(order)`` in exact mode.
     """
 
+    batched_optimum = True
+
     def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
         self.k = check_k(k)
         self.draft, self._exact_draft = _validated(draft, "draft", normalize)
@@ -387,6 +462,12 @@ class _RatioPrefixLaw(DraftLaw):
             self._require_exact()
             return exact_ratio_order(target, self._exact_draft)
         return ratio_order(target, self.draft)
+
+    @classmethod
+    def sorted_prefix_containment(cls, sorted_draft: np.ndarray, k: int) -> np.ndarray:
+        """``P(set(X) ⊆ T_j)`` for the prefixes of the decreasing-q/p order, from q sorted in
+        that order along the last axis (``[..., n] -> [..., n + 1]``, float; any batch shape)."""
+        return cls._prefix_kernel(sorted_draft, k)
 
     def prefix_containment(self, order: np.ndarray, exact: bool = False) -> np.ndarray:
         if exact:
@@ -419,7 +500,8 @@ class IID(_RatioPrefixLaw):
     _prefix_kernel = staticmethod(iid_prefix_containment)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        shape = (self.k,) if size is None else (size, self.k)
+        count = self._sample_count(rng, size)
+        shape = (self.k,) if size is None else (count, self.k)
         return rng.choice(self.n, size=shape, p=self.draft).astype(np.int64)
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -479,6 +561,17 @@ class Independent(DraftLaw):
     independent_drafts = True
     has_prefix_structure = False
     symmetric = False
+    one_distribution_per_draft = True
+
+    @classmethod
+    def from_drafts(cls, drafts: Sequence[object], k: int | None = None, *, normalize: bool = False) -> Independent:
+        """One distribution per draft; a single one with ``k`` is repeated K times."""
+        drafts = list(drafts)
+        if len(drafts) == 1 and k is not None:
+            drafts = drafts * check_k(k)
+        elif k is not None and k != len(drafts):
+            raise ValueError(f"k: {len(drafts)} draft distributions make k = {len(drafts)}, got k={k}")
+        return cls(drafts, normalize=normalize)
 
     def __init__(self, drafts: Sequence[object], *, normalize: bool = False) -> None:
         drafts = list(drafts)
@@ -501,7 +594,7 @@ class Independent(DraftLaw):
         return f"Independent(n={self.n}, k={self.k})"
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         columns = [rng.choice(self.n, size=count, p=q) for q in self.drafts]
         out = np.stack(columns, axis=-1).astype(np.int64)
         return out[0] if size is None else out
@@ -595,15 +688,22 @@ class WithoutReplacement(_RatioPrefixLaw):
         if self.k > support:
             raise ValueError(
                 f"k: without replacement needs k <= the number of draft tokens with positive "
-                f"probability, got k={self.k} > {support}"
+                f"probability (entries below MASS_FLOOR={MASS_FLOOR:g} count as zero), got k={self.k} > {support}"
             )
 
     def tuple_count(self, merged: bool = False) -> int:
         support = int(np.count_nonzero(self.draft))
         return math.comb(support, self.k) if merged else math.perm(support, self.k)
 
+    @classmethod
+    def sorted_prefix_containment(cls, sorted_draft: np.ndarray, k: int) -> np.ndarray:
+        support = np.count_nonzero(sorted_draft, axis=-1)
+        if (support < k).any():
+            raise ValueError(f"k: without replacement needs k <= the draft support size, got k={k} > {np.min(support)}")
+        return super().sorted_prefix_containment(sorted_draft, k)
+
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         with np.errstate(divide="ignore"):
             keys = np.log(self.draft) + rng.gumbel(size=(count, self.n))
         if self.k < self.n:
@@ -687,7 +787,7 @@ class Greedy(DraftLaw):
         if rest_mass <= 0:
             raise ValueError(
                 f"draft: greedy drafting with k={self.k} needs positive draft mass outside the "
-                f"top {self.k - 1} tokens"
+                f"top {self.k - 1} tokens (entries below MASS_FLOOR={MASS_FLOOR:g} count as zero)"
             )
         self.residual = np.where(rest, self.draft, 0.0) / rest_mass
 
@@ -717,12 +817,16 @@ class Greedy(DraftLaw):
             return self._one_hot(self.fixed[position], exact)
         return np.array(self._exact_residual(), dtype=object) if exact else self.residual.copy()
 
+    def _first_distribution(self) -> object:
+        """q itself: the distribution the greedy drafts are ranked and drawn from."""
+        return self._exact_draft if self.exact else self.draft
+
     def _exact_residual(self) -> list[Fraction]:
         mass = sum((self._exact_draft[t] for t in np.flatnonzero(self.rest_mask)), Fraction(0))
         return [self._exact_draft[t] / mass if self.rest_mask[t] else Fraction(0) for t in range(self.n)]
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else size
+        count = self._sample_count(rng, size)
         last = rng.choice(self.n, size=(count, 1), p=self.residual)
         out = np.concatenate([np.tile(self.fixed, (count, 1)), last], axis=-1).astype(np.int64)
         return out[0] if size is None else out
@@ -774,6 +878,15 @@ class Deterministic(DraftLaw):
     name = "deterministic"
     independent_drafts = True
     symmetric = False
+    takes_distributions = False
+
+    @classmethod
+    def from_drafts(cls, drafts: Sequence[object], k: int | None = None, *, normalize: bool = False) -> Deterministic:
+        raise ValueError("law: the deterministic law is built from token ids, Deterministic(tokens, n), not from draft distributions")
+
+    def single_draft(self) -> Deterministic:
+        """The first draft token alone: ``Deterministic(tokens[:1], n)``."""
+        return Deterministic(self.tokens[:1], self.n)
 
     def __init__(self, tokens: Sequence[int], n: int) -> None:
         n = check_count(n, "n", meaning="the vocabulary size")
@@ -807,7 +920,8 @@ class Deterministic(DraftLaw):
         return self._one_hot(self.tokens[self._check_position(position)], exact)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        return self.tokens.copy() if size is None else np.tile(self.tokens, (size, 1))
+        count = self._sample_count(rng, size)
+        return self.tokens.copy() if size is None else np.tile(self.tokens, (count, 1))
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         probs = np.array([Fraction(1)], dtype=object) if exact else np.ones(1)
@@ -829,3 +943,38 @@ class Deterministic(DraftLaw):
 
     def _tuple_possible(self, drafts: np.ndarray) -> bool:
         return bool(np.array_equal(drafts, self.tokens))
+
+
+#: The draft-law classes by kind (``law.name``), in the order the command line lists them.
+LAWS: dict[str, type[DraftLaw]] = {cls.name: cls for cls in (IID, WithoutReplacement, Greedy, Independent, Deterministic)}
+
+
+def law_class(kind: str) -> type[DraftLaw]:
+    """The draft-law class of ``kind`` (a key of :data:`LAWS`).
+
+    >>> law_class("wor").__name__
+    'WithoutReplacement'
+    >>> law_class("uniform")
+    Traceback (most recent call last):
+    ...
+    ValueError: law: unknown draft law 'uniform'; choose one of iid, wor, greedy, independent, deterministic
+    """
+    if kind not in LAWS:
+        raise ValueError(f"law: unknown draft law {kind!r}; choose one of {', '.join(LAWS)}")
+    return LAWS[kind]
+
+
+def law_for(kind: str, drafts: Sequence[object], k: int | None = None, *, normalize: bool = False) -> DraftLaw:
+    """The draft law of ``kind`` over the draft distributions ``drafts`` of the K drafts.
+
+    ``k`` defaults to ``len(drafts)``. A law of one shared draft distribution (iid, wor,
+    greedy) reads the first; :class:`Independent` takes one per draft (one repeated K times
+    when a single one is given with ``k``). The deterministic law is built from token ids,
+    ``Deterministic(tokens, n)``, not from distributions.
+
+    >>> law_for("iid", [[0.5, 0.5]], k=3)
+    IID(n=2, k=3)
+    >>> law_for("independent", [[0.5, 0.5], [0.9, 0.1]])
+    Independent(n=2, k=2)
+    """
+    return law_class(kind).from_drafts(drafts, k, normalize=normalize)

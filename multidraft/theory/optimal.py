@@ -36,17 +36,17 @@ from fractions import Fraction
 import numpy as np
 
 from multidraft.theory._independent import product_cut
-from multidraft.theory.distributions import as_distribution, as_exact_distribution
+from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_number
 from multidraft.theory.limits import optimum_advice
 from multidraft.theory.laws import (
+    LAWS,
     DraftLaw,
     SUBSETS_LIMIT,
     check_k,
     check_law,
-    iid_prefix_containment,
+    law_class,
     ratio_order,
     subset_sums,
-    wor_prefix_containment,
 )
 
 __all__ = [
@@ -123,17 +123,6 @@ class UnitAcceptance:
     optimum: OptimalAcceptance
 
 
-def _target(target: object, law: DraftLaw, exact: bool) -> np.ndarray | tuple[Fraction, ...]:
-    check_law(law)
-    if exact:
-        p = as_exact_distribution(target, "target")
-    else:
-        p = as_distribution(target, "target")
-    if len(p) != law.n:
-        raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
-    return p
-
-
 def cut_value(target: object, law: DraftLaw, tokens: object, exact: bool = False) -> float | Fraction:
     """The min-cut objective ``p(T) + 1 - P_D(set(X) ⊆ T)`` of one token set T.
 
@@ -143,7 +132,7 @@ def cut_value(target: object, law: DraftLaw, tokens: object, exact: bool = False
     >>> cut_value(["1/2", "1/2"], IID(["1/2", "1/2"], 2), [0], exact=True)
     Fraction(5, 4)
     """
-    p = _target(target, law, exact)
+    p = check_law(law).check_target(target, exact)
     tokens = sorted(set(int(t) for t in tokens))
     if exact:
         return sum((p[t] for t in tokens), Fraction(0)) + 1 - law.containment_exact(tokens)
@@ -218,9 +207,7 @@ def optimal_acceptance(
     """
     if method not in METHODS:
         raise ValueError(f"method: unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    p = _target(target, law, exact)
-    if exact:
-        law._require_exact()
+    p = check_law(law).check_target(target, exact)
     if method == "auto":
         method = "sorted" if law.has_prefix_structure else "threshold" if law.independent_drafts else "subsets"
     if method == "threshold":
@@ -336,6 +323,7 @@ def unit_acceptance(
     >>> unit_acceptance([0.9, 0.1], IID([0.5, 0.5], 2)).violating_set
     array([1])
     """
+    tolerance = check_number(tolerance, "tolerance", "in [0, 1) (a shortfall of P* below 1 that counts as one)", lambda t: 0 <= t < 1)
     optimum = optimal_acceptance(target, law, exact=exact)
     holds = optimum.value == 1 if exact else optimum.value >= 1 - tolerance
     return UnitAcceptance(bool(holds), None if holds else optimum.certificate, optimum)
@@ -347,19 +335,25 @@ def unit_acceptance(
 _BATCH_BLOCK_ENTRIES = 1 << 19
 
 
-def optimal_acceptance_batch(target: object, draft: object, k: int, law: str = "iid") -> np.ndarray:
+#: The kinds of law with a batched optimum (``DraftLaw.batched_optimum``): iid, wor.
+BATCH_LAWS = tuple(kind for kind, cls in LAWS.items() if cls.batched_optimum)
+
+
+def optimal_acceptance_batch(target: object, draft: object, k: int, law: str | type[DraftLaw] = "iid") -> np.ndarray:
     """Optimal acceptance for a batch of (p, q) pairs ``[B, n]`` under an iid or wor law.
 
     The same prefix scan as :func:`optimal_acceptance` (``method="sorted"``) for every row:
     ``P*_b = min_j [p_b(T_j) + 1 - P(set(X) ⊆ T_j)]`` over the prefixes of the decreasing-q/p
-    order of row b, vectorised over blocks of rows small enough to stay in cache.
+    order of row b, vectorised over blocks of rows small enough to stay in cache. ``law`` is a
+    law class with ``batched_optimum`` or its kind (:data:`BATCH_LAWS`).
 
     >>> optimal_acceptance_batch([[0.5, 0.5], [1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]], k=2)
     array([1.  , 0.75])
     """
     k = check_k(k)
-    if law not in ("iid", "wor"):
-        raise ValueError(f"law: batched optimum supports 'iid' and 'wor', got {law!r}")
+    law = law_class(law) if isinstance(law, str) else law
+    if not (isinstance(law, type) and issubclass(law, DraftLaw) and law.batched_optimum):
+        raise ValueError(f"law: batched optimum supports {', '.join(map(repr, BATCH_LAWS))}, got {law!r}")
     target, draft = (
         values if isinstance(values, np.ndarray) and values.dtype.kind in "fiu" else as_distribution(values, name, batched=True)
         for values, name in ((target, "target"), (draft, "draft"))
@@ -373,14 +367,7 @@ def optimal_acceptance_batch(target: object, draft: object, k: int, law: str = "
         p = as_distribution(target[rows], "target", batched=True)
         q = as_distribution(draft[rows], "draft", batched=True)
         order = ratio_order(p, q)
-        sorted_q = np.take_along_axis(q, order, axis=-1)
-        if law == "iid":
-            contained = iid_prefix_containment(sorted_q, k)
-        else:
-            support = np.count_nonzero(q, axis=-1)
-            if (support < k).any():
-                raise ValueError(f"k: without replacement needs k <= the draft support size, got k={k} > {support.min()}")
-            contained = wor_prefix_containment(sorted_q, k)
+        contained = law.sorted_prefix_containment(np.take_along_axis(q, order, axis=-1), k)
         out[rows] = np.minimum(1.0 + _prefix_cut_values(p, order, contained).min(axis=-1), 1.0)
     return out
 

@@ -48,8 +48,7 @@ import numpy as np
 
 from multidraft.theory._curtain_rule import CurtainRule, OutsideTarget, fit_curtain_rule, fit_support_rule
 from multidraft.theory._front_back import front_back_nodes, front_back_pass
-from multidraft.theory.distributions import as_distribution
-from multidraft.theory.laws import DraftLaw
+from multidraft.theory.laws import IID, DraftLaw, WithoutReplacement, check_law
 
 __all__ = [
     "SelectionRule",
@@ -63,10 +62,10 @@ __all__ = [
     "PROVEN_OPTIMAL_LAWS",
 ]
 
-#: Draft laws with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
-VERIFIER_LAWS = ("iid", "wor")
+#: Draft-law classes with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
+VERIFIER_LAWS: tuple[type[DraftLaw], ...] = (IID, WithoutReplacement)
 #: Those whose verifier provably reaches P* (for drafts without replacement it is a lower bound).
-PROVEN_OPTIMAL_LAWS = ("iid",)
+PROVEN_OPTIMAL_LAWS: tuple[type[DraftLaw], ...] = (IID,)
 
 
 @dataclass(frozen=True)
@@ -225,16 +224,13 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     draft cannot propose are never selected and never in T*; docs/optimal_verifier.md §8). Drafts
     without replacement: the prefix race and the O(n · G · K) front/back pass.
     """
-    if not isinstance(law, DraftLaw):
-        raise TypeError(f"law: expected a DraftLaw (IID, ...), got {type(law).__name__}")
-    if law.name not in VERIFIER_LAWS:
+    if not isinstance(check_law(law), VERIFIER_LAWS):
         raise ValueError(
-            f"law: the optimal verifier supports the {', '.join(VERIFIER_LAWS)} laws; got the {law.name} law"
+            f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws; "
+            f"got the {law.name} law"
         )
-    p = as_distribution(target, "target")
-    if len(p) != law.n:
-        raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={law.n}")
-    if law.name == "iid":
+    p = law.check_target(target)
+    if isinstance(law, IID):
         return fit_curtain_rule(p, law.draft, law.k)
     order = law.scan_order(p)
     contained = law.prefix_containment(order)

@@ -83,7 +83,7 @@ def floor_guaranteed(scheme: Scheme) -> bool:
     construction; multi-stage selection without truncation (``s=None``), whose first stage may
     always keep draft 1. The truncated LP makes no such promise (issue 20, item 6: it can fall
     below a single draft)."""
-    if scheme.optimal or scheme.name in FIRST_STEP_AT_LEAST_SINGLE:
+    if scheme.capabilities.optimal or scheme.name in FIRST_STEP_AT_LEAST_SINGLE:
         return True
     return scheme.name == "multistage" and getattr(scheme, "s", 0) is None
 
@@ -114,11 +114,11 @@ def _check_bounds(scheme: Scheme, target, law, optimum: float) -> None:
 # ------------------------------------------------------------------------ valid extreme inputs
 
 #: Every (scheme, law) pair of the registry.
-PAIRS = [(name, law) for name, cls in SCHEMES.items() for law in cls.supported_laws]
+PAIRS = [(name, law.name) for name, cls in SCHEMES.items() for law in cls.capabilities.laws]
 
 
 def _pair_settings(name: str, law: str) -> settings:
-    return LP_SETTINGS if law in SCHEMES[name].lp_laws else SETTINGS
+    return LP_SETTINGS if law in {cls.name for cls in SCHEMES[name].capabilities.imports_lp} else SETTINGS
 
 
 @pytest.mark.parametrize("name, law_name", PAIRS, ids=[f"{name}-{law}" for name, law in PAIRS])
@@ -203,7 +203,7 @@ def large_cases(draw, law_name: str, n: int = 300, max_k: int = 8):
 #: (scheme, law, largest K) of every scheme at a law it runs at any vocabulary size, plus
 #: rrs-wor at K <= 2, where its acceptance has a closed form (the 1/(1 - q(x)) of issue 20).
 LARGE_PAIRS = [
-    (name, law, 8) for name, cls in SCHEMES.items() for law in cls.any_vocabulary_laws if law != "deterministic"
+    (name, law.name, 8) for name, cls in SCHEMES.items() for law in cls.capabilities.any_vocabulary if law.name != "deterministic"
 ] + [("rrs-wor", "wor", 2)]
 
 

@@ -203,7 +203,8 @@ def large_cases(draw, law_name: str, n: int = 300, max_k: int = 8):
 #: (scheme, law, largest K) of every scheme at a law it runs at any vocabulary size, plus
 #: rrs-wor at K <= 2, where its acceptance has a closed form (the 1/(1 - q(x)) of issue 20).
 LARGE_PAIRS = [
-    (name, law.name, 8) for name, cls in SCHEMES.items() for law in cls.capabilities.any_vocabulary if law.name != "deterministic"
+    (name, law.name, 8) for name, cls in SCHEMES.items() for law in cls.capabilities.any_vocabulary
+    if law.name != "deterministic"
 ] + [("rrs-wor", "wor", 2)]
 
 

@@ -31,7 +31,10 @@ def test_device_rows_equal_host_rows(dtype):
     p, q = sparse_rows(8, 3000, [1, 5, 64, 3000, 200], seed=0)
     target, draft = torch.tensor(p, dtype=dtype), torch.tensor(q, dtype=dtype)
     host = host_rows(target.double().numpy(), draft.double().numpy())
-    device = device_rows(target, draft, torch.rand(8, dtype=torch.float64), width=100)
+    tokens, uniforms = torch.randint(0, 3000, (8, 3)), torch.rand((8, 6), dtype=torch.float64)
+    device, device_tokens, device_uniforms = device_rows(target, draft, tokens, uniforms, width=100)
+    np.testing.assert_array_equal(device_tokens, tokens.numpy())  # the packet's tail, exactly
+    np.testing.assert_array_equal(device_uniforms, uniforms.numpy())
     for row, (a, b) in enumerate(zip(host, device)):
         np.testing.assert_array_equal(a.support, b.support)
         np.testing.assert_allclose(b.ps, a.ps, rtol=1e-14, atol=0)
@@ -56,7 +59,7 @@ def _outputs(route: str, p: np.ndarray, q: np.ndarray, k: int, rows: int, seed: 
     if route == "host":
         compact = host_rows(target.numpy(), draft.numpy())
     else:
-        compact = device_rows(target, draft, uniforms[:, k + 2])
+        compact, _, _ = device_rows(target, draft, torch.as_tensor(tokens), uniforms)
         if stuck:  # WRONG: every draw outside the support is the same token
             for row in compact:
                 row.outside_draw = int(np.flatnonzero(q == 0)[0])

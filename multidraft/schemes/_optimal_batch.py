@@ -83,14 +83,18 @@ def host_rows(p_rows: np.ndarray, q_rows: np.ndarray) -> list[CompactRow]:
     return rows
 
 
-def device_rows(target, q, outside_uniform, width: int = DEVICE_WIDTH):
-    """Compact forms gathered on the tensors' device and brought over in one transfer (a
-    second one, dense, only for rows with more than ``width`` support tokens).
+def device_rows(target, q, tokens, uniforms, width: int = DEVICE_WIDTH):
+    """Compact forms gathered on the tensors' device and brought over in one transfer with the
+    draft ``tokens [B, K]`` and the ``uniforms [B, K + 3]`` (a second transfer, dense, only for
+    rows with more than ``width`` support tokens). The last uniform of each row draws its
+    token from p outside the support.
 
-    Returns the list of :class:`CompactRow` (``outside_draw`` set, no dense target)."""
+    Returns ``(rows, tokens, uniforms)``: the list of :class:`CompactRow` (``outside_draw``
+    set, no dense target) and the tokens (int64) and uniforms (float64) as numpy arrays."""
     import torch
 
     p64, q64 = target.double(), q.double()
+    outside_uniform = uniforms[:, -1]
     n = p64.shape[1]
     width = min(width, n)
     support = q64 > 0
@@ -104,12 +108,14 @@ def device_rows(target, q, outside_uniform, width: int = DEVICE_WIDTH):
     packet = torch.cat(
         [
             p64.sum(dim=1, keepdim=True), q64.sum(dim=1, keepdim=True), outside, support.sum(dim=1, keepdim=True).double(),
-            draw.double(), ids.double(), p64.gather(1, ids), q_top,
+            draw.double(), ids.double(), p64.gather(1, ids), q_top, tokens.double(), uniforms.double(),
         ],
         dim=1,
     ).cpu().numpy()  # fmt: skip
     p_total, q_total, outside_mass, count, draws = (packet[:, i] for i in range(5))
-    ids, p_top, q_top = packet[:, 5 : 5 + width], packet[:, 5 + width : 5 + 2 * width], packet[:, 5 + 2 * width :]
+    ids, p_top, q_top = (packet[:, 5 + i * width : 5 + (i + 1) * width] for i in range(3))
+    k = tokens.shape[1]  # token ids (< 2**53) travel exactly as doubles
+    host_tokens, host_uniforms = packet[:, 5 + 3 * width : 5 + 3 * width + k].astype(np.int64), packet[:, 5 + 3 * width + k :]
     wide = np.flatnonzero(count > width)
     dense = {}
     if len(wide):
@@ -126,7 +132,7 @@ def device_rows(target, q, outside_uniform, width: int = DEVICE_WIDTH):
         rows.append(
             CompactRow(support, p_top[b, :s][order] / p_total[b], q_top[b, :s][order] / q_total[b], outside_mass[b] / p_total[b], outside_draw=int(draws[b]))
         )
-    return rows
+    return rows, host_tokens, host_uniforms
 
 
 def select_batch_iid(target, drafts, tokens, generator, k: int):
@@ -142,8 +148,7 @@ def select_batch_iid(target, drafts, tokens, generator, k: int):
         rows = host_rows(target.double().numpy(), drafts[:, 0].double().numpy())
         host_tokens, host_uniforms = tokens.numpy(), uniforms.numpy()
     else:
-        rows = device_rows(target, drafts[:, 0], uniforms[:, k + 2])
-        host_tokens, host_uniforms = tokens.cpu().numpy(), uniforms.cpu().numpy()
+        rows, host_tokens, host_uniforms = device_rows(target, drafts[:, 0], tokens, uniforms)
     output = run_rows(rows, host_tokens, host_uniforms, n, k)
     result = torch.as_tensor(output, device=target.device)
     return result, (tokens == result[:, None]).any(dim=1)

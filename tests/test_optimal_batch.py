@@ -103,6 +103,26 @@ def test_select_batch_on_sparse_rows_accepts_at_the_optimum():
     assert bool((torch.tensor(p)[output] > 0).all())
 
 
+def test_select_batch_device_route_equals_the_host_route(monkeypatch):
+    """The public select_batch with the device route forced on CPU tensors (supports gathered
+    by torch, one packet with the tokens and uniforms): the same outputs as the host route
+    under the same generator seed, on rows of mixed supports (one wider than the gathered
+    width, so it comes dense), returned on the input device."""
+    p, q = sparse_rows(6, 3000, [1, 7, 64, 3000, 200, 1500], seed=6)
+    target, draft = torch.tensor(p, dtype=torch.float32), torch.tensor(q, dtype=torch.float32)
+    rows = 600
+    index = np.arange(rows) % len(p)
+    tokens = torch.multinomial(draft[index], 3, replacement=True, generator=torch.Generator().manual_seed(0))
+    drafts = draft[index][:, None, :].expand(-1, 3, -1)
+    host = get_scheme("optimal").select_batch(target[index], drafts, tokens, torch.Generator().manual_seed(9))
+    monkeypatch.setattr(_optimal_batch, "on_host", lambda tensor: False)
+    monkeypatch.setattr(_optimal_batch, "DEVICE_WIDTH", 1000)
+    device = get_scheme("optimal").select_batch(target[index], drafts, tokens, torch.Generator().manual_seed(9))
+    assert device[0].device == target.device and device[0].dtype == torch.long
+    assert torch.equal(device[0], host[0]) and torch.equal(device[1], host[1])
+    assert not bool(host[1].all()) and bool(host[1].any())  # both accepted and rejected rows
+
+
 def test_equal_rows_share_one_fit(monkeypatch):
     calls = []
     fit = _optimal_batch.fit_support_rule

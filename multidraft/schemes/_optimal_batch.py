@@ -30,7 +30,7 @@ import numpy as np
 
 from multidraft.theory.verifier import OutsideTarget, fit_support_rule
 
-__all__ = ["select_batch_iid", "CompactRow", "host_rows", "device_rows"]
+__all__ = ["select_batch_iid", "CompactRow", "host_rows", "device_rows", "on_host"]
 
 #: Draft support width gathered on a device in the single transfer (wider rows come dense).
 DEVICE_WIDTH = 1024
@@ -135,6 +135,12 @@ def device_rows(target, q, tokens, uniforms, width: int = DEVICE_WIDTH):
     return rows, host_tokens, host_uniforms
 
 
+def on_host(tensor) -> bool:
+    """Whether ``tensor``'s rows are read on the host as numpy views (the CPU) rather than
+    gathered on its device first (:func:`device_rows`)."""
+    return tensor.device.type == "cpu"
+
+
 def select_batch_iid(target, drafts, tokens, generator, k: int):
     """``(output [B], accepted [B])`` of the optimal verifier on iid drafts (module docstring);
     inputs already checked, ``drafts[:, 0]`` is each row's q."""
@@ -144,7 +150,7 @@ def select_batch_iid(target, drafts, tokens, generator, k: int):
 
     batch, n = target.shape
     uniforms = _torch.uniforms((batch, k + 3), target, generator).double()
-    if target.device.type == "cpu":
+    if on_host(target):
         rows = host_rows(target.double().numpy(), drafts[:, 0].double().numpy())
         host_tokens, host_uniforms = tokens.numpy(), uniforms.numpy()
     else:

@@ -138,3 +138,29 @@ def test_equal_rows_share_one_fit(monkeypatch):
     tokens = torch.stack([torch.multinomial(row, 2, replacement=True, generator=torch.Generator().manual_seed(0)) for row in draft])
     get_scheme("optimal").select_batch(target, draft[:, None, :].expand(-1, 2, -1), tokens, torch.Generator().manual_seed(1))
     assert len(calls) == 3
+
+
+def test_threaded_fits_equal_sequential_fits(monkeypatch):
+    """Distinct rows with supports wider than ``_THREADED_SUPPORT`` are fitted in threads: the
+    outputs equal those of the same rows fitted one after another (same uniforms), and the
+    threaded route really ran (every fit outside the calling thread)."""
+    import threading
+
+    p, q = sparse_rows(3, 6000, [6000, 5000, 4500], seed=8)
+    index = np.arange(30) % 3
+    rows = host_rows(p[index], q[index])
+    rng = np.random.default_rng(3)
+    tokens = np.stack([rng.choice(6000, size=2, p=q[b] / q[b].sum()) for b in index])
+    uniforms = rng.random((30, 5))
+    threads = set()
+    fit = _optimal_batch.fit_support_rule
+
+    def recording(*args, **kwargs):
+        threads.add(threading.get_ident())
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(_optimal_batch, "fit_support_rule", recording)
+    threaded = run_rows(rows, tokens, uniforms, 6000, 2)
+    assert threads and threading.get_ident() not in threads
+    monkeypatch.setattr(_optimal_batch, "_THREADED_SUPPORT", 10**9)
+    np.testing.assert_array_equal(run_rows(rows, tokens, uniforms, 6000, 2), threaded)

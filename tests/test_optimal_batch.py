@@ -31,6 +31,8 @@ def test_device_rows_equal_host_rows(dtype):
     p, q = sparse_rows(8, 3000, [1, 5, 64, 3000, 200], seed=0)
     target, draft = torch.tensor(p, dtype=dtype), torch.tensor(q, dtype=dtype)
     host = host_rows(target.double().numpy(), draft.double().numpy())
+    for a, b in zip(host, host_rows(target.numpy(), draft.numpy())):  # rows read in float64 one at a time
+        assert all(np.array_equal(x, y) for x, y in ((a.support, b.support), (a.ps, b.ps), (a.qs, b.qs))) and a.outside == b.outside
     tokens, uniforms = torch.randint(0, 3000, (8, 3)), torch.rand((8, 6), dtype=torch.float64)
     device, device_tokens, device_uniforms = device_rows(target, draft, tokens, uniforms, width=100)
     np.testing.assert_array_equal(device_tokens, tokens.numpy())  # the packet's tail, exactly

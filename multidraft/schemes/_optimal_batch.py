@@ -66,11 +66,13 @@ class CompactRow:
 
 
 def host_rows(p_rows: np.ndarray, q_rows: np.ndarray) -> list[CompactRow]:
-    """Compact forms of float64 rows on the host, normalised by the row totals; the dense target
-    row is kept as it is (only draws outside the support read it, and they do not depend on
-    its scale), so a sparse row costs a few passes over it and no dense copy."""
+    """Compact forms of rows on the host (float32 or float64; read in float64 one row at a
+    time, not as a converted copy of the whole block), normalised by the row totals; the dense
+    target row is kept as it is (only draws outside the support read it, and they do not depend
+    on its scale), so a sparse float64 row costs a few passes over it and no dense copy."""
     rows = []
     for p, q in zip(p_rows, q_rows):
+        p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
         p_total, q_total = float(p.sum()), float(q.sum())
         proposed = q > 0
         support = np.flatnonzero(proposed)
@@ -141,6 +143,13 @@ def on_host(tensor) -> bool:
     return tensor.device.type == "cpu"
 
 
+def _numpy_rows(tensor) -> np.ndarray:
+    """A CPU tensor's rows as a numpy view (float32 and float64; other dtypes converted)."""
+    import torch
+
+    return tensor.numpy() if tensor.dtype in (torch.float32, torch.float64) else tensor.double().numpy()
+
+
 def select_batch_iid(target, drafts, tokens, generator, k: int):
     """``(output [B], accepted [B])`` of the optimal verifier on iid drafts (module docstring);
     inputs already checked, ``drafts[:, 0]`` is each row's q."""
@@ -151,7 +160,7 @@ def select_batch_iid(target, drafts, tokens, generator, k: int):
     batch, n = target.shape
     uniforms = _torch.uniforms((batch, k + 3), target, generator).double()
     if on_host(target):
-        rows = host_rows(target.double().numpy(), drafts[:, 0].double().numpy())
+        rows = host_rows(_numpy_rows(target), _numpy_rows(drafts[:, 0]))
         host_tokens, host_uniforms = tokens.numpy(), uniforms.numpy()
     else:
         rows, host_tokens, host_uniforms = device_rows(target, drafts[:, 0], tokens, uniforms)

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from _common import measure, provenance, write_json
 
-from multidraft.lp import importance_lp, multistage, pair_importance_lp, transport_lp, truncated_lp
+from multidraft.lp import importance_lp, multistage, pair_importance_lp, transport_lp, truncated_selection
 from multidraft.lp.truncated import RANK_KEYS
 from multidraft.theory import IID, Independent, dirichlet, optimal_acceptance, optimal_acceptance_batch, softmax, zipf
 
@@ -117,7 +117,7 @@ def bench_truncated_speed(repeats: int) -> list[dict]:
         optimum = float(optimal_acceptance_batch(p[None], q[None], k=k)[0])
         for s, target_ms in ((5, 5.0), (15, 50.0)):
             for outside in ("ranked", "first"):
-                timing = measure(lambda: truncated_lp(p, q, k=k, s=s, outside=outside), repeats)
+                timing = measure(lambda: truncated_selection(p, IID(q, k), s=s, outside=outside), repeats)
                 seconds, times, selection, cpu = timing.median, timing.wall, timing.result, timing.cpu_median
                 rows.append(
                     {
@@ -206,7 +206,7 @@ def bench_loss(seeds: int, sizes: tuple[int, ...]) -> list[dict]:
                     for rank_key in RANK_KEYS:
                         for outside in ("ranked", "first"):
                             for s in sizes:
-                                acceptance = truncated_lp(p, q1, q2, s=s, rank_key=rank_key, outside=outside).acceptance
+                                acceptance = truncated_selection(p, Independent([q1, q2]), s=s, rank_key=rank_key, outside=outside).acceptance
                                 assert acceptance <= optimum + 1e-9, (family, setting, drafts, rank_key, s)
                                 values.setdefault((rank_key, outside, s), []).append(optimum - acceptance)
                 for (rank_key, outside, s), losses in values.items():

@@ -36,7 +36,7 @@ FULL = QUICK + [("transport", 30, 3), ("transport", 90, 2), ("truncated", 49152,
 
 def _child(kind: str, n: int, size: int) -> dict:
     """Solve one LP in this process and report time, peak memory and the guard's estimate."""
-    from multidraft.lp import importance_lp, transport_lp, truncated_lp
+    from multidraft.lp import importance_lp, transport_lp, truncated_selection
     from multidraft.lp._solve import CVXPY_BYTES_PER_VARIABLE
     from multidraft.lp.truncated import _inner_count, _inner_memory
     from multidraft.theory import IID, zipf
@@ -53,7 +53,7 @@ def _child(kind: str, n: int, size: int) -> dict:
         run = lambda: importance_lp(p, law)  # noqa: E731
     else:
         variables, per_variable = _inner_count(size, 2, True), _inner_memory(size, 2, True) / _inner_count(size, 2, True)
-        run = lambda: truncated_lp(p, q, s=size)  # noqa: E731
+        run = lambda: truncated_selection(p, IID(q, 2), s=size)  # noqa: E731
     transport_lp([0.5, 0.5], IID([0.5, 0.5], 2))  # import cvxpy and HiGHS first: not the LP's memory
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     start = time.perf_counter()

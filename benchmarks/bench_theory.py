@@ -49,10 +49,11 @@ def race_accuracy(rng: np.random.Generator) -> float:
             if sum(1 for x in exact_q if x > 0) < k:
                 continue
             exact = WithoutReplacement(exact_q, k, normalize=True)
-            q = np.array([float(x) for x in exact._exact_draft])
-            order = np.argsort(-q)
-            fast = WithoutReplacement(q, k).prefix_containment(order)
-            reference = exact.prefix_containment(order, exact=True).astype(float)
+            q = exact.marginal(0).astype(float)
+            uniform = [Fraction(1, k + 2)] * (k + 2)  # a uniform target: the scan order is decreasing q
+            order, reference = exact.prefix_scan(uniform, exact=True)
+            fast = WithoutReplacement.sorted_prefix_containment(q[order], k)
+            reference = reference.astype(float)
             worst = max(worst, float(np.abs(fast - reference).max()))
     return worst
 

@@ -22,8 +22,8 @@ from functools import cached_property
 import numpy as np
 
 from multidraft.schemes import Capabilities, Plan, Scheme, register_scheme
-from multidraft.schemes.base import SequentialPlan, single_draft_step
-from multidraft.theory import IID, Independent
+from multidraft.schemes.base import SequentialPlan
+from multidraft.theory import IID, Independent, canonical_step
 
 
 class _FirstDraftPlan(SequentialPlan):
@@ -31,7 +31,7 @@ class _FirstDraftPlan(SequentialPlan):
 
     @cached_property
     def rule(self) -> tuple[np.ndarray, np.ndarray]:
-        return single_draft_step(self.target, self.law.marginal(0, self.exact))
+        return canonical_step(self.target, self.law.marginal(0, self.exact))
 
     def closed_form(self) -> float | Fraction:
         drafts = self.law.marginals(self.exact)

@@ -98,9 +98,9 @@ def test_bad_input_is_one_line_and_nonzero(cli, argv, message):
 
 @pytest.mark.parametrize(
     "argv, flag",
-    [(["--s", "3"], "--s"), (["--rank-key", "ratio", "--scheme", "multistage"], "--rank-key"),
+    [(["--s", "3"], "--s"), (["--rank-key", "ratio", "--scheme", "specinfer"], "--rank-key"),
      (["--s", "3", "--law", "wor", "--scheme", "all"], "--s")],  # fmt: skip
-    ids=["s-alone", "rank-key-with-multistage", "s-with-all-under-wor"],
+    ids=["s-alone", "rank-key-with-specinfer", "s-with-all-under-wor"],
 )
 def test_a_scheme_option_no_requested_scheme_takes_is_refused(cli, argv, flag):
     """``--s 3`` without truncated-lp or multistage was silently ignored."""
@@ -109,6 +109,8 @@ def test_a_scheme_option_no_requested_scheme_takes_is_refused(cli, argv, flag):
     assert f"multidraft acceptance: error: {flag}: only truncated-lp" in result.stderr
     taken = run_json(cli, "--s", "2", "--scheme", "truncated-lp", "--scheme", "multistage")  # the twin: used, accepted
     assert set(taken["acceptance"]) == {"optimal", "truncated-lp", "multistage"}
+    # the schemes that take an option are read off their constructors: multistage takes rank_key too
+    assert set(run_json(cli, "--rank-key", "ratio", "--scheme", "multistage")["acceptance"]) == {"optimal", "multistage"}
 
 
 def test_scheme_all_reports_a_scheme_beyond_the_size_guard_as_out_of_range(cli):

@@ -411,13 +411,13 @@ def test_a_sloppy_optimal_point_fails_the_recheck(monkeypatch, solve, message):
 
 def test_truncated_recheck_catches_a_sloppy_inner_solution(monkeypatch):
     """A split that loses 5% of the inner mass would make r lose mass: refused, not returned."""
-    import multidraft.lp.truncated as truncated
+    import multidraft.lp._truncation as truncation
 
-    original = truncated._min_norm_split
+    original = truncation.min_norm_split
 
     def sloppy(*args, **kwargs):
         return original(*args, **kwargs) * 0.95
 
-    monkeypatch.setattr(truncated, "_min_norm_split", sloppy)
+    monkeypatch.setattr(truncation, "min_norm_split", sloppy)
     with pytest.raises(SolverError, match="re-check failed .*intermediate law sums to"):
         truncated_lp([0.5, 0.3, 0.1, 0.1], [0.25] * 4, s=3)

@@ -74,16 +74,30 @@ def test_sampling_test_has_teeth():
 
 @given(instances(max_n=5))
 def test_prefix_containment_closed_forms_match_enumeration(instance):
-    """The closed forms (iid power, wor K = 2 formula, wor race) against the enumerated law."""
+    """The closed forms (iid power, wor K = 2 formula, wor race) against the enumerated law, on
+    the order of the law's own prefix scan."""
     n, k, target, draft = instance
     q = as_float(draft)
     order = np.argsort(-q)
     for law in (IID(q, k), WithoutReplacement(q, k), Greedy(q, k) if q[order[k - 1 :]].sum() > 0 else IID(q, k)):
-        order = law.scan_order(as_float(target))
+        order, contained = law.prefix_scan(as_float(target))
         prefixes = np.arange(n + 1)[:, None] > np.argsort(order)[None, :]  # mask of T_j, j = 0..n
         tuples, probs = law.enumerate()
         by_enumeration = [probs[np.all(mask[tuples], axis=1)].sum() for mask in prefixes]
-        np.testing.assert_allclose(law.prefix_containment(order), by_enumeration, atol=1e-12)
+        np.testing.assert_allclose(contained, by_enumeration, atol=1e-12)
+
+
+@given(instances(max_n=5))
+def test_exact_prefix_scan_matches_float(instance):
+    """The exact scan (Fraction ratio order, exact containment) against the float scan: the same
+    containment along the exact order, for every law with prefix structure."""
+    n, k, target, draft = instance
+    laws = [IID(draft, k), WithoutReplacement(draft, k), Deterministic(list(range(k)), n)]
+    for law in laws:
+        order, contained = law.prefix_scan(target, exact=True)
+        assert contained.dtype == object and len(contained) == n + 1
+        for j in range(n + 1):
+            assert contained[j] == law.containment_exact(order[:j].tolist())
 
 
 @given(instances(max_n=5))
@@ -100,9 +114,8 @@ def test_exact_containment_matches_float(instance):
 def test_wor_k2_closed_form_is_accurate_for_a_dominant_token():
     q = np.array([1e-12, 1 - 2e-12, 1e-12])
     exact = WithoutReplacement([Fraction(x) for x in q], 2, normalize=True)
-    fast = WithoutReplacement(q, 2)
     order = np.array([0, 1, 2])
-    for j, value in enumerate(fast.prefix_containment(order)):
+    for j, value in enumerate(WithoutReplacement.sorted_prefix_containment(q[order], 2)):
         assert value == pytest.approx(float(exact.containment_exact(order[:j].tolist())), rel=1e-9, abs=1e-15)
 
 
@@ -299,6 +312,6 @@ def test_law_registry_constructor_and_target_check():
     exact = IID(["1/2", "1/4", "1/4"], 2).check_target(["1/3", "1/3", "1/3"], exact=True)
     assert exact.dtype == object and exact.tolist() == [Fraction(1, 3)] * 3
     # the one-draft baseline law: the same draft model drafting once, exact when the law is
-    assert Greedy(["1/2", "1/4", "1/4"], 2).single_draft()._exact_draft == (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    assert Greedy(["1/2", "1/4", "1/4"], 2).single_draft().marginal(0, exact=True).tolist() == [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)]
     assert Independent([q, [0.1, 0.1, 0.8]]).single_draft().draft.tolist() == q
     assert Deterministic([2, 0], 3).single_draft().tokens.tolist() == [2]

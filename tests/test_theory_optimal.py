@@ -191,10 +191,10 @@ def test_wor_race_matches_exact_enumeration(k):
             if sum(1 for x in exact_q if x > 0) < k:
                 continue
             exact_law = WithoutReplacement(exact_q, k, normalize=True)
-            q = np.array([float(x) for x in exact_law._exact_draft])
-            order = np.argsort(-q)
-            fast = WithoutReplacement(q, k).prefix_containment(order)
-            expected = exact_law.prefix_containment(order, exact=True)
+            q = exact_law.marginal(0).astype(float)
+            uniform = [Fraction(1, k + 2)] * (k + 2)  # a uniform target: the scan order is decreasing q
+            order, expected = exact_law.prefix_scan(uniform, exact=True)
+            fast = WithoutReplacement.sorted_prefix_containment(q[order], k)
             np.testing.assert_allclose(fast, expected.astype(float), rtol=0, atol=1e-10)
             assert exact_law.containment_exact(order[:3].tolist()) == expected[3]
 

@@ -24,10 +24,11 @@ Probabilities that fall outside [0, 1] by rounding only (at most 1e-12) are prin
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 
 from multidraft.cli import ROUNDING, LazyHelp, add_verbose, shown_probability
-from multidraft.cli._laws import LAWS, build_law
+from multidraft.cli._laws import LAWS, LazyChoices, build_law
 
 #: The built-in example: Khisti et al., Section 3 (uniform draft, acceptance one).
 EXAMPLE_TARGET = "1/3,1/6,1/2"
@@ -54,11 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--k", type=int, default=None, help="number of drafts K (needed with a single --draft)")
     parser.add_argument("--law", choices=LAWS, default=None, help="draft law (default iid)")
     parser.add_argument("--scheme", action="append", metavar="NAME", help=LazyHelp(_scheme_help))
+    parser.add_argument("--s", type=int, default=None, help=LazyHelp(lambda: _option_help("s", "truncation size s")))
     parser.add_argument(
-        "--s", type=int, default=None, help="truncation size s for truncated-lp and multistage (needs one of them)"
-    )
-    parser.add_argument(
-        "--rank-key", choices=("published", "ratio"), default=None, help="ranking key for truncated-lp (needs it)"
+        "--rank-key",
+        choices=LazyChoices(_rank_keys),
+        default=None,
+        help=LazyHelp(lambda: _option_help("rank_key", "ranking key")),
     )
     parser.add_argument("--exact", action="store_true", help="exact fractions (inputs must be fractions)")
     parser.add_argument(
@@ -80,21 +82,37 @@ def _scheme_help() -> str:
     )
 
 
-#: The schemes that take each scheme option of the command line.
-_OPTION_SCHEMES = {"s": ("truncated-lp", "multistage"), "rank_key": ("truncated-lp",)}
+#: Options of this command that are scheme options: passed to every scheme whose constructor
+#: takes a parameter of that name.
+SCHEME_OPTIONS = ("s", "rank_key")
+
+
+def _rank_keys() -> tuple[str, ...]:
+    from multidraft.lp.truncated import RANK_KEYS
+
+    return RANK_KEYS
+
+
+def _takers(option: str) -> list[str]:
+    """The registered schemes whose constructor takes ``option``."""
+    from multidraft.schemes import SCHEMES
+
+    return [name for name, cls in SCHEMES.items() if option in inspect.signature(cls).parameters]
+
+
+def _option_help(option: str, what: str) -> str:
+    return f"{what} for {' and '.join(_takers(option))} (needs one of them)"
 
 
 def _scheme_options(name: str, args: argparse.Namespace) -> dict:
-    return {
-        option: getattr(args, option)
-        for option, names in _OPTION_SCHEMES.items()
-        if getattr(args, option) is not None and name in names
-    }
+    """The scheme options given on the command line that the scheme ``name`` takes."""
+    return {option: getattr(args, option) for option in SCHEME_OPTIONS if getattr(args, option) is not None and name in _takers(option)}
 
 
 def _check_options_used(requested: list[str], args: argparse.Namespace) -> None:
     """Refuse ``--s``/``--rank-key`` when no requested scheme takes it (it would be ignored)."""
-    for option, names in _OPTION_SCHEMES.items():
+    for option in SCHEME_OPTIONS:
+        names = _takers(option)
         if getattr(args, option) is not None and not set(names) & set(requested):
             flag = "--" + option.replace("_", "-")
             raise ValueError(

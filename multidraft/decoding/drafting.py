@@ -1,4 +1,5 @@
-"""Token processing, KV-cached model state and the drafting of K sequences.
+"""Token processing and the drafting of K sequences (the KV-cached model state is in
+:mod:`multidraft.decoding.state`).
 
 Every distribution that leaves this module is float64 and renormalised: logits are divided by
 the temperature, soft-maxed in float64 and filtered by top-p exactly as

@@ -1,7 +1,8 @@
 """Optimisation-backed results: the optimal-transport LP over draft tuples, the
-importance-weighted LP of Theorem 1, its truncation (Section 4, any K) and multi-stage K > 2.
+importance-weighted LP of Theorem 1, its truncation (Section 4, any K: a canonical projection,
+no LP; :func:`truncated_selection`, formerly ``truncated_lp``) and multi-stage K > 2.
 
-Needs the ``lp`` extra (cvxpy with HiGHS); the truncated selection calls HiGHS's own binding.
+Needs the ``lp`` extra (cvxpy with HiGHS; the truncated selection needs only numpy and scipy).
 Solvers are silent unless ``verbose=True`` (or inside :func:`solver_output`); every LP checks
 its size before building anything and raises :class:`ProblemTooLargeError` beyond the limits.
 The optima (transport, importance and pair LPs) are certified against the min-cut P* of
@@ -24,6 +25,8 @@ from multidraft.lp.truncated import (
     TruncatedSelection,
     multistage,
     truncated_lp,
+    truncated_sample,
+    truncated_selection,
 )
 
 __all__ = [
@@ -41,6 +44,8 @@ __all__ = [
     "importance_lp",
     "importance_from_coupling",
     "pair_importance_lp",
+    "truncated_selection",
     "truncated_lp",
+    "truncated_sample",
     "multistage",
 ]

@@ -1,49 +1,25 @@
 """Double-description duals: the optimal-acceptance formula and Theorem 2, derived symbolically.
 
-The acceptance LP of K-draft speculative sampling (theory.md, "The optimal-transport LP")
-has the dual (theory.md, "The double-description view"; Khisti et al., ICLR 2025, Appendix D)
+The acceptance LP of K-draft speculative sampling has the dual (theory.md, "The
+double-description view"; Khisti et al., ICLR 2025, Appendix D)
 
     P* = min  Σ_x u_x D(x) + Σ_y v_y p(y)   over   P = {(u, v) : u_x + v_y >= 1[y ∈ set(x)]},
 
-where x runs over the draft *atoms* (tuples, or multisets when the law is exchangeable) and
-y over the vocabulary Ω = {0, ..., n-1}. The polyhedron P depends only on (n, K) and the law's
-atoms, not on the numbers, so its vertices -- enumerated once, exactly, by the double
-description method (pycddlib, ``cdd.gmp``) -- are every candidate formula; P* is their
-minimum. P has the lineality (u + t, v - t): the objective changes by t (Σ D - Σ p) = 0 on
-the simplex, so each vertex is taken modulo it (canonical representative: min_y v_y = 0).
+x over the draft atoms (tuples, or multisets for an exchangeable law), y over Ω. P depends only
+on (n, K) and the atoms, so its vertices -- enumerated once, exactly, by the double description
+method (pycddlib) -- are every candidate formula, and P* is their minimum. Each vertex, taken
+modulo the lineality (u + t, v - t) and with D(x) substituted, becomes a sympy formula in
+``p0..`` and ``q0..`` (``q1_0.., q2_0..`` for independent drafts), deduplicated on the simplex
+(:meth:`DraftStructure.on_simplex`) and matched against the min-cut family
+``p(T) + 1 - P_D(set(X) ⊆ T)`` (Remark 2; iid: ``p(T) + 1 - q(T)^K``) by exact cancellation.
+No vertex formula is dropped: every recognised one carries a rational witness point where it is
+the strict unique minimum (:attr:`CutFormula.witness`). The acceptance-one cone's extreme rays
+give the inequalities of Theorem 2; a ray is *trivial* when all its coefficients are >= 0.
 
-Substituting D(x) (iid: multinomial · Π q(x_i); independent: Π q_i(x_i); without
-replacement: the sequential product) turns each vertex into a sympy expression in
-``p0..p{n-1}`` and ``q0..q{n-1}`` (``q1_0.., q2_0..`` for independent drafts). The formulas
-are deduplicated on the simplex (the canonical shift makes the p-part unique; the q-part is
-compared exactly after eliminating each family's last symbol by Σ q = 1, see
-:meth:`DraftStructure.on_simplex`), and each one is matched against the min-cut family
-(Remark 2 of the paper; theory.md)
-
-    p(T) + 1 - P_D(set(X) ⊆ T),  T ⊆ Ω      (iid: p(T) + 1 - q(T)^K),
-
-with T recovered from the vertex (v = 1_T) and the identity proved by exact symbolic
-cancellation on the simplex.
-
-**Domination: what can be dropped, and why nothing is.** The general rule: with D >= 0,
-p >= 0 and Σ D = Σ p = 1, the formula of (u', v') is <= that of (u, v) everywhere on the
-simplex when some t gives u' + t <= u and v' - t <= v coordinatewise (then
-f - f' = Σ (u - u' - t) D + Σ (v - v' + t) p >= 0). Between *vertices* this never happens:
-it would write (u, v) = (u', v') + r + lineality with r >= 0 a nonzero recession direction
-of P, and a point of that form is the midpoint of two points of P, not a vertex. Any
-domination would have to come from the law's D(q) instead, and the code rules that out
-where it can: every recognised formula gets an exact rational *witness* point (p, q) at
-which it is the strict unique minimum of all formulas (:attr:`CutFormula.witness`), so
-no formula with a witness can be dropped, even against the minimum of all the others.
-Hence the output keeps every distinct vertex formula; ``certified`` says whether all of them
-carry a witness.
-
-A ray inequality of the acceptance-one cone is *trivial* (true for every law) when all its
-coefficients are >= 0 after the canonical shift (then it reads Σ u_x D(x) >= 0).
-
-Layout: the draft structures (atoms, symbolic D(x), the algebra on the simplex) live in
-:mod:`multidraft.lp._structure`; this module builds the two cones from a structure through one
-pipeline (:func:`_generators`) and reads formulas and inequalities off their generators.
+The derivation, the argument that no vertex dominates another, and the canonical shift:
+docs/cones.md. Layout: the draft structures live in :mod:`multidraft.lp._structure`, the
+pipeline from a structure to canonical generators (with the size guard) in
+:mod:`multidraft.lp._cone_generators`; this module reads formulas and inequalities off them.
 
 References: Khisti et al., "Multi-Draft Speculative Sampling: Canonical Decomposition and
 Theoretical Limits", ICLR 2025 (Theorems 2-3, Remark 2, Appendix D); Fukuda, cddlib;
@@ -63,20 +39,18 @@ from functools import cached_property
 import numpy as np
 import sympy
 
-from multidraft.lp._polyhedra import Generators, enumerate_generators
-from multidraft.lp._structure import (
-    CONE_LAWS,
-    DraftStructure,
-    Subset,
-    Vector,
-    atom_count,
-    denominator_factors,
-    check_arguments,
-    draft_structure,
-    never_contains,
-    unit_count,
+from multidraft.lp._cone_generators import (
+    CONSTRAINT_LIMIT,
+    DENOMINATOR_LIMIT,
+    VARIABLE_LIMIT,
+    canonical_generators,
+    checked_structure,
+    cone_size,
+    constraint_components,
+    linear,
+    subset_of,
 )
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.lp._structure import CONE_LAWS, DraftStructure, Subset, Vector, draft_structure, never_contains
 
 __all__ = [
     "CONE_LAWS",
@@ -95,198 +69,6 @@ __all__ = [
     "unit_cone",
     "unit_inequalities",
 ]
-
-#: Size limits of the cones handed to the double description method; larger ones are refused
-#: with the estimate. Measured on the 2-core development machine: the iid dual with n = 7,
-#: K = 2 (35 variables, 196 constraints) takes 5 s in cddlib alone and n = 8, K = 2 (44, 288)
-#: 21 s; independent drafts with n = 3, K = 4 (84 variables, 243 constraints) took over a
-#: minute. The last two are refused.
-VARIABLE_LIMIT = 60
-CONSTRAINT_LIMIT = 250
-#: Most factors 1 - q(S) in the common denominator of a without-replacement law (the sympy
-#: step expands their product: n = 4, K = 3 has 10 and takes about 2 s; n = 5, K = 3 has 15
-#: and took about a minute).
-DENOMINATOR_LIMIT = 10
-
-
-# --------------------------------------------------------------------------- size
-
-
-def cone_size(n: int, k: int, law: str = "iid", *, merge: bool | None = None, unit: bool = False) -> tuple[int, int]:
-    """``(variables, constraints)`` of the dual polyhedron (or, with ``unit``, the acceptance-one cone).
-
-    Variables: one u_x per atom plus one v_y per token; constraints: one per pair (x, y)
-    (dual) or per pair with y ∈ set(x) (unit cone). Counted combinatorially, nothing built.
-
-    >>> cone_size(3, 3)          # multisets of 3 tokens out of 3: C(5, 3) = 10 atoms
-    (13, 30)
-    >>> cone_size(3, 2, "independent", unit=True)
-    (12, 15)
-    """
-    n, k, law, merged = check_arguments(n, k, law, merge)
-    size = _ConeSize.counted(n, k, law, merged, unit)
-    return size.variables, size.constraints
-
-
-@dataclass(frozen=True)
-class _ConeSize:
-    """A cone handed to the double description method: which one, and its size.
-
-    ``unit``: the acceptance-one cone, else the dual polyhedron. Variables: one u_x per atom
-    and one v_y per token; constraints: one per pair (x, y), or per pair with y ∈ set(x).
-    """
-
-    n: int
-    k: int
-    law: str
-    unit: bool
-    variables: int
-    constraints: int
-
-    @classmethod
-    def counted(cls, n: int, k: int, law: str, merged: bool, unit: bool) -> _ConeSize:
-        """The size for the full atom set of (n, K, law), counted combinatorially."""
-        atoms = atom_count(n, k, law, merged)
-        return cls(n, k, law, unit, atoms + n, unit_count(n, k, law, merged) if unit else atoms * n)
-
-    @classmethod
-    def of(cls, structure: DraftStructure, unit: bool) -> _ConeSize:
-        """The size for the atoms a structure actually holds."""
-        m, n = len(structure.atoms), structure.n
-        constraints = sum(len(set(atom)) for atom in structure.atoms) if unit else m * n
-        return cls(n, structure.k, structure.law, unit, m + n, constraints)
-
-    def refuse_if_large(self, max_variables: int, max_constraints: int) -> None:
-        """Refuse a cone too large to enumerate in reasonable time (the one size guard of
-        :mod:`multidraft.theory.limits`), giving its size. Memory is not the binding limit here:
-        the double description of a cone this small fits in a few MiB, time is what explodes."""
-        what = "acceptance-one cone" if self.unit else "dual polyhedron"
-        estimate = SizeEstimate(f"{what} (n={self.n}, k={self.k}, law={self.law})", self.variables, 0, self.constraints)
-        alternative = (
-            "the double-description enumeration would not finish in reasonable time; use "
-            "multidraft.theory.optimal_acceptance (min-cut) for numbers, or raise the limits"
-        )
-        check_size(estimate, alternative, max_variables=max_variables, max_constraints=max_constraints)
-
-
-def _check_size(n: int, k: int, law: str, merged: bool, unit: bool, max_variables: int, max_constraints: int) -> None:
-    """Refuse (n, K, law) before its structure is built: the cone's size, and for drafts without
-    replacement the number of factors of the common denominator."""
-    size = _ConeSize.counted(n, k, law, merged, unit)
-    size.refuse_if_large(max_variables, max_constraints)
-    factors = denominator_factors(n, k, law)
-    estimate = SizeEstimate(
-        f"exact simplification (n={n}, k={k}, law={law})", factors, 0, unit="factors 1 - q(S) (|S| < k) in the common denominator"
-    )
-    alternative = "sympy would not finish in reasonable time; use multidraft.theory.optimal_acceptance (min-cut) for numbers"
-    check_size(estimate, alternative, max_variables=DENOMINATOR_LIMIT, variables_name="DENOMINATOR_LIMIT")
-
-
-# --------------------------------------------------------------------------- lineality
-
-
-def _components(structure: DraftStructure, unit: bool) -> list[tuple[list[int], list[int]]]:
-    """Connected components (atoms, tokens) of the constraint graph: x ~ y for every
-    constraint u_x + v_y >= c. The lineality space of the system is one shift
-    (u + t_c, v - t_c) per component."""
-    m, n = len(structure.atoms), structure.n
-    parent = list(range(m + n))
-
-    def find(a: int) -> int:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    for i, atom in enumerate(structure.atoms):
-        for y in set(atom) if unit else range(n):
-            parent[find(i)] = find(m + y)
-    groups: dict[int, tuple[list[int], list[int]]] = {}
-    for node in range(m + n):
-        atoms, tokens = groups.setdefault(find(node), ([], []))
-        (atoms if node < m else tokens).append(node if node < m else node - m)
-    return list(groups.values())
-
-
-def _check_lineality(lineality: Sequence[Vector], components, m: int) -> None:
-    """cddlib's lineality basis must span exactly the component shifts (u + t_c, v - t_c)."""
-    if len(lineality) != len(components):
-        raise RuntimeError(
-            f"cddlib reported a lineality space of dimension {len(lineality)}; the constraint graph "
-            f"has {len(components)} components"
-        )
-    for vector in lineality:
-        for atoms, tokens in components:
-            values = {vector[a] for a in atoms} | {-vector[m + y] for y in tokens}
-            if len(values) > 1:
-                raise RuntimeError(f"cddlib's lineality vector {vector} is not a component shift")
-
-
-def _canonical(vector: Vector, components, m: int, ray: bool) -> tuple[Vector, Vector]:
-    """Representative modulo lineality: shift each component so that min v = 0; a ray is
-    also scaled (positively) so that max v = 1, or max |u| = 1 when v = 0."""
-    u, v = list(vector[:m]), list(vector[m:])
-    for atoms, tokens in components:
-        shift = min(v[y] for y in tokens)
-        for a in atoms:
-            u[a] += shift
-        for y in tokens:
-            v[y] -= shift
-    if ray:
-        scale = max(v) if max(v) > 0 else max(abs(a) for a in u)
-        u, v = [a / scale for a in u], [b / scale for b in v]
-    return tuple(u), tuple(v)
-
-
-@dataclass(frozen=True)
-class _CanonicalGenerators:
-    """A cone's generators from cddlib, and the distinct canonical ones (see :func:`_generators`)."""
-
-    generators: Generators
-    components: list[tuple[list[int], list[int]]]
-    #: ``(u, v, N)`` per distinct generator in cddlib's order, N the canonical form of
-    #: Σ u_x D(x) on the simplex (``DraftStructure._reduced_combination``).
-    distinct: tuple[tuple[Vector, Vector, object], ...]
-
-
-def _generators(
-    structure: DraftStructure, unit: bool, max_variables: int, max_constraints: int
-) -> _CanonicalGenerators:
-    """The pipeline of both cones: rows ``u_x + v_y >= c`` → generators (cddlib, exact) →
-    lineality check → canonical representatives → deduplication on the simplex.
-
-    Dual polyhedron (``unit=False``): a row per pair (x, y) with c = 1[y ∈ set(x)]; its vertices
-    are kept. Acceptance-one cone (``unit=True``): a row per pair with y ∈ set(x) and c = 0; its
-    extreme rays are kept. Two generators are the same when their v and their Σ u_x D(x) agree
-    on the simplex; the first one cddlib reports stands for both.
-    """
-    _ConeSize.of(structure, unit).refuse_if_large(max_variables, max_constraints)
-    m, n = len(structure.atoms), structure.n
-    rows = []
-    for i, atom in enumerate(structure.atoms):
-        for y in sorted(set(atom)) if unit else range(n):
-            row = [0] * (1 + m + n)
-            row[0], row[1 + i], row[1 + m + y] = 0 if unit else -int(y in atom), 1, 1
-            rows.append(row)
-    generators = enumerate_generators(rows)
-    components = _components(structure, unit)
-    _check_lineality(generators.lineality, components, m)
-    distinct: dict[tuple, tuple[Vector, Vector]] = {}
-    for generator in generators.rays if unit else generators.vertices:
-        u, v = _canonical(generator, components, m, ray=unit)
-        distinct.setdefault((v, structure._reduced_combination(u)), (u, v))
-    return _CanonicalGenerators(generators, components, tuple((u, v, key[1]) for key, (u, v) in distinct.items()))
-
-
-def _subset_of(v: Vector) -> Subset | None:
-    if all(b in (0, 1) for b in v):
-        return tuple(y for y, b in enumerate(v) if b == 1)
-    return None
-
-
-def _linear(weights: Sequence[Fraction], symbols: Sequence[sympy.Expr]) -> sympy.Expr:
-    return sympy.Add(*(sympy.Rational(w.numerator, w.denominator) * s for w, s in zip(weights, symbols) if w))
-
 
 # --------------------------------------------------------------------------- formulas
 
@@ -425,7 +207,7 @@ def dual_formulas(
         cddlib's lineality differs from the expected shifts.
     """
     start = time.perf_counter()
-    cone = _generators(structure, False, max_variables, max_constraints)
+    cone = canonical_generators(structure, False, max_variables, max_constraints)
     formulas = sorted((_formula(structure, u, v, reduced) for u, v, reduced in cone.distinct), key=_order)
     formulas = _with_witnesses(structure, formulas)
     generators = cone.generators
@@ -450,14 +232,14 @@ def _order(item: CutFormula | ConeInequality) -> tuple:
 def _formula(structure: DraftStructure, u: Vector, v: Vector, reduced) -> CutFormula:
     """Recognise p(T) + 1 - P_D(set(X) ⊆ T) (T from v = 1_T) by exact cancellation;
     ``reduced`` is the canonical form of Σ u_x D(x) (see :meth:`DraftStructure.on_simplex`)."""
-    q_part = _linear(u, structure.probabilities)
-    subset = _subset_of(v)
+    q_part = linear(u, structure.probabilities)
+    subset = subset_of(v)
     if subset is not None:
         claim = 1 - structure.containment(subset) if subset else sympy.Integer(1)
         if reduced == structure._reduced(claim):
-            expression = _linear(v, structure.target) + claim
+            expression = linear(v, structure.target) + claim
             return CutFormula(expression, subset, v, u)
-    return CutFormula(_linear(v, structure.target) + q_part, None, v, u)
+    return CutFormula(linear(v, structure.target) + q_part, None, v, u)
 
 
 def _integers(rows: Sequence[Sequence[Fraction]]) -> np.ndarray:
@@ -538,9 +320,7 @@ def acceptance_formulas(
     ----------
     Khisti et al., ICLR 2025, Remark 2 and Appendix D (double description, K = 3, n = 3).
     """
-    n, k, law, merged = check_arguments(n, k, law, merge)
-    _check_size(n, k, law, merged, False, max_variables, max_constraints)
-    structure = draft_structure(n, k, law, merge=merged)
+    structure = checked_structure(n, k, law, merge, False, max_variables, max_constraints)
     return dual_formulas(structure, max_variables=max_variables, max_constraints=max_constraints)
 
 
@@ -630,7 +410,7 @@ class UnitCone:
 
     @cached_property
     def _components(self):
-        return _components(self.structure, unit=True)
+        return constraint_components(self.structure, unit=True)
 
 
 def unit_cone(
@@ -649,7 +429,7 @@ def unit_cone(
         (a ValueError) More than ``max_variables`` variables or ``max_constraints`` constraints.
     """
     start = time.perf_counter()
-    cone = _generators(structure, True, max_variables, max_constraints)
+    cone = canonical_generators(structure, True, max_variables, max_constraints)
     nontrivial, trivial = [], []
     for u, v, reduced in cone.distinct:
         inequality = _inequality(structure, u, v, reduced)
@@ -672,15 +452,15 @@ def unit_cone(
 
 
 def _inequality(structure: DraftStructure, u: Vector, v: Vector, reduced) -> ConeInequality:
-    subset = _subset_of(v)
+    subset = subset_of(v)
     if subset and min(u) < 0:
         containment = structure.containment(subset)
         if reduced == -structure._reduced(containment):
-            return ConeInequality(_linear(v, structure.target), containment, subset, v, u)
+            return ConeInequality(linear(v, structure.target), containment, subset, v, u)
     positive = [max(a, Fraction(0)) for a in u]
     negative = [max(-a, Fraction(0)) for a in u]
-    lhs = _linear(v, structure.target) + _linear(positive, structure.probabilities)
-    return ConeInequality(lhs, _linear(negative, structure.probabilities), None, v, u)
+    lhs = linear(v, structure.target) + linear(positive, structure.probabilities)
+    return ConeInequality(lhs, linear(negative, structure.probabilities), None, v, u)
 
 
 def unit_inequalities(
@@ -707,7 +487,5 @@ def unit_inequalities(
     ----------
     Khisti et al., ICLR 2025, Theorem 2 and Appendix D.
     """
-    n, k, law, merged = check_arguments(n, k, law, merge)
-    _check_size(n, k, law, merged, True, max_variables, max_constraints)
-    structure = draft_structure(n, k, law, merge=merged)
+    structure = checked_structure(n, k, law, merge, True, max_variables, max_constraints)
     return unit_cone(structure, max_variables=max_variables, max_constraints=max_constraints)

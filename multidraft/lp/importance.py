@@ -50,7 +50,7 @@ from multidraft.lp._solve import (
     solve_certified,
 )
 from multidraft.lp.transport import TransportSolution, law_tuples
-from multidraft.theory.laws import IID, Independent, check_law
+from multidraft.theory.laws import IID, DraftLaw, Independent, check_law
 from multidraft.theory.limits import optimum_advice
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "importance_lp",
     "importance_from_coupling",
     "pair_importance_lp",
+    "drafts_law",
 ]
 
 
@@ -378,17 +379,20 @@ def importance_from_coupling(solution: TransportSolution, target: object, law) -
     return replace(selection, seconds=solution.seconds + time.perf_counter() - start, certification=certification)
 
 
-def _pair_drafts(target: object, draft: object, draft2: object | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def drafts_law(draft: object, draft2: object | None = None, *, k: int | None = None) -> DraftLaw:
+    """The law of drafts given as distributions: ``draft`` alone (K = ``k`` iid drafts, default
+    2) or ``draft`` and ``draft2`` (two independent drafts); a bad distribution is named
+    ``draft`` or ``draft2``."""
     from multidraft.theory.distributions import as_distribution
 
-    q1 = as_distribution(draft, "draft")
-    q2 = q1 if draft2 is None else as_distribution(draft2, "draft2")
-    if len(q2) != len(q1):
-        raise ValueError(f"draft2: length {len(q2)} differs from draft's {len(q1)}")
-    p = as_distribution(target, "target")
-    if len(p) != len(q1):
-        raise ValueError(f"target: length {len(p)} does not match the vocabulary n={len(q1)} of the drafts")
-    return p, q1, q2
+    if draft2 is None:
+        return IID(draft, 2 if k is None else k)
+    if k not in (None, 2):
+        raise ValueError(f"k: two draft distributions make k = 2, got k={k}")
+    first, second = as_distribution(draft, "draft"), as_distribution(draft2, "draft2")  # errors by name
+    if len(second) != len(first):
+        raise ValueError(f"draft2: length {len(second)} differs from draft's {len(first)}")
+    return Independent([draft, draft2])
 
 
 def _balance_matrix(first: np.ndarray, second: np.ndarray, mass: np.ndarray, n: int):
@@ -441,13 +445,14 @@ def pair_importance_lp(
 
     start = time.perf_counter()
     solver = check_lp_solver(solver)
-    p, q1, q2 = _pair_drafts(target, draft, draft2)
+    law = drafts_law(draft, draft2)
+    p, (q1, q2) = law.check_target(target), law.marginals()
     n = len(p)
     what = f"pair importance LP (n={n})"
     support1, support2 = np.count_nonzero(q1), np.count_nonzero(q2)
     alternative = "use truncated_lp(target, draft, draft2, s=...) (an LP over the top s tokens only)"
     lp_size(what, support1 * support2 + n, 2 * n, alternative, max_variables=max_variables)
-    bound = min_cut_bound(p, IID(q1, 2) if draft2 is None else Independent([q1, q2]))
+    bound = min_cut_bound(p, law)
     outer = np.outer(q1, q2)
     first, second = np.nonzero((outer > 0) & ~np.eye(n, dtype=bool))
     mass = outer[first, second]

@@ -27,7 +27,7 @@ from multidraft.report.figures import png_bytes, pyplot
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
-from multidraft.theory import Independent, optimal_acceptance, optimal_acceptance_batch
+from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, optimal_acceptance_batch
 from multidraft.theory.laws import law_for
 from multidraft.theory.optimal import BATCH_LAWS
 from multidraft.theory.verifier import VERIFIER_LAWS, optimal_selection_rule
@@ -82,7 +82,7 @@ _LAWS = BATCH_LAWS
 _PAIR_LAW = Independent.name
 
 #: How the figure names the laws of the temperature rows.
-_LAW_TITLES = {"iid": "iid drafts", "wor": "without replacement"}
+_LAW_TITLES = {IID.name: "iid drafts", WithoutReplacement.name: "without replacement"}
 
 _STYLES = {
     VERIFIER_COLUMN: dict(color="black", marker="*", linewidth=0.8),
@@ -287,7 +287,7 @@ def gap_figure(table: PositionGapTable):
         for axis, k in zip(line, ks):
             rows = [r for r in table.rows if r.law == law and r.k == k]
             temperatures = [r.draft_temperatures[0] for r in rows]
-            for column in rows[0].values:
+            for column in rows[0].values if rows else ():
                 fractions = [r.fraction(column) for r in rows]
                 if all(f is None for f in fractions):
                     continue  # no exact value for this law at this vocabulary (see the table's note)
@@ -361,7 +361,7 @@ def build(context: BuildContext) -> SectionResult:
     ]
     columns = tuple(table.rows[0].values) if table.rows else GAP_COLUMNS
     headers = ("K", "draft T", "optimal") + columns
-    titles = {"iid": "Drafts iid", "wor": "Drafts without replacement"}
+    titles = {IID.name: "Drafts iid", WithoutReplacement.name: "Drafts without replacement"}
     for law in _LAWS:
         rows = [r for r in table.rows if r.law == law]
         if rows:

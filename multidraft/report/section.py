@@ -1,7 +1,7 @@
 """What a report section is, for :mod:`multidraft.report.build` and the section modules.
 
 Each section of the report is one module (``figure2``, ``gap_table``, ``truncation``,
-``speed``, ``real``) with two functions:
+``speedup``, ``real``) with two functions:
 
 * ``units(config) -> int``: how many steps it will report to the progress bar;
 * ``build(context) -> SectionResult``: compute its numbers, draw its figure, write its text.

@@ -22,7 +22,7 @@ from multidraft.report.figures import png_bytes, pyplot, readable_log_axis
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
-from multidraft.theory import optimal_acceptance_batch, top_p
+from multidraft.theory import IID, optimal_acceptance_batch, top_p
 
 __all__ = [
     "RANK_KEYS",
@@ -36,7 +36,7 @@ __all__ = [
     "build",
 ]
 
-#: Rank keys swept by the section (:func:`multidraft.lp.truncated_lp`).
+#: Rank keys swept by the section (:func:`multidraft.lp.truncated_selection`).
 RANK_KEYS = ("published", "ratio")
 #: Nucleus mass of the top-p drafts of :func:`rank_key_diagnosis` (the paper's default top-p).
 DIAGNOSIS_TOP_P = 0.95
@@ -73,12 +73,12 @@ def truncation_sweep(
 ) -> TruncationSweep:
     """Truncated LP acceptance ``Σ_y min(p(y), r_s(y))`` and solve time against ``s``.
 
-    For every s and rank key: :func:`multidraft.lp.truncated_lp` on each position (one
+    For every s and rank key: :func:`multidraft.lp.truncated_selection` on each position (one
     warm-up call, then the median of ``repeats`` timed calls). The acceptance is
     non-decreasing in s towards the full pair LP and is bounded by P* (Khisti et al., ICLR
     2025, Section 4). ``progress``: a bar on stderr (or the report's bar).
     """
-    from multidraft.lp import truncated_lp  # noqa: PLC0415 -- the LP layer, loaded when used
+    from multidraft.lp import truncated_selection  # noqa: PLC0415 -- the LP layer, loaded when used
 
     if repeats < 1:
         raise ValueError(f"repeats: needs at least one timed repeat, got {repeats}")
@@ -91,13 +91,13 @@ def truncation_sweep(
         for key, s in bar.track(grid, lambda item: f"truncated LP: rank key {item[0]}, s={item[1]}"):
             values, times, pairs = [], [], []
             for p, q in zip(targets, drafts):
-                selection = truncated_lp(p, q, s=s, rank_key=key)
+                selection = truncated_selection(p, IID(q, 2), s=s, rank_key=key)
                 values.append(float(selection.acceptance))
                 pairs.append(float(q[selection.top].sum()) ** 2)
                 samples = []
                 for _ in range(repeats):
                     start = clock()
-                    truncated_lp(p, q, s=s, rank_key=key)
+                    truncated_selection(p, IID(q, 2), s=s, rank_key=key)
                     samples.append(clock() - start)
                 times.append(float(np.median(samples)))
             results[key, s] = (float(np.mean(values)), float(np.median(times)), float(np.mean(pairs)))
@@ -145,7 +145,7 @@ def rank_key_diagnosis(
     the target (temperature below 1) and how many draft pairs the LP itself decided. One
     progress step per temperature.
     """
-    from multidraft.lp import truncated_lp  # noqa: PLC0415 -- the LP layer, loaded when used
+    from multidraft.lp import truncated_selection  # noqa: PLC0415 -- the LP layer, loaded when used
 
     targets = positions.targets
     rows: list[KeyDiagnosisRow] = []
@@ -155,7 +155,7 @@ def rank_key_diagnosis(
             for mass, drafts in ((None, full), (top_p_mass, top_p(full, top_p_mass))):
                 acceptance, pairs = {}, {}
                 for key in rank_keys:
-                    selections = [truncated_lp(p, q, s=s, rank_key=key) for p, q in zip(targets, drafts)]
+                    selections = [truncated_selection(p, IID(q, 2), s=s, rank_key=key) for p, q in zip(targets, drafts)]
                     acceptance[key] = float(np.mean([sel.acceptance for sel in selections]))
                     pairs[key] = float(np.mean([q[sel.top].sum() ** 2 for q, sel in zip(drafts, selections)]))
                 rows.append(

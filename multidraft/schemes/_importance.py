@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Plan, Scheme, sample_rows, single_draft_step
+from multidraft.schemes.base import Plan, Scheme, sample_rows, canonical_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
 from multidraft.theory.limits import SizeEstimate, check_size
 
@@ -51,7 +51,7 @@ class ImportancePlan(Plan):
     @cached_property
     def step(self) -> tuple[np.ndarray, np.ndarray]:
         """``(min(1, p/r) [n], norm((p - r)_+) [n])``."""
-        return single_draft_step(self.target, self.intermediate)
+        return canonical_step(self.target, self.intermediate)
 
     @property
     def selected_acceptance(self) -> float:
@@ -86,9 +86,11 @@ class ImportancePlan(Plan):
         return tokens
 
     def closed_form(self) -> None:
+        """None (enumerate), after refusing a law with more tuples than ``ENUMERATION_LIMIT``."""
+        law = self.law
         estimate = SizeEstimate(
-            f"scheme {self.scheme.name!r}: P(Y ∈ set(X)) ({self.law.name} law, n={self.law.n}, k={self.law.k})",
-            self.law.tuple_count(), 0, unit="draft tuples to enumerate",
+            f"scheme {self.scheme.name!r}: P(Y ∈ set(X)) ({law.name} law, n={law.n}, k={law.k})",
+            law.tuple_count(), 0, unit="draft tuples to enumerate",
         )  # fmt: skip
         check_size(
             estimate,

@@ -39,6 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from multidraft.theory import canonical_step, field, normalise, positive_part, safe_divide
 from multidraft.theory.laws import DraftLaw, check_law, membership
 from multidraft.theory.limits import ProblemTooLargeError
 
@@ -54,6 +55,7 @@ __all__ = [
     "sample_rows",
     "sequential_conditional",
     "sequential_sample",
+    "canonical_step",
     "single_draft_step",
 ]
 
@@ -81,40 +83,12 @@ class Selection:
 
 
 # ----------------------------------------------------------------------------------------------
-# Arithmetic shared by float64 and exact (object arrays of Fractions) computations.
+# Sampling shared by the plans (float64 and exact arrays; the arithmetic itself is
+# multidraft.theory's: positive_part, safe_divide, normalise, canonical_step, re-exported here).
 
 
-def positive_part(values: np.ndarray) -> np.ndarray:
-    """``(x)_+ = max(x, 0)`` elementwise, for float and Fraction arrays alike."""
-    if values.dtype == object:
-        return np.array([v if v > 0 else Fraction(0) for v in values.reshape(-1)], dtype=object).reshape(values.shape)
-    return np.maximum(values, 0.0)
-
-
-def safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """``a / b`` where ``b > 0``, else 0 (never evaluates a division by zero)."""
-    positive = denominator > 0
-    return np.where(positive, numerator / np.where(positive, denominator, 1), 0)
-
-
-def normalise(weights: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """``w / Σ w`` along the last axis; rows of zero mass become ``fallback`` (broadcast).
-
-    A residual of zero mass is reached with probability zero, so any distribution inside the
-    target's support can stand in for it; the callers pass the target or the previous residual.
-    """
-    mass = weights.sum(axis=-1, keepdims=True)
-    return np.where(mass > 0, weights / np.where(mass > 0, mass, 1), fallback)
-
-
-def single_draft_step(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The single-draft speculative step (Leviathan et al. 2023; Chen et al. 2023): accept a
-    draft y ~ q with probability ``min(1, p(y)/q(y))``, else sample ``norm((p - q)_+)``.
-
-    Returns ``(step [n], residual [n])``, in float or Fraction arithmetic like the inputs. The
-    output is distributed exactly as p, with acceptance ``Σ_y min(p(y), q(y))``.
-    """
-    return np.minimum(safe_divide(p, q), 1), normalise(positive_part(p - q), p)
+#: The canonical single-draft step under its former name (:func:`multidraft.theory.canonical_step`).
+single_draft_step = canonical_step
 
 
 def sample_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -142,10 +116,9 @@ def sequential_conditional(step: np.ndarray, residual: np.ndarray, tuples: np.nd
     """
     m, k = tuples.shape
     step = np.broadcast_to(step, (k, residual.shape[-1]))
-    out = np.zeros((m, residual.shape[-1]), dtype=residual.dtype)
-    if residual.dtype == object:
-        out[:] = Fraction(0)
-    reach = np.ones(m, dtype=residual.dtype)
+    arithmetic = field(residual.dtype == object)
+    out = arithmetic.zeros((m, residual.shape[-1]))
+    reach = arithmetic.ones(m)
     rows = np.arange(m)
     for i in range(k):
         accept = step[i][tuples[:, i]]
@@ -283,7 +256,7 @@ class Plan(ABC):
         """``Σ_x D(x) Σ_{y ∈ set(x)} P(Y = y | X = x)`` over the law's tuples (small n)."""
         self._require_exact_output()
         tuples, probs = self.law.enumerate(exact=self.exact)
-        total = Fraction(0) if self.exact else 0.0
+        total = field(self.exact).zero
         for rows in _chunks(len(tuples), self.law.n):
             inside = membership(tuples[rows], self.law.n)
             hit = np.where(inside, self.conditional(tuples[rows]), 0).sum(axis=-1)
@@ -298,7 +271,7 @@ class Plan(ABC):
         """
         self._require_exact_output()
         tuples, probs = self.law.enumerate(exact=self.exact)
-        out = np.array([Fraction(0)] * self.law.n, dtype=object) if self.exact else np.zeros(self.law.n)
+        out = field(self.exact).zeros(self.law.n)
         for rows in _chunks(len(tuples), self.law.n):
             out = out + probs[rows] @ self.conditional(tuples[rows])
         return out

@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from multidraft.schemes.base import Capabilities, Plan, Scheme
+from multidraft.theory import field
 from multidraft.theory.laws import Deterministic, DraftLaw
 
 __all__ = ["DeterministicSet"]
@@ -28,7 +29,7 @@ class _TargetPlan(Plan):
         return rng.choice(len(p), size=len(tuples), p=p).astype(np.int64)
 
     def closed_form(self) -> float | Fraction:
-        return sum((self.target[t] for t in np.flatnonzero(self.law.draft_set)), Fraction(0) if self.exact else 0.0)
+        return sum((self.target[t] for t in np.flatnonzero(self.law.draft_set)), field(self.exact).zero)
 
 
 class DeterministicSet(Scheme):

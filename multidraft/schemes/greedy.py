@@ -18,7 +18,8 @@ from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, single_draft_step
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, canonical_step
+from multidraft.theory import field
 from multidraft.theory.laws import DraftLaw, Greedy
 
 __all__ = ["GreedyVerifier"]
@@ -30,11 +31,11 @@ class _GreedyPlan(SequentialPlan):
     @cached_property
     def rule(self) -> tuple[np.ndarray, np.ndarray]:
         """``(min(1, p/q̃) [n], norm((p - q̃)_+) [n])``."""
-        return single_draft_step(self.target, self.law.marginal(self.law.k - 1, self.exact))
+        return canonical_step(self.target, self.law.marginal(self.law.k - 1, self.exact))
 
     def closed_form(self) -> float | Fraction:
         p, law = self.target, self.law
-        fixed = sum((p[t] for t in law.fixed.tolist()), Fraction(0) if self.exact else 0.0)
+        fixed = sum((p[t] for t in law.fixed.tolist()), field(self.exact).zero)
         return fixed + np.minimum(p, law.marginal(law.k - 1, self.exact)).sum()
 
 

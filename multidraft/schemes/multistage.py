@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from multidraft.schemes._importance import ImportanceScheme
 from multidraft.schemes.base import Capabilities
-from multidraft.schemes.truncated_lp import check_rank_key
 from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import IID, DraftLaw, Independent
 
@@ -24,6 +23,8 @@ class Multistage(ImportanceScheme):
     capabilities = Capabilities(laws=(IID, Independent), k_range=(2, None), imports_lp=(IID, Independent))
 
     def __init__(self, *, s: int | None = None, rank_key: str = "published") -> None:
+        from multidraft.lp.truncated import check_rank_key
+
         self.s = None if s is None else check_count(s, "s", meaning="the number of tokens kept (None keeps every token)")
         self.rank_key = check_rank_key(rank_key)
 

@@ -3,7 +3,8 @@
 Every route is the canonical decomposition (Khisti et al., ICLR 2025, Theorem 1): a selection
 rule picks one drafted token Z with law r, then single-draft speculative sampling of Z against
 p with draft law r (accept with probability ``min(1, p(Z)/r(Z))``, else sample
-``norm((p - r)_+)``); its acceptance is
+``norm((p - r)_+)``); the plan of each law comes from the route below (for greedy and
+deterministic drafts, the plan of another scheme); its acceptance is
 
     P* = min_{T ⊆ Ω} [ p(T) + 1 - P_D(set(X) ⊆ T) ]
 
@@ -17,8 +18,8 @@ asked).
 * **drafts without replacement**: the transport LP (below) where it fits, the exact optimum;
   beyond its size limit the front/back rule of
   :func:`~multidraft.theory.verifier.optimal_selection_rule` (lossless with its exact law; its
-  acceptance ``Σ min(p, r)`` equalled P* on every real-vocabulary position measured, but is
-  only proven to be a lower bound, and :meth:`Optimal.acceptance` reports that value).
+  acceptance ``Σ min(p, r)`` is a lower bound on P*, not proven equal to it -- measurements in
+  docs/optimal_verifier.md -- and :meth:`Optimal.acceptance` reports that value).
 * **greedy and deterministic drafts, any vocabulary size**: their closed-form verifiers
   (:class:`~multidraft.schemes.greedy.GreedyVerifier`, single-draft sampling of the one random
   draft; :class:`~multidraft.schemes.deterministic.DeterministicSet`, sample p), which reach

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.schemes.base import Capabilities, Plan, Scheme, normalise, positive_part, safe_divide, sample_rows
+from multidraft.theory import field
 from multidraft.theory.laws import DraftLaw, WithoutReplacement
 
 __all__ = ["RRSWithoutReplacement"]
@@ -84,10 +85,8 @@ class _RRSWithoutReplacementPlan(Plan):
 
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
         m, n = len(tuples), len(self.target)
-        out = np.zeros((m, n), dtype=self.target.dtype)
-        if out.dtype == object:
-            out[:] = 0
-        reach = np.ones(m, dtype=self.target.dtype)
+        arithmetic = field(self.exact)
+        out, reach = arithmetic.zeros((m, n)), arithmetic.ones(m)
         rows = np.arange(m)
         for accept, value in self._steps(tuples):
             if accept is None:

@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, single_draft_step
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, canonical_step
 from multidraft.theory.laws import LAWS, DraftLaw
 from multidraft.theory.optimal import single_draft_acceptance
 
@@ -23,7 +23,7 @@ class _SinglePlan(SequentialPlan):
     @cached_property
     def rule(self) -> tuple[np.ndarray, np.ndarray]:
         """``(min(1, p/q) [n], norm((p - q)_+) [n])``."""
-        return single_draft_step(self.target, self.law.marginal(0, self.exact))
+        return canonical_step(self.target, self.law.marginal(0, self.exact))
 
     def closed_form(self) -> float | Fraction:
         return single_draft_acceptance(list(self.target), list(self.law.marginal(0, self.exact)), exact=self.exact)

@@ -1,7 +1,8 @@
 """Pure mathematics of multi-draft speculative sampling on numpy arrays (and Fractions).
 
-Imports neither cvxpy nor torch. The public face: distributions and their validation,
-draft laws, and the optimal acceptance with its min-cut certificate.
+Imports neither cvxpy nor torch. The public face: distributions and their validation, the one
+arithmetic of float and exact computations (:class:`Field`) with the canonical single-draft
+step, draft laws, and the optimal acceptance with its min-cut certificate.
 """
 
 from multidraft.theory.distributions import (
@@ -15,6 +16,7 @@ from multidraft.theory.distributions import (
     top_p,
     zipf,
 )
+from multidraft.theory._field import EXACT, FLOAT, Field, canonical_step, field, normalise, positive_part, safe_divide
 from multidraft.theory.laws import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement
 from multidraft.theory.limits import ProblemTooLargeError
 from multidraft.theory.optimal import (
@@ -48,6 +50,14 @@ __all__ = [
     "top_p",
     "dirichlet",
     "zipf",
+    "Field",
+    "FLOAT",
+    "EXACT",
+    "field",
+    "positive_part",
+    "safe_divide",
+    "normalise",
+    "canonical_step",
     "DraftLaw",
     "IID",
     "Independent",

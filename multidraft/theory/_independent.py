@@ -5,72 +5,24 @@ max-flow/min-cut (theory.md, "Optimal acceptance in closed form")
 
     P* = 1 + min_{T ⊆ Ω} F(T),        F(T) = p(T) - Π_i q_i(T).
 
-Write ``c(T) = (q_1(T), ..., q_K(T))`` for the draft masses of T and, for ``c >= 0``, the score
-of token y
-
-    s_y(c) = Σ_i q_i(y) Π_{j≠i} c_j - p(y),
-
-which is nondecreasing in every ``c_j``. The search and the proof that it is complete
-(docs/independent_optimum.md has the same argument with the checks that back it):
-
-**Reductions** (each keeps a minimiser). (R1) A token with ``p(y) = 0 < max_i q_i(y)`` never
-raises F when added: it is put in T. (R2) A token no draft can take never lowers F: it is left
-out. (R3) Tokens whose vectors ``(p, q_1, ..., q_K)(y)`` are parallel merge into one: with the
-rest of T fixed, F is concave in the merged mass t (``F'' = -Σ_{i≠j} q_i q_j Π_{k≠i,j}(...) <= 0``),
-so all or none of a class is optimal. Below, T* is a minimiser that obeys (R1)-(R3) and
-``c* = c(T*)``.
-
-**Lemma 1 (threshold).** ``{y : s_y(c*) > 0} ⊆ T* ⊆ {y : s_y(c*) >= 0}``.
-*Proof.* For y ∉ T*, ``F(T* ∪ y) >= F(T*)`` gives ``p(y) >= Π_i (c*_i + q_i(y)) - Π_i c*_i``; the
-terms of the expanded product that are linear in q(y) sum to ``Σ_i q_i(y) Π_{j≠i} c*_j`` and the
-others are >= 0, so ``s_y(c*) <= 0``. For y ∈ T*, ``F(T* \\ y) >= F(T*)`` gives
-``p(y) <= Π_i c*_i - Π_i (c*_i - q_i(y)) = Σ_i q_i(y) Π_{j<i} (c*_j - q_j(y)) Π_{j>i} c*_j``
-(a telescoping sum) ``<= Σ_i q_i(y) Π_{j≠i} c*_j``, since ``0 <= c*_j - q_j(y) <= c*_j``; so
-``s_y(c*) >= 0``. ∎ (For K = 2 the dropped terms are ``±q_1(y) q_2(y)``: the band of issue 13.)
-
-So T* is an upper set of a linear score with positive weights ``Π_{j≠i} c*_j`` — a halfspace in
-the ``(q_1/p, ..., q_K/p)`` space — but the weights depend on T* itself, and there are
-O(n^K) halfspace sets. The search looks for c* instead, in boxes ``W = [l, h]``, each with the
-tokens it has decided inside (IN) and those still undecided (M).
-
-**Lemma 2 (a box decides tokens).** If ``c* ∈ W`` then ``s_y(l) > 0`` implies y ∈ T* and
-``s_y(h) < 0`` implies y ∉ T* (monotonicity and Lemma 1). Hence ``IN ⊆ T* ⊆ IN ∪ M`` and
-``c(IN) <= c* <= c(IN ∪ M)``: W shrinks to ``W ∩ [c(IN), c(IN ∪ M)]``, and an empty box
-holds no c*. Deciding and shrinking repeat until nothing changes.
-
-**Lemma 3 (lower bound).** If ``L(c) = v·c + κ >= Π_i c_i`` on W, every T with ``c(T) ∈ W`` and
-``IN ⊆ T ⊆ IN ∪ M`` has ``F(T) >= Σ_{y∈IN} (p(y) - v·q(y)) + Σ_{y∈M} min(0, p(y) - v·q(y)) - κ``.
-Such L come from McCormick's inequalities: for ``R ∈ [R_l, R_u]`` and ``x ∈ [x_l, x_u]``,
-``R x <= R_u x + x_l R - R_u x_l`` and ``R x <= R_l x + x_u R - R_l x_u``; apply them to
-``R = Π_{i<k} c_σ(i)`` along an order σ, replacing R by its own bound (its coefficient
-``x_l`` or ``x_u`` is >= 0). For K = 2 the two bounds are ``G(l_2, h_1)`` and ``G(h_2, l_1)``
-with ``G(w_1, w_2) = w_1 w_2 - Σ_y (w_1 q_1(y) + w_2 q_2(y) - p(y))₊`` (w_1 in the role of
-``q_2(T)``, w_2 of ``q_1(T)``).
-
-**Search.** Best first over boxes, from ``W_0 = [c(R1), c(R1) + c(rest)]``. At each box:
-decide and shrink (Lemma 2); offer IN as a candidate; when at most :data:`LEAF_SIZE` classes
-are undecided, evaluate all sets ``IN ∪ S``, S ⊆ M; otherwise discard the box when its
-bound (Lemma 3) is not below the best F found, else halve its widest side (weighted by
-``Π_{j≠i} h_j``). The first box also offers every prefix of M in the order of the score at its
-centre, a good first candidate.
-
-**Theorem (completeness).** The search returns a minimiser of F. *Proof.* Follow the boxes that
-contain c*: the first one does; deciding never excludes a token of T* nor includes one outside
-it (Lemma 2), shrinking keeps c*, a split keeps c* in one half. This chain ends in a leaf,
-which evaluates ``T* = IN ∪ (T* ∩ M)`` itself, or in a box discarded because its bound was not
-below the best value found, which by Lemma 3 is then <= F(T*). Either way the best value found
-is F(T*) when the search ends. ∎
+With ``c(T) = (q_1(T), ..., q_K(T))`` and the score ``s_y(c) = Σ_i q_i(y) Π_{j≠i} c_j - p(y)``
+(nondecreasing in every ``c_j``), a minimiser T* is a threshold set of ``s(c(T*))``: it holds
+every token of positive score and none of negative score (Lemma 1). The weights depend on T*
+itself, so the search locates ``c* = c(T*)`` instead, best first over boxes ``W = [l, h]`` of
+draft masses: a box decides the tokens whose score at its corners has one sign (Lemma 2) and
+shrinks to ``[c(IN), c(IN ∪ M)]``; it is settled by evaluating every subset of its undecided
+classes when at most :data:`LEAF_SIZE` remain, discarded when its McCormick lower bound
+(Lemma 3) is not below the best cut found, else halved. The search is complete: the chain of
+boxes that contain c* ends in a leaf that evaluates T*, or in a box whose bound is at most
+F(T*). Proofs of the reductions, the lemmas and completeness: docs/independent_optimum.md.
 
 *Arithmetic.* With ``exact=True`` everything is Fractions and the result is exact. In floats a
 token is decided only when its score clears the rounding of its terms by a relative margin,
 shrinking keeps a relative slack of 1e-12, and a box is discarded when its bound comes within
-:data:`FLOAT_TOLERANCE` of the best value: the returned cut value is within that tolerance
-(plus the rounding of the sums) of the minimum. *Termination* is not proved by a bound on the
-number of boxes: a box that cannot be halved (a point in exact arithmetic, adjacent floats
-otherwise) is settled exhaustively when at most :data:`COLLAPSED_LEAF_SIZE` classes are
-undecided and refused with an error otherwise, and :data:`NODE_LIMIT` caps the search. Measured: 1 to 11 boxes for Zipf
-targets with drafts at two or three temperatures (n = 49152 and 131072), at most 33 on 550
-random instances of six families (n = 200 to 49152, K = 2 to 6).
+:data:`FLOAT_TOLERANCE` of the best value. *Termination* is not proved by a bound on the
+number of boxes: a box that cannot be halved is settled exhaustively when at most
+:data:`COLLAPSED_LEAF_SIZE` classes are undecided and refused with an error otherwise, and
+:data:`NODE_LIMIT` caps the search (measured box counts: docs/independent_optimum.md).
 
 *Cost.* One O(n log n) sort for the first candidate and the grouping, then O(K |M|) per
 deciding round (tens of rounds in all); the undecided set shrinks quickly.
@@ -87,7 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory.laws import subset_sums
+from multidraft.theory._kernels import subset_sums
 
 __all__ = ["ProductCut", "product_cut", "LEAF_SIZE", "COLLAPSED_LEAF_SIZE", "NODE_LIMIT", "FLOAT_TOLERANCE"]
 

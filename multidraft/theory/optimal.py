@@ -7,41 +7,43 @@ ICLR 2025, Theorem 3 and Remark 2; Hu et al. 2025):
 
     P*(acc) = min_{T ⊆ Ω} [ p(T) + 1 - P_D(set(X) ⊆ T) ].
 
-Two independent routes compute it:
+Three independent routes compute it:
 
 * ``method="subsets"``: all 2^n sets at once (subset sums and a zeta transform; n <= 22).
-* ``method="sorted"``: one sort plus a prefix scan, O(n log n), for laws whose optimal cut is
-  a prefix of one token order: IID and WithoutReplacement (order by decreasing q/p; exchange
-  argument in theory.md for iid, proof by the exponential race in
-  :class:`~multidraft.theory.laws.WithoutReplacement` for wor), Greedy (its K-1
-  fixed tokens first, then the rest by q̃/p) and Deterministic (the draft set first).
+* ``method="sorted"``: one sort plus a prefix scan, O(n log n) (:func:`prefix_cut` over the
+  law's ``prefix_scan``), for laws whose optimal cut is a prefix of one token order: IID and
+  WithoutReplacement (order by decreasing q/p; exchange argument in theory.md for iid, proof by
+  the exponential race in docs/wor_prefix_structure.md for wor), Greedy (its K-1 fixed tokens
+  first, then the rest by q̃/p) and Deterministic (the draft set first).
 * ``method="threshold"``: independent drafts (Independent, non-identical, any K; IID too, as a
   cross-check of the sorted scan). Their optimal cut is a
   threshold set of the score ``Σ_i q_i(y) Π_{j≠i} q_j(T) - p(y)``, whose weights depend on the
   cut itself; a branch and bound over boxes of the draft masses ``(q_1(T), ..., q_K(T))``
-  finds it (proof of completeness in :mod:`multidraft.theory._independent` and
-  docs/independent_optimum.md). Tens of milliseconds at n = 49152.
+  finds it (proof of completeness: docs/independent_optimum.md; timings:
+  benchmarks/bench_independent.py).
 
-``exact=True`` runs either route in :class:`fractions.Fraction` arithmetic end to end.
+``exact=True`` runs every route in :class:`fractions.Fraction` arithmetic end to end.
 Every result carries its certificate: the minimising set T, whose cut value equals the
 returned number.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from multidraft.theory._field import Field, field
 from multidraft.theory._independent import product_cut
 from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_number
 from multidraft.theory.limits import optimum_advice
 from multidraft.theory.laws import (
+    IID,
     LAWS,
     DraftLaw,
     SUBSETS_LIMIT,
+    WithoutReplacement,
     check_k,
     check_law,
     law_class,
@@ -51,6 +53,7 @@ from multidraft.theory.laws import (
 
 __all__ = [
     "OptimalAcceptance",
+    "prefix_cut",
     "UnitAcceptance",
     "METHODS",
     "optimal_acceptance",
@@ -133,12 +136,13 @@ def cut_value(target: object, law: DraftLaw, tokens: object, exact: bool = False
     Fraction(5, 4)
     """
     p = check_law(law).check_target(target, exact)
-    tokens = sorted(set(int(t) for t in tokens))
-    if exact:
-        return sum((p[t] for t in tokens), Fraction(0)) + 1 - law.containment_exact(tokens)
-    mask = np.zeros(law.n, dtype=bool)
-    mask[tokens] = True
-    return float(p[mask].sum() + 1.0 - law.containment(mask))
+    value = _cut(p, law, np.asarray(sorted(set(int(t) for t in tokens)), dtype=np.int64), field(exact))
+    return value if exact else float(value)
+
+
+def _cut(p: np.ndarray, law: DraftLaw, tokens: np.ndarray, field: Field) -> float | Fraction:
+    """``p(T) + 1 - P_D(set(X) ⊆ T)`` for sorted distinct ``tokens`` (unclipped)."""
+    return field.total(p[tokens]) + field.one - law.set_containment(tokens, field.exact)
 
 
 def optimal_acceptance(
@@ -227,46 +231,65 @@ def optimal_acceptance(
     return _subsets(p, law, exact)
 
 
-def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
-    if not exact and law.name in _SUPPORT_LAWS:
-        order = _support_order(p, law.draft)
+def prefix_cut(target: object, law: DraftLaw, exact: bool = False) -> tuple[np.ndarray, int, float | Fraction]:
+    """The sorted scan: ``(order, best, value)`` with ``order`` the law's scan order
+    (:meth:`~multidraft.theory.laws.DraftLaw.prefix_scan`), ``T* = order[:best]`` the prefix of
+    least cut value and ``value = p(T*) + 1 - P_D(set(X) ⊆ T*)`` = P* (a float clipped at one,
+    or a Fraction). Valid for the laws with prefix structure; the one scan behind the optimum's
+    ``method="sorted"`` and the optimal verifier. For iid drafts and drafts without replacement
+    in floats, ``order`` holds the draft's support only (:func:`_support_scan`).
+
+    >>> from multidraft.theory.laws import IID
+    >>> order, best, value = prefix_cut([0.9, 0.1], IID([0.5, 0.5], 2))
+    >>> order[:best].tolist(), value
+    ([1], 0.85)
+    """
+    return _prefix_cut(check_law(law).check_target(target, exact), law, exact)
+
+
+def _prefix_cut(p: np.ndarray, law: DraftLaw, exact: bool) -> tuple[np.ndarray, int, float | Fraction]:
+    """:func:`prefix_cut` of a target already checked by ``law.check_target``."""
+    if not exact and isinstance(law, _SUPPORT_LAWS):
+        order, contained = _support_scan(p, law)
     else:
-        order = law.scan_order(p, exact=exact)
-    contained = law.prefix_containment(order, exact=exact)
-    if exact:
-        prefix_p = np.array(list(itertools.accumulate((p[t] for t in order.tolist()), initial=Fraction(0))), dtype=object)
-        values = prefix_p + 1 - contained
-        best = min(range(len(values)), key=values.__getitem__)
-        return OptimalAcceptance(values[best], _certificate(order[:best], law.n), "sorted", exact, law.name)
+        order, contained = law.prefix_scan(p, exact)
     values = _prefix_cut_values(p, order, contained)  # p(T_j) - P(set(X) ⊆ T_j)
     best = int(np.argmin(values))
-    value = float(min(1.0 + values[best], 1.0))
+    return order, best, field(exact).probability(1 + values[best])
+
+
+def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
+    order, best, value = _prefix_cut(p, law, exact)
     return OptimalAcceptance(value, _certificate(order[:best], law.n), "sorted", exact, law.name)
 
 
-#: Laws drawn from one draft q whose scan runs on q's support only (:func:`_support_order`).
-_SUPPORT_LAWS = ("iid", "wor")
+#: Laws drawn from one draft q whose scan runs on q's support only (:func:`_support_scan`).
+_SUPPORT_LAWS = (IID, WithoutReplacement)
 
 
-def _support_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The decreasing-q/p order of the draft's support only.
+def _support_scan(p: np.ndarray, law: DraftLaw) -> tuple[np.ndarray, np.ndarray]:
+    """``law.prefix_scan(p)`` on the draft's support only: the decreasing-q/p order of the
+    tokens with q > 0 and the containment of its prefixes (length s + 1).
 
     A token with q(y) = 0 lies in no draft tuple, so ``P(set(X) ⊆ T)`` does not change when it
     joins T while p(T) can only grow: no prefix through such tokens beats the prefix before
     them, and the scan over the support alone has the same minimum. O(n) to find the support,
     O(s log s) to order it."""
+    q = law.draft
     support = np.flatnonzero(q > 0)
     if len(support) == len(q):
-        return ratio_order(p, q)
-    return support[ratio_order(p[support], q[support])]
+        return law.prefix_scan(p)
+    order = support[ratio_order(p[support], q[support])]
+    return order, law.sorted_prefix_containment(q[order], law.k)
 
 
 def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) -> np.ndarray:
     """``p(T_j) - contained_j`` for the prefixes T_j of ``order`` along the last axis
     (``[..., n + 1]``; the cut value is one more): a gather, a prefix sum and a subtraction
-    into one array, so the scan adds a few passes, and no allocation, to the sort."""
-    values = np.empty(contained.shape)
-    values[..., 0] = 0.0
+    into one array, so the scan adds a few passes, and no allocation, to the sort (floats, or
+    Fractions in object arrays)."""
+    values = np.empty(contained.shape, dtype=contained.dtype)
+    values[..., 0] = 0
     if p.ndim == 1:
         np.take(p, order, out=values[1:])
     else:
@@ -278,21 +301,16 @@ def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) 
 def _threshold(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     """The threshold-set search of :func:`~multidraft.theory._independent.product_cut` on the
     law's draft marginals; the value is recomputed from the certificate as :func:`cut_value` does."""
-    tokens = product_cut(p, law.marginals(exact=exact), exact=exact).certificate
-    if exact:
-        value = sum((p[t] for t in tokens.tolist()), Fraction(0)) + 1 - law.containment_exact(tokens.tolist())
-    else:
-        mask = np.zeros(law.n, dtype=bool)
-        mask[tokens] = True
-        value = float(min(p[mask].sum() + 1.0 - law.containment(mask), 1.0))
-    return OptimalAcceptance(value, _certificate(tokens, law.n), "threshold", exact, law.name)
+    certificate = _certificate(product_cut(p, law.marginals(exact=exact), exact=exact).certificate, law.n)
+    value = field(exact).probability(_cut(p, law, certificate, field(exact)))
+    return OptimalAcceptance(value, certificate, "threshold", exact, law.name)
 
 
 def _subsets(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     """Minimum of the cut value over all token sets, after an exact reduction: tokens no draft
     can take are never worth including (they only add p), and draftable tokens with
     p = 0 are always worth including, so only the draftable tokens with p > 0 vary."""
-    positive = np.array([x > 0 for x in p]) if exact else p > 0
+    positive = p > 0
     active = np.flatnonzero(law.support & positive)
     forced = np.flatnonzero(law.support & ~positive)
     if len(active) > SUBSETS_LIMIT:
@@ -300,11 +318,10 @@ def _subsets(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
             f"method 'subsets': {len(active)} tokens are both draftable and have p > 0, more than "
             f"the limit of {SUBSETS_LIMIT} (2^n sets); {optimum_advice(law)}"
         )
-    values_p = np.array([p[t] for t in active.tolist()], dtype=object) if exact else p[active]
-    values = subset_sums(values_p) + 1 - law.containment_all_subsets(exact=exact, active=active, forced=forced)
+    values = subset_sums(p[active]) + 1 - law.containment_all_subsets(exact=exact, active=active, forced=forced)
     best = int(np.argmin(values))
     chosen = [int(t) for i, t in enumerate(active) if best >> i & 1]
-    value = values[best] if exact else float(min(values[best], 1.0))
+    value = field(exact).probability(values[best])
     return OptimalAcceptance(value, _certificate(list(forced) + chosen, law.n), "subsets", exact, law.name)
 
 
@@ -380,14 +397,8 @@ def single_draft_acceptance(target: object, draft: object, exact: bool = False) 
     >>> single_draft_acceptance(["1/3", "1/6", "1/2"], ["1/3", "1/3", "1/3"], exact=True)
     Fraction(5, 6)
     """
-    if exact:
-        p = as_exact_distribution(target, "target")
-        q = as_exact_distribution(draft, "draft")
-    else:
-        p = as_distribution(target, "target")
-        q = as_distribution(draft, "draft")
+    parse = as_exact_distribution if exact else as_distribution
+    p, q = field(exact).array(parse(target, "target")), field(exact).array(parse(draft, "draft"))
     if len(p) != len(q):
         raise ValueError(f"target and draft: lengths differ ({len(p)} vs {len(q)})")
-    if exact:
-        return sum((min(a, b) for a, b in zip(p, q)), Fraction(0))
-    return float(np.minimum(p, q).sum())
+    return field(exact).total(np.minimum(p, q))

@@ -18,26 +18,20 @@ lies in B(h) and ``Σ min(p, r*) = r*(U) + p(T*) = P*`` (r* <= p on U, r* >= p o
 **Its realisation** ("curtain"; :mod:`multidraft.theory._curtain`, fitted on the draft's
 support, :mod:`multidraft.theory._curtain_rule`): every draft draws a
 position uniformly from its token's set of [0, 1) and the draft with the smallest position is
-selected. U's sets tile [0, q(U)) and T*'s tile [q(U), 1), so a draft in U always beats a draft
-in T* (U is tight: some U token is selected whenever one is drafted). Inside each part, the
-tokens with r* = p ("free" tokens) get sets of their own and the others (the "pool", r* ∝ q)
-share one set, built by the nested stack pass. The law the rule *actually* has is computed
-from its sets (``q(y)/|S_y| · ∫_{S_y} K(1 - t)^{K-1} dt``, to rounding) and that law is the r
-used in the accept/residual step, so the output is exactly the target and only the acceptance
-carries rounding (about 1e-14).
+selected; U's sets tile [0, q(U)) and T*'s tile [q(U), 1), laid out by the nested stack pass.
+The law the rule *actually* has is computed from its sets and is the r used in the
+accept/residual step, so the output is exactly the target and only the acceptance carries
+rounding.
 
-**Drafts without replacement** (:mod:`multidraft.theory._front_back`). The clipped form of r*
-is not always reachable for this law, and no closed form of its optimal law is known. The
-*front/back* rule (same T*; positions U first, then T*; drafted tokens of the active part flip
-coins α; the first "front" one wins, else the last) has a law computed exactly by one forward
-pass of exponential-race integrals, with α fitted so that r tracks p; the fit is kept when it
-accepts more than selecting the first draft (law q), else that. Lossless either way; its
-acceptance reached P* to 1e-10 on every Zipf-like position measured and on 93% of 2,000
-adversarial small instances (the largest shortfall there 0.08; 3e-4 on average on real
-SmolLM2 positions): a lower bound on P*, not a proof of optimality (docs/optimal_verifier.md).
+**Drafts without replacement** (:mod:`multidraft.theory._front_back`). No closed form of the
+optimal law is known; the *front/back* rule (same T*; drafted tokens of the active part flip
+coins α; the first "front" one wins, else the last) has a law computed exactly by one pass of
+exponential-race integrals, with α fitted so that r tracks p, kept when it accepts more than
+the first draft (law q). Lossless either way; its acceptance is a lower bound on P*.
 
-Derivations, proofs (why r* is optimal, why the pass never gets stuck) and the treatment of
-ties, zeros, p = q, disjoint supports and empty U or T*: docs/optimal_verifier.md.
+Derivations and proofs (why r* is optimal, why the pass never gets stuck), the treatment of
+ties, zeros, p = q, disjoint supports and empty U or T*, and the measured accuracy and
+shortfall: docs/optimal_verifier.md.
 """
 
 from __future__ import annotations
@@ -47,8 +41,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.theory._curtain_rule import CurtainRule, OutsideTarget, fit_curtain_rule, fit_support_rule
+from multidraft.theory._field import canonical_step
 from multidraft.theory._front_back import front_back_nodes, front_back_pass
 from multidraft.theory.laws import IID, DraftLaw, WithoutReplacement, check_law
+from multidraft.theory.optimal import _prefix_cut
 
 __all__ = [
     "SelectionRule",
@@ -170,17 +166,6 @@ class FrontBackRule(SelectionRule):
         return out
 
 
-def _single_draft_step(p: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(min(1, p/r), norm((p - r)_+))`` of the canonical step against the selection law r
-    (acceptance 0 where r = 0; the residual is p itself when its mass is zero)."""
-    accept = np.zeros(len(p))
-    np.divide(p, r, out=accept, where=r > 0)
-    np.minimum(accept, 1.0, out=accept)
-    excess = np.maximum(p - r, 0.0)
-    mass = excess.sum()
-    return accept, excess / mass if mass > 0 else p.copy()
-
-
 def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | FrontBackRule:
     """The verifier's selection rule for ``(p, law)`` at any vocabulary size.
 
@@ -232,12 +217,8 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     p = law.check_target(target)
     if isinstance(law, IID):
         return fit_curtain_rule(p, law.draft, law.k)
-    order = law.scan_order(p)
-    contained = law.prefix_containment(order)
-    prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
-    best = int(np.argmin(prefix_p + 1.0 - contained))
-    optimum = float(min(prefix_p[best] + 1.0 - contained[best], 1.0))
-    # In the scan order T* = [0, best) and U = [best, n); undraftable tokens (q = 0) come last.
+    order, best, optimum = _prefix_cut(p, law, exact=False)
+    # In the scan order T* = [0, best); U is the rest (the undraftable tokens, q = 0, are not in the order).
     in_cut = np.zeros(law.n, dtype=bool)
     in_cut[order[:best]] = True
     certificate = np.flatnonzero(in_cut)
@@ -267,5 +248,5 @@ def _front_back_rule(p, q, k, optimum, certificate, in_cut) -> FrontBackRule:
     first_draft = not fitted or np.minimum(p, q).sum() > np.minimum(p, r).sum()
     if first_draft:
         r = q.copy()
-    accept, residual = _single_draft_step(p, r)
+    accept, residual = canonical_step(p, r)
     return FrontBackRule(k, n, p, q, r, optimum, certificate, accept, residual, position, boundary, alpha, first_draft, note)

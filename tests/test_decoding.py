@@ -537,6 +537,22 @@ def test_measure_bookkeeping(target, draft):
     assert summary["draft_temperatures"] == [1.2, 1.2] and summary["prompts"] == 2 and summary["compiled"] is False
 
 
+def test_measure_records_the_draft_support(target, draft):
+    """Every record counts the tokens its live drafts could propose; under top-p drafts fewer
+    than the vocabulary, under plain sampling all of it (softmax never underflows here)."""
+    for top, scheme in ((0.7, "optimal"), (1.0, "specinfer")):
+        results = measure(
+            target, draft, k=3, length=2, prompts=["a b"], max_new_tokens=6, progress=False, scheme=scheme,
+            draft_sampling=Sampling(1.2, top_p=top), keep_distributions=True,
+        )  # fmt: skip
+        supports = [int((record.drafts > 0).any(axis=0).sum()) for record in results.records]
+        assert [record.draft_support for record in results.records] == supports
+        vocabulary = results.records[0].drafts.shape[1]
+        assert max(supports) < vocabulary if top < 1 else min(supports) == vocabulary
+        assert results.draft_support == pytest.approx(np.mean(supports))
+        assert json.loads(results.to_json())["draft_support"] == pytest.approx(np.mean(supports))
+
+
 #: Every key the JSON summary had before the configuration moved into ``Results.config``.
 SUMMARY_KEYS = (
     "scheme", "target", "draft", "k", "length", "target_temperature", "target_top_p", "draft_temperatures",

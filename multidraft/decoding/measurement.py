@@ -320,6 +320,7 @@ def _record(prompt: int, block: int, step: NodeStep, keep: bool, gaps: set[str])
         block=block,
         depth=step.depth,
         k_live=len(step.live),
+        draft_support=int(np.count_nonzero(law.support)),
         law=step.law_name,
         draft_tokens=step.draft_tokens,
         token=step.token,

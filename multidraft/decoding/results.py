@@ -93,15 +93,18 @@ def martingale_interval(differences: np.ndarray, variances: np.ndarray, z: float
 class PositionRecord:
     """One verified position: what happened and what the theory says.
 
-    ``expected`` is the scheme's exact acceptance and ``optimal`` the optimal acceptance for
-    the same (p, q_i, live drafts); NaN when not computable. ``target`` and ``drafts`` hold p
-    ``[V]`` and the live q_i ``[k_live, V]`` when the measurement keeps distributions.
+    ``draft_support`` is the number of tokens some live draft could have proposed (q_i > 0 for
+    some i: what the optimal verifier's fit works on). ``expected`` is the scheme's exact
+    acceptance and ``optimal`` the optimal acceptance for the same (p, q_i, live drafts); NaN
+    when not computable. ``target`` and ``drafts`` hold p ``[V]`` and the live q_i
+    ``[k_live, V]`` when the measurement keeps distributions.
     """
 
     prompt: int
     block: int
     depth: int
     k_live: int
+    draft_support: int
     law: str
     draft_tokens: tuple[int, ...]
     token: int
@@ -197,7 +200,8 @@ class Results:
     the scheme's exact acceptance, over the ``expected_positions`` positions where the scheme
     can compute it), ``ci95`` (the model-based 95% interval of mean(empirical - expected) over
     those positions, :func:`difference_interval`), ``optimal_acceptance`` (mean P*, over the
-    ``optimal_positions`` where it is computable), ``block_efficiency`` (mean tokens emitted
+    ``optimal_positions`` where it is computable), ``draft_support`` (mean number of tokens
+    the live drafts could propose, per position), ``block_efficiency`` (mean tokens emitted
     per target call). Speed: ``tokens_per_second`` (new tokens over decoding time, theory
     excluded), ``autoregressive_tokens_per_second`` (plain sampling of the same prompts in the
     same run, NaN without the baseline) and ``speedup`` (their ratio). Time split in seconds:
@@ -226,6 +230,7 @@ class Results:
     expected_positions: int
     optimal_acceptance: float
     optimal_positions: int
+    draft_support: float
     block_efficiency: float
     blocks: int
     new_tokens: int
@@ -393,6 +398,7 @@ def aggregate(
         expected_positions=int(finite.sum()),
         optimal_acceptance=_mean(optimal),
         optimal_positions=int(np.isfinite(optimal).sum()),
+        draft_support=float(np.mean([r.draft_support for r in records])) if records else float("nan"),
         block_efficiency=float(np.mean([b.accepted + 1 for b in tally.blocks])) if tally.blocks else float("nan"),
         blocks=len(tally.blocks),
         new_tokens=tally.new_tokens,

@@ -16,35 +16,37 @@ theory layer, until the iid verifier's own method is memory-light (issue 22).
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
+from multidraft.theory._curtain_rule import Layout
 from multidraft.theory.verifier import CurtainRule
 
 __all__ = ["restricted_rule", "choice_probabilities", "curtain_conditional"]
 
 
 def restricted_rule(rule: CurtainRule, tokens: np.ndarray) -> CurtainRule:
-    """``rule`` keeping only the position sets of ``tokens`` (every other token undraftable):
-    the same selection probabilities for every tuple over ``tokens``."""
-    tokens = np.asarray(tokens, dtype=np.int64)
+    """``rule`` on the support ``tokens`` alone (every other token undraftable): the same
+    position sets, hence the same selection probabilities for every tuple over ``tokens``."""
+    tokens = np.unique(np.asarray(tokens, dtype=np.int64))
     groups = rule.token_group[tokens]
     if (groups < 0).any():
         raise ValueError("drafts: a draft token has draft probability zero")
     kept = np.unique(groups)
     first, last = rule.group_first[kept], rule.group_last[kept]
     pieces = np.concatenate([np.arange(a, b) for a, b in zip(first, last)])
-    group_last = np.cumsum(last - first)
-    token_group = np.full(rule.n, -1, dtype=np.int64)
-    token_group[tokens] = np.searchsorted(kept, groups)
-    return dataclasses.replace(
-        rule,
-        token_group=token_group,
+    local = np.searchsorted(rule.support, tokens)
+    layout = Layout(
+        cut=np.zeros(0, dtype=np.int64),
+        group=np.searchsorted(kept, groups),
+        group_density=rule.group_density[kept],
+        piece_group=np.repeat(np.arange(len(kept)), last - first),
         piece_start=rule.piece_start[pieces],
         piece_end=rule.piece_end[pieces],
-        group_first=group_last - (last - first),
-        group_last=group_last,
+        optimum=rule.optimum,
+        acceptance=rule.acceptance,
+    )
+    return CurtainRule(
+        rule.k, rule.n, tokens, rule.support_target[local], rule.support_draft[local], layout, outside_mass=0.0
     )
 
 

@@ -1,11 +1,13 @@
 """Exact checks shared by the verifier tests: a selection rule's law and output by enumerating
-every draft tuple of its law with the rule's exact choice probabilities."""
+every draft tuple of its law with the rule's exact choice probabilities, and the iid rule's law
+recomputed through the actual distribution function of a draft's position."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from multidraft.theory.verifier import SelectionRule
+from multidraft.theory._curtain import interval_weight
+from multidraft.theory.verifier import CurtainRule, SelectionRule
 
 
 def enumerated_law(rule: SelectionRule, law) -> np.ndarray:
@@ -44,3 +46,27 @@ def sampled_output(chooser: SelectionRule, rule: SelectionRule, law, draws: int,
     keep = rng.random(len(chosen)) < rule.accept[chosen]
     tokens = np.where(keep, chosen, rng.choice(law.n, size=len(chosen), p=rule.residual))
     return np.bincount(tokens, minlength=law.n)
+
+
+def law_through_actual_positions(rule: CurtainRule) -> np.ndarray:
+    """The law of the rule as laid out, without assuming the pieces tile [0, 1) exactly.
+
+    A draft's position has density f = q(y)/|S_y| on each piece of token y, so its
+    distribution function F is piecewise linear over the sorted pieces, and the piece [a, b)
+    of a group contributes W(F(a), F(b)) to the group (the probability that the smallest of K
+    positions falls in it), shared among the group's tokens in proportion to q.
+    """
+    q = np.zeros(len(rule.group_first))
+    held = rule.token_group >= 0
+    np.add.at(q, rule.token_group[held], rule.draft[held])
+    groups = np.repeat(np.arange(len(rule.group_first)), rule.group_last - rule.group_first)
+    lengths = rule.piece_end - rule.piece_start
+    size = np.bincount(groups, lengths, minlength=len(q))
+    order = np.argsort(rule.piece_start, kind="stable")
+    mass = (q[groups] / size[groups] * lengths)[order]
+    cdf = np.concatenate([[0.0], np.cumsum(mass)])
+    share = np.zeros(len(q))
+    np.add.at(share, groups[order], interval_weight(cdf[:-1], cdf[1:], rule.k))
+    r = np.zeros(rule.n)
+    r[held] = rule.draft[held] / q[rule.token_group[held]] * share[rule.token_group[held]]
+    return r

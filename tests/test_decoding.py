@@ -537,6 +537,22 @@ def test_measure_bookkeeping(target, draft):
     assert summary["draft_temperatures"] == [1.2, 1.2] and summary["prompts"] == 2 and summary["compiled"] is False
 
 
+def test_measure_records_the_draft_support(target, draft):
+    """Every record counts the tokens its live drafts could propose; under top-p drafts fewer
+    than the vocabulary, under plain sampling all of it (softmax never underflows here)."""
+    for top, scheme in ((0.7, "optimal"), (1.0, "specinfer")):
+        results = measure(
+            target, draft, k=3, length=2, prompts=["a b"], max_new_tokens=6, progress=False, scheme=scheme,
+            draft_sampling=Sampling(1.2, top_p=top), keep_distributions=True,
+        )  # fmt: skip
+        supports = [int((record.drafts > 0).any(axis=0).sum()) for record in results.records]
+        assert [record.draft_support for record in results.records] == supports
+        vocabulary = results.records[0].drafts.shape[1]
+        assert max(supports) < vocabulary if top < 1 else min(supports) == vocabulary
+        assert results.draft_support == pytest.approx(np.mean(supports))
+        assert json.loads(results.to_json())["draft_support"] == pytest.approx(np.mean(supports))
+
+
 #: Every key the JSON summary had before the configuration moved into ``Results.config``.
 SUMMARY_KEYS = (
     "scheme", "target", "draft", "k", "length", "target_temperature", "target_top_p", "draft_temperatures",
@@ -693,12 +709,27 @@ def test_empirical_acceptance_matches_expected_end_to_end(target, draft, scheme,
     assert z(np.clip(expected + 0.2, 0, 1)) > 4  # a miscalibrated expectation is caught
 
 
-def test_one_plan_per_node_selects_and_records(target):
+def test_one_plan_per_node_selects_and_records(target, monkeypatch):
     """Decoding prepares one plan per node: on the host path the plan that selects is the one
-    the record reads its acceptance from; after a batched selection the record prepares it."""
+    the record reads its acceptance from; after a batched selection the record prepares it.
+    (Scoring each block's tree, the token verifier's exact law prepares plans of its own for
+    every node of the tree: those are left out of the count.)"""
     from registered_scheme import FirstDraft
 
+    import multidraft.decoding.measurement as measurement
     from multidraft.schemes import SpecInfer
+
+    score = measurement._score_block
+
+    def uncounted(*args, **kwargs):
+        scheme = args[2].scheme
+        before = type(scheme).prepared
+        try:
+            return score(*args, **kwargs)
+        finally:
+            type(scheme).prepared = before
+
+    monkeypatch.setattr(measurement, "_score_block", uncounted)
 
     def counting(cls):
         class Counting(cls):

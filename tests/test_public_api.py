@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-SUBPACKAGES = ["multidraft", "multidraft.theory", "multidraft.lp", "multidraft.schemes", "multidraft.decoding", "multidraft.report"]
+SUBPACKAGES = ["multidraft", "multidraft.theory", "multidraft.lp", "multidraft.schemes", "multidraft.trees", "multidraft.decoding", "multidraft.report"]
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)
@@ -25,6 +25,7 @@ def test_every_exported_name_exists(name):
     [
         ("multidraft.theory", ("cvxpy", "torch", "cdd", "sympy", "transformers")),
         ("multidraft.schemes", ("cvxpy", "torch", "transformers")),
+        ("multidraft.trees", ("cvxpy", "torch", "transformers")),
         ("multidraft.cli", ("numpy", "cvxpy", "torch", "transformers")),
     ],
 )

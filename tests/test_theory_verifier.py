@@ -15,6 +15,7 @@ Independent routes compared here:
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import numpy as np
@@ -23,39 +24,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from multidraft.theory import IID, Greedy, Independent, optimal_acceptance, softmax, zipf
-from multidraft.theory._curtain import interval_weight
 from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
-from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
+from rule_checks import coverage, enumerated_law, enumerated_output, law_through_actual_positions, sampled_output
 from strategies import as_float, instances
 
 
 
 
-
-
-def law_through_actual_positions(rule: CurtainRule) -> np.ndarray:
-    """The law of the rule as laid out, without assuming the pieces tile [0, 1) exactly.
-
-    A draft's position has density f = q(y)/|S_y| on each piece of token y, so its
-    distribution function F is piecewise linear over the sorted pieces, and the piece [a, b)
-    of a group contributes W(F(a), F(b)) to the group (the probability that the smallest of K
-    positions falls in it), shared among the group's tokens in proportion to q.
-    """
-    q = np.zeros(len(rule.group_first))
-    held = rule.token_group >= 0
-    np.add.at(q, rule.token_group[held], rule.draft[held])
-    groups = np.repeat(np.arange(len(rule.group_first)), rule.group_last - rule.group_first)
-    lengths = rule.piece_end - rule.piece_start
-    size = np.bincount(groups, lengths, minlength=len(q))
-    order = np.argsort(rule.piece_start, kind="stable")
-    mass = (q[groups] / size[groups] * lengths)[order]
-    cdf = np.concatenate([[0.0], np.cumsum(mass)])
-    share = np.zeros(len(q))
-    np.add.at(share, groups[order], interval_weight(cdf[:-1], cdf[1:], rule.k))
-    r = np.zeros(rule.n)
-    r[held] = rule.draft[held] / q[rule.token_group[held]] * share[rule.token_group[held]]
-    return r
 
 
 @given(instances(max_n=6, max_k=4))
@@ -145,17 +121,7 @@ def test_broken_layout_is_caught():
     law = IID(q, k)
     rule = optimal_selection_rule(p, law)
     assert (np.diff(rule.group_first) >= 0).all()
-    hulls_start = np.minimum.reduceat(rule.piece_start, rule.group_first)
-    hulls_end = np.maximum.reduceat(rule.piece_end, rule.group_first)
-    broken = CurtainRule(
-        **{
-            **rule.__dict__,
-            "piece_start": hulls_start,
-            "piece_end": hulls_end,
-            "group_first": np.arange(len(hulls_start)),
-            "group_last": np.arange(1, len(hulls_start) + 1),
-        }
-    )
+    broken = _hull_uniform(rule)
     assert len(rule.piece_start) > len(broken.piece_start)  # the instance has nested hulls
     assert np.abs(enumerated_law(broken, law) - rule.selection_law).max() > 1e-3
 
@@ -217,10 +183,13 @@ def test_positions_lie_in_the_token_sets(uniforms):
 
 def _hull_uniform(rule: CurtainRule) -> CurtainRule:
     """WRONG twin: each group's positions uniform over its whole hull (the holes ignored)."""
-    start = np.minimum.reduceat(rule.piece_start, rule.group_first)
-    end = np.maximum.reduceat(rule.piece_end, rule.group_first)
-    size = np.arange(len(start))
-    return CurtainRule(**{**rule.__dict__, "piece_start": start, "piece_end": end, "group_first": size, "group_last": size + 1})
+    twin = copy.copy(rule)
+    twin.piece_start = np.minimum.reduceat(rule.piece_start, rule.group_first)
+    twin.piece_end = np.maximum.reduceat(rule.piece_end, rule.group_first)
+    twin.group_first = np.arange(len(twin.piece_start))
+    twin.group_last = twin.group_first + 1
+    twin.__dict__.pop("piece_cumulative", None)  # computed again from the new pieces
+    return twin
 
 
 @pytest.mark.statistical
@@ -243,17 +212,16 @@ def test_sampled_output_is_the_target_and_a_broken_twin_is_caught():
 
 
 def test_failed_fit_falls_back_to_an_exact_law(monkeypatch):
-    """A layout gone wrong (here: NaN weights) must not give a wrong output law: the rule falls
+    """A layout gone wrong (here: NaN densities) must not give a wrong output law: the rule falls
     back to one shared position set (a uniformly chosen draft, law q) and says so."""
-    from multidraft.theory import verifier
+    from multidraft.theory import _curtain_rule
+    from multidraft.theory._curtain import curtain_fit
 
-    def broken_layout(mass, weight, k, lo, hi):
-        group, start, end, realised_weight, realised_length = nested_layout(mass, weight, k, lo, hi)
-        return group, start, end, np.full_like(realised_weight, np.nan), realised_length
+    def broken_fit(p, q, k):
+        fit = curtain_fit(p, q, k)
+        return fit._replace(density=np.full_like(fit.density, np.nan), acceptance=np.nan)
 
-    from multidraft.theory._curtain import nested_layout
-
-    monkeypatch.setattr(verifier, "nested_layout", broken_layout)
+    monkeypatch.setattr(_curtain_rule, "curtain_fit", broken_fit)
     p, law = np.array([0.5, 0.3, 0.2]), IID([0.2, 0.3, 0.5], 2)
     rule = optimal_selection_rule(p, law)
     assert rule.note is not None and "fell back" in rule.note

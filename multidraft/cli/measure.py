@@ -9,6 +9,12 @@ A separate draft model sharing the tokenizer, or an early exit of the target::
     multidraft measure --target ID --draft ID
     multidraft measure --model default --early-exit 12
 
+Tree verifiers (``--verifier``, default ``token``: the token walk with ``--scheme``), each
+driving its own run on the same prompts and seeds, every one scored on every block by its exact
+expected accepted length given the drafted tree::
+
+    multidraft measure --k 2 --length 4 --verifier token traversal selective token:optimal
+
 Every value is checked before a model loads. The same run times plain autoregressive
 sampling of the prompts and prints the speed-up beside tokens/s (``--no-baseline`` skips it);
 ``--compile`` runs static KV caches with compiled forwards (CUDA graphs on CUDA).
@@ -16,7 +22,10 @@ sampling of the prompts and prints the speed-up beside tokens/s (``--no-baseline
 A progress bar goes to stderr when it is a terminal; ``--json`` prints one JSON object on stdout with
 ``empirical_acceptance``, ``expected_acceptance``, ``optimal_acceptance``, ``ci95`` (95%
 interval of empirical - expected, model-based variance), ``positions``, ``block_efficiency``,
-``tokens_per_second``, ``autoregressive_tokens_per_second``, ``speedup`` and the rest of
+``tokens_per_second``, ``autoregressive_tokens_per_second``, ``speedup``, ``verifiers`` (per
+verifier: realised and expected block efficiency, the 95% interval of realised − expected
+accepted length, tokens/s, the verifier's time), ``paired`` (every verifier's expected accepted
+length minus the first's, block by block, with its interval) and the rest of
 :meth:`multidraft.decoding.Results.summary`.
 """
 
@@ -51,7 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--draft-top-p", type=float, nargs="+", default=[1.0], metavar="P", help="draft top-p (one or K values)")
     parser.add_argument("--target-temperature", type=float, default=1.0, help="target temperature (default 1.0)")
     parser.add_argument("--target-top-p", type=float, default=1.0, help="target top-p (default 1.0)")
-    parser.add_argument("--scheme", default="specinfer", help="token-level scheme name (default specinfer)")
+    parser.add_argument("--scheme", default="specinfer", help="token-level scheme of the token verifier (default specinfer)")
+    parser.add_argument(
+        "--verifier", nargs="+", default=["token"], metavar="NAME",
+        help="tree verifiers, each driving its own run on the same prompts and seeds and all scored on every "
+        "block: token (the token walk with --scheme), token:SCHEME, block (K = 1), traversal, selective "
+        "(default token)",
+    )  # fmt: skip
     parser.add_argument("--without-replacement", action="store_true", help="draw the first K draft tokens without replacement")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="new tokens per prompt (default 32)")
     parser.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable; default: four built-in prompts)")
@@ -93,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         compile=args.compile,
         baseline=not args.no_baseline,
+        verifiers=args.verifier,
     )
     torch.set_num_threads(args.threads or default_threads())
     target = load_model(args.target or args.model or "default", device=config.device)
@@ -127,9 +143,32 @@ def run(args: argparse.Namespace) -> int:
         f"theory {results.seconds_theory:.2f}, autoregressive {results.seconds_autoregressive:.2f}, "
         f"warm-up {results.seconds_warmup:.2f}"
     )
+    _print_verifiers(results)
     for note in results.notes:
         print(f"note: {note}")
     return 0
+
+
+def _print_verifiers(results) -> None:
+    """Per verifier: its own run (realised against expected block efficiency), then every
+    verifier against the first on the same blocks."""
+    print(f"verifiers ({results.verifiers[0].name} drove the lines above; each ran the same prompts and seeds)")
+    width = max(len(run.name) for run in results.verifiers)
+    for run in results.verifiers:
+        low, high = run.ci95
+        print(
+            f"  {run.name:{width}s}  {run.blocks} blocks, block efficiency {run.block_efficiency:.3f} realised, "
+            f"{run.expected_block_efficiency:.3f} expected; 95% CI tau - E[tau | tree] [{_signed(low)}, {_signed(high)}]; "
+            f"{run.tokens_per_second:.2f} tokens/s, verifier {run.seconds_verifier:.2f} s"
+        )
+    reference = results.paired[0].reference if results.paired else ""
+    print(f"paired on the same {results.paired[0].blocks if results.paired else 0} blocks, E[tau | tree] against {reference}")
+    for score in results.paired[1:]:
+        low, high = score.ci95
+        print(
+            f"  {score.verifier:{width}s}  block efficiency {score.expected_block_efficiency:.3f}, difference "
+            f"{_signed(score.difference)} [{_signed(low)}, {_signed(high)}], ahead on {score.ahead}, behind on {score.behind}"
+        )
 
 
 def _sampling(temperature: float, top_p: float, role: str):

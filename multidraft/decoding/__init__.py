@@ -37,7 +37,9 @@ from multidraft.decoding.verification import (
     node_law,
     node_law_class,
     node_scheme,
+    spec_groups,
     verify_block,
+    verify_tree,
     walk_tree,
 )
 
@@ -63,6 +65,8 @@ __all__ = [
     "node_law_class",
     "node_scheme",
     "walk_tree",
+    "verify_tree",
+    "spec_groups",
     "NodeStep",
     "BlockOutcome",
     "Generation",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multidraft.decoding.drafting import Sampling
-from multidraft.decoding.generation import check_without_replacement, resolve_scheme
+from multidraft.decoding.generation import check_without_replacement, resolve_scheme, resolve_verifier
 from multidraft.decoding.models import resolve_device
 from multidraft.decoding.verification import node_law_class
 from multidraft.schemes.base import Scheme
@@ -80,6 +80,13 @@ class MeasureConfig:
         Static KV caches and compiled forwards (:mod:`multidraft.decoding.state`).
     baseline : bool
         Time plain autoregressive decoding of the same prompts in the same run (speed-up).
+    verifiers : tuple of TreeVerifier
+        The tree verifiers, each driving its own run on the same prompts and seeds (the first
+        gives the token-level records and the baseline); every one is scored on every block
+        (:class:`~multidraft.decoding.results.PairedScore`). Names are resolved on
+        construction (:func:`~multidraft.decoding.generation.resolve_verifier`: ``"token"`` is
+        the token walk with ``scheme``); each must take the drafts (its K and how the tree is
+        drafted), and a token verifier's scheme the root law.
     """
 
     k: int = 2
@@ -94,6 +101,7 @@ class MeasureConfig:
     device: str = "auto"
     compile: bool = False
     baseline: bool = True
+    verifiers: tuple[Any, ...] = ("token",)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -115,7 +123,12 @@ class MeasureConfig:
             raise ValueError(f"device: expected a device name such as 'cpu' or 'cuda', got {self.device!r}")
         resolve_device(self.device)
         put(self, "scheme", resolve_scheme(self.scheme))
-        self._check_scheme_law()
+        put(self, "verifiers", self._resolve_verifiers())
+
+    @property
+    def verifier_names(self) -> tuple[str, ...]:
+        """The verifiers' registry names (``token:<scheme>`` for the token walk)."""
+        return tuple(verifier.name for verifier in self.verifiers)
 
     @property
     def scheme_name(self) -> str:
@@ -128,15 +141,34 @@ class MeasureConfig:
         (:func:`~multidraft.decoding.verification.node_law_class` of the drafts' samplings)."""
         return node_law_class(self.draft_sampling, self.without_replacement).name
 
-    def _check_scheme_law(self) -> None:
-        if not isinstance(self.scheme, Scheme):
-            return
+    def _resolve_verifiers(self) -> tuple[Any, ...]:
+        from multidraft.trees import TokenVerifier
+
+        values = self.verifiers
+        if isinstance(values, str) or not isinstance(values, Sequence):
+            values = (values,)
+        if len(values) == 0:
+            raise ValueError("verifiers: give at least one verifier (e.g. 'token' for the token walk with the scheme)")
+        verifiers = tuple(resolve_verifier(value, self.scheme) for value in values)
+        names = [verifier.name for verifier in verifiers]
+        if len(set(names)) < len(names):
+            raise ValueError(f"verifiers: each verifier once, got {names}")
         root = node_law_class(self.draft_sampling, self.without_replacement)
-        if self.scheme.supports_law(root, self.k):
+        for verifier in verifiers:
+            if verifier.max_k is not None and self.k > verifier.max_k:
+                raise ValueError(f"verifier: {verifier.name!r} takes K <= {verifier.max_k}; got k={self.k}")
+            if root.name not in verifier.drafting:
+                raise ValueError(f"verifier: {verifier.name!r} takes {', '.join(verifier.drafting)} trees; these drafts are {root.name}")
+            if isinstance(verifier, TokenVerifier):
+                self._check_scheme_law(verifier.scheme, root)
+        return verifiers
+
+    def _check_scheme_law(self, scheme: Any, root: type) -> None:
+        if not isinstance(scheme, Scheme) or scheme.supports_law(root, self.k):
             return
-        laws = tuple(cls.name for cls in self.scheme.capabilities.laws)
+        laws = tuple(cls.name for cls in scheme.capabilities.laws)
         raise ValueError(
-            f"scheme: {self.scheme_name!r} supports the laws {laws}, but does not apply to these drafts "
+            f"scheme: {getattr(scheme, 'name', scheme)!r} supports the laws {laws}, but does not apply to these drafts "
             f"(the {root.name} law with k={self.k})"
         )
 

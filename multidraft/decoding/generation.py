@@ -19,7 +19,7 @@ import torch
 from multidraft.decoding.drafting import DraftSpec, Sampling, draft_block, process_logits, sample_tokens
 from multidraft.decoding.models import LoadedModel, check_compatible
 from multidraft.decoding.state import ModelState
-from multidraft.decoding.verification import BlockOutcome, verify_block, walk_tree
+from multidraft.decoding.verification import BlockOutcome, verify_block, verify_tree
 from multidraft.theory.distributions import check_count
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "warm_up",
     "check_specs",
     "resolve_scheme",
+    "resolve_verifier",
 ]
 
 
@@ -41,6 +42,22 @@ def resolve_scheme(scheme: Any) -> Any:
     if not callable(getattr(scheme, "select", None)):
         raise ValueError(f"scheme: expected a scheme name or an object with select(), got {scheme!r}")
     return scheme
+
+
+def resolve_verifier(verifier: Any, scheme: Any = "specinfer") -> Any:
+    """The tree verifier that verifies each block: ``verifier`` itself (a
+    :class:`~multidraft.trees.TreeVerifier`), the registered one of that name
+    (:func:`multidraft.trees.get_verifier`: ``"traversal"``, ``"token:optimal"``, ...), or for
+    ``None`` and ``"token"`` the token walk with ``scheme`` (a name or a scheme object)."""
+    from multidraft.trees import TokenVerifier, TreeVerifier, get_verifier
+
+    if isinstance(verifier, TreeVerifier):
+        return verifier
+    if verifier is None or verifier == "token":
+        return TokenVerifier(resolve_scheme(scheme))
+    if not isinstance(verifier, str):
+        raise ValueError(f"verifier: expected a verifier name or a TreeVerifier, got {verifier!r}")
+    return get_verifier(verifier)
 
 
 def clock(device: torch.device) -> float:
@@ -105,7 +122,7 @@ def speculative_generate(
     prompt: Sequence[int],
     *,
     length: int,
-    scheme: Any,
+    scheme: Any = "specinfer",
     max_new_tokens: int,
     generator: torch.Generator,
     rng: np.random.Generator,
@@ -113,14 +130,16 @@ def speculative_generate(
     without_replacement: bool = False,
     compile: bool = False,
     on_block: Callable[[BlockOutcome], None] | None = None,
+    verifier: Any = None,
 ) -> Generation:
     """Multi-draft speculative sampling of up to ``max_new_tokens`` tokens after ``prompt``.
 
     Each block: draft K = ``len(specs)`` sequences of ``length`` tokens (one batched,
-    KV-cached draft pass per position), run one batched target forward over them, select
-    along the tree with ``scheme`` (lossless, on the device where the scheme has a batched
-    form), emit the accepted tokens plus the residual or bonus token, and keep the KV caches
-    of the accepted row. Stops after ``max_new_tokens`` or an end-of-sequence token.
+    KV-cached draft pass per position), run one batched target forward over them, verify the
+    tree with ``verifier`` (default: the token walk with ``scheme``, on the device where the
+    scheme has a batched form), emit the accepted tokens plus the residual or bonus token, and
+    keep the KV caches of the accepted row. Stops after ``max_new_tokens`` or an
+    end-of-sequence token.
 
     Parameters
     ----------
@@ -133,11 +152,11 @@ def speculative_generate(
     length, max_new_tokens : int
         Tokens per draft L and new tokens (>= 1).
     scheme : str or Scheme
-        Registry name or scheme object.
+        Registry name or scheme object of the token walk (``verifier`` None or ``"token"``).
     generator : torch.Generator
         On the target's device: drafting, batched selection and bonus tokens.
     rng : numpy.random.Generator
-        Selection by schemes without a batched form.
+        The verifier's host randomness (selection by schemes without a batched form).
     target_sampling : Sampling
         The target's processing; p is recorded after it.
     without_replacement : bool
@@ -146,6 +165,9 @@ def speculative_generate(
         Static KV caches and compiled forwards (:mod:`multidraft.decoding.state`).
     on_block : callable, optional
         Called with each :class:`BlockOutcome` (outside the timed phases).
+    verifier : str or TreeVerifier, optional
+        The tree verifier (:func:`resolve_verifier`): ``"traversal"``, ``"block"`` (K = 1),
+        ``"selective"``, ``"token:<scheme>"``; None: the token walk with ``scheme``.
 
     Returns
     -------
@@ -155,7 +177,7 @@ def speculative_generate(
     max_new_tokens = check_count(max_new_tokens, "max_new_tokens")
     if not isinstance(target_sampling, Sampling):
         raise ValueError(f"target_sampling: expected a Sampling, got {type(target_sampling).__name__}")
-    scheme = resolve_scheme(scheme)
+    verifier = resolve_verifier(verifier, scheme)
     draft = check_specs(target, specs, without_replacement)
     eos = target.eos_token_ids
     device = target.device
@@ -181,8 +203,8 @@ def speculative_generate(
         t1 = clock(device)
         p = verify_block(target_state, drafts, target_sampling)
         t2 = clock(device)
-        outcome = walk_tree(
-            p, drafts, specs, scheme, generator=generator, rng=rng, without_replacement=without_replacement
+        outcome = verify_tree(
+            p, drafts, specs, verifier, generator=generator, rng=rng, without_replacement=without_replacement
         )
         t3 = clock(device)
         accepted_row = drafts.tokens[outcome.row].tolist()

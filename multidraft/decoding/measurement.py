@@ -7,8 +7,14 @@ selected, :attr:`~multidraft.schemes.Plan.acceptance`), and the optimal acceptan
 Theorem 3 and Remark 2; :func:`multidraft.theory.optimal_acceptance`). The interval of
 empirical minus expected acceptance is described in :mod:`multidraft.decoding.results`.
 
+For every block it keeps the accepted length τ beside every verifier's exact expected accepted
+length on the very same drafted tree, ``E[τ | tree]`` (:meth:`multidraft.trees.TreeVerifier.law`,
+Rao-Blackwell: it needs only the distributions on the tree), and the driving verifier's
+``Var[τ | tree]``. With several verifiers (``verifiers``), each drives its own run on the same
+prompts and seeds, and every one is scored on every block of every run.
+
 The same run times plain autoregressive sampling of each prompt right after its speculative
-generation (so both see the same machine load) and reports the speed-up
+generation by the first verifier (so both see the same machine load) and reports the speed-up
 ``tokens_per_second / autoregressive_tokens_per_second``.
 """
 
@@ -27,8 +33,8 @@ from multidraft.decoding.config import DEFAULT_PROMPTS, MeasureConfig
 from multidraft.decoding.drafting import DraftSpec, Sampling
 from multidraft.decoding.generation import check_specs, clock, sample_autoregressive, speculative_generate, warm_up
 from multidraft.decoding.models import LoadedModel, load_model
-from multidraft.decoding.results import PositionRecord, Results, Tally, aggregate
-from multidraft.decoding.verification import BlockOutcome, NodeStep
+from multidraft.decoding.results import BlockRecord, PositionRecord, Results, Tally, aggregate
+from multidraft.decoding.verification import BlockOutcome, NodeStep, spec_groups
 from multidraft.theory.laws import DraftLaw
 from multidraft.theory.optimal import optimal_acceptance
 
@@ -82,6 +88,7 @@ def measure(
     baseline: bool = True,
     keep_distributions: bool = False,
     progress: bool = True,
+    verifiers: Sequence[Any] = ("token",),
 ) -> Results:
     """Run multi-draft speculative sampling and compare empirical with theoretical acceptance.
 
@@ -99,7 +106,8 @@ def measure(
     k, length : int
         Number of drafts K and tokens per draft L (>= 1).
     scheme : str or Scheme
-        A name in the schemes registry (``multidraft.schemes.get_scheme``) or a scheme object.
+        A name in the schemes registry (``multidraft.schemes.get_scheme``) or a scheme object:
+        the scheme of the token walk (the verifier ``"token"``).
     prompts : sequence of str, optional
         Non-empty; default :data:`DEFAULT_PROMPTS`.
     max_new_tokens : int
@@ -124,6 +132,11 @@ def measure(
     progress : bool
         This run's progress bar on stderr, drawn only when stderr is a terminal (and the hub's
         download bars when a model is downloaded; transformers' loading bar is always off).
+    verifiers : sequence of str or TreeVerifier
+        Tree verifiers (:func:`multidraft.trees.get_verifier` names, ``"token"`` for the token
+        walk with ``scheme``), each driving its own run on the same prompts and seeds, all
+        scored on every block (:attr:`Results.verifiers`, :attr:`Results.paired`); the first
+        gives the top-level fields.
 
     Returns
     -------
@@ -134,14 +147,14 @@ def measure(
     ValueError
         k, length or max_new_tokens < 1, an empty prompt list, a bad sampling, an unknown
         scheme or one that does not support the drafts' law, a device torch does not report,
-        an incompatible draft.
+        an incompatible draft, a verifier that does not take the drafts.
     OSError
         A model that cannot be found locally nor downloaded.
     """
     config = MeasureConfig(
         k=k, length=length, scheme=scheme, prompts=prompts, max_new_tokens=max_new_tokens, seed=seed,
         target_sampling=target_sampling, draft_sampling=draft_sampling, without_replacement=without_replacement,
-        device=device, compile=compile, baseline=baseline,
+        device=device, compile=compile, baseline=baseline, verifiers=verifiers,
     )  # fmt: skip
     target_model = _as_model(target, config.device, progress)
     draft_model = None if draft is None else _as_model(draft, config.device, progress)
@@ -162,31 +175,36 @@ def run_measurement(
     keep_distributions: bool = False,
     progress: bool = True,
 ) -> Results:
-    """:func:`measure` on loaded models: ``specs`` are the K drafts (checked by the caller)."""
+    """:func:`measure` on loaded models: ``specs`` are the K drafts (checked by the caller).
+    Each verifier of ``config.verifiers`` drives one run over every prompt, with the same
+    seeds."""
     from tqdm.auto import tqdm
 
     draft = specs[0].model
     device = target.device
     prompts = [encode_prompt(target.tokenizer, text) for text in config.prompts]
-    tally = Tally()
+    tallies = [Tally(verifier=verifier.name) for verifier in config.verifiers]
     if config.compile:
         start = time.perf_counter()
         capacity = max(len(ids) for ids in prompts) + config.max_new_tokens + config.length + 2
         warm_up(target, specs, length=config.length, capacity=capacity, autoregressive=config.baseline)
-        tally.seconds["warmup"] = time.perf_counter() - start
-    randomness = (
-        torch.Generator(device=device).manual_seed(config.seed),
-        np.random.default_rng(config.seed),
-        torch.Generator(device=device).manual_seed(config.seed + 1),
-    )
-    total = len(prompts) * config.max_new_tokens
+        tallies[0].seconds["warmup"] = time.perf_counter() - start
+    per_run = len(prompts) * config.max_new_tokens
     # disable=None: tqdm draws only when stderr is a terminal (a pipe or a log gets no bar lines)
-    with tqdm(total=total, disable=None if progress else True, file=sys.stderr, unit="tok", desc="measure") as bar:
-        for index, ids in enumerate(prompts):
-            _measure_prompt(index, ids, config, target, specs, randomness, tally, keep_distributions, bar)
-            bar.update((index + 1) * config.max_new_tokens - bar.n)  # a prompt that ended early: skip its rest
+    bar = tqdm(total=per_run * len(tallies), disable=None if progress else True, file=sys.stderr, unit="tok", desc="measure")
+    with bar:
+        for run, (verifier, tally) in enumerate(zip(config.verifiers, tallies)):
+            randomness = (
+                torch.Generator(device=device).manual_seed(config.seed),
+                np.random.default_rng(config.seed),
+                torch.Generator(device=device).manual_seed(config.seed + 1),
+            )
+            for index, ids in enumerate(prompts):
+                start = run * per_run + index * config.max_new_tokens
+                _measure_prompt(index, ids, config, verifier, target, specs, randomness, tally, keep_distributions, bar, start, run == 0)
+                bar.update(start + config.max_new_tokens - bar.n)  # a prompt that ended early: skip its rest
     return aggregate(
-        tally,
+        tallies,
         config,
         target=target.name,
         draft=draft.name if draft is not None else f"{target.name} (self)",
@@ -199,34 +217,41 @@ def _measure_prompt(
     index: int,
     ids: list[int],
     config: MeasureConfig,
+    verifier: Any,
     target: LoadedModel,
     specs: Sequence[DraftSpec],
     randomness: tuple[torch.Generator, np.random.Generator, torch.Generator],
     tally: Tally,
     keep: bool,
     bar: Any,
+    start: int,
+    first: bool,
 ) -> None:
-    """One prompt: speculative generation with a theory record per position, then (with the
-    baseline) autoregressive sampling of as many tokens; everything accumulates in ``tally``.
-    The bar counts this prompt's tokens up to its ``max_new_tokens`` share (a last block can
-    emit more than are kept), so it never runs past the prompt's end nor backwards."""
+    """One prompt driven by ``verifier``: speculative generation with a record per block (and,
+    for the ``first`` verifier, a theory record per position and the autoregressive baseline
+    of as many tokens); everything accumulates in ``tally``. The bar counts this prompt's
+    tokens from ``start`` up to its ``max_new_tokens`` share (a last block can emit more than
+    are kept), so it never runs past the prompt's end nor backwards."""
     generator, rng, baseline_generator = randomness
-    end = (index + 1) * config.max_new_tokens
+    end = start + config.max_new_tokens
+    groups = spec_groups(specs)
 
     def on_block(outcome: BlockOutcome) -> None:
-        start = time.perf_counter()
+        began = time.perf_counter()
         block = len(tally.blocks)
-        for step in outcome.steps:
-            tally.records.append(_record(index, block, step, keep, tally.gaps))
-        # The steps (device views, host plans) are consumed: keep the block's counts only.
-        tally.blocks.append(dataclasses.replace(outcome, steps=()))
-        tally.seconds["theory"] += time.perf_counter() - start
+        if first:
+            for step in outcome.steps:
+                tally.records.append(_record(index, block, step, keep, tally.gaps))
+        tally.block_records.append(_score_block(index, block, verifier, outcome, config, groups, tally.block_gaps))
+        # The steps (device views, host plans) and distributions are consumed: keep the counts.
+        tally.blocks.append(dataclasses.replace(outcome, steps=(), target=None, drafts=None))
+        tally.seconds["theory"] += time.perf_counter() - began
         bar.update(max(0, min(len(outcome.tokens), end - bar.n)))
 
     generation = speculative_generate(
         target, specs, ids, length=config.length, scheme=config.scheme, max_new_tokens=config.max_new_tokens,
         generator=generator, rng=rng, target_sampling=config.target_sampling,
-        without_replacement=config.without_replacement, compile=config.compile, on_block=on_block,
+        without_replacement=config.without_replacement, compile=config.compile, on_block=on_block, verifier=verifier,
     )  # fmt: skip
     tally.new_tokens += len(generation.tokens)
     tally.seconds["drafting"] += generation.seconds_drafting
@@ -236,14 +261,35 @@ def _measure_prompt(
     if generation.compile_error:
         tally.notes.add(f"compile=True but torch.compile failed ({generation.compile_error}); forwards ran eagerly")
     tally.texts.append(target.tokenizer.decode(list(generation.tokens)))
-    if config.baseline:
-        start = clock(target.device)
+    if config.baseline and first:
+        began = clock(target.device)
         produced = sample_autoregressive(
             target, ids, max_new_tokens=config.max_new_tokens, generator=baseline_generator,
             sampling=config.target_sampling, compile=config.compile,
         )  # fmt: skip
-        tally.seconds["autoregressive"] += clock(target.device) - start
+        tally.seconds["autoregressive"] += clock(target.device) - began
         tally.autoregressive_tokens += len(produced)
+
+
+def _score_block(
+    prompt: int, block: int, driver: Any, outcome: BlockOutcome, config: MeasureConfig, groups: tuple[int, ...], gaps: set[str]
+) -> BlockRecord:
+    """The block's record: τ of ``driver`` and every verifier's ``E[τ | tree]`` on the block's
+    tree (NaN, with the reason in ``gaps``, where a verifier cannot compute it), with the
+    driver's ``Var[τ | tree]``."""
+    tree = outcome.tree(groups, config.without_replacement)
+    expected, variance = [], float("nan")
+    for verifier in config.verifiers:
+        try:
+            law = verifier.law(tree, next_token=False)
+        except (ValueError, MemoryError) as error:
+            expected.append(float("nan"))
+            gaps.add(f"{verifier.name}: {str(error).splitlines()[0] if str(error) else type(error).__name__}")
+            continue
+        expected.append(float(law.expected_accepted))
+        if verifier is driver:
+            variance = float(law.variance_accepted)
+    return BlockRecord(driver.name, prompt, block, outcome.accepted, tuple(expected), variance)
 
 
 def _record(prompt: int, block: int, step: NodeStep, keep: bool, gaps: set[str]) -> PositionRecord:
@@ -274,6 +320,7 @@ def _record(prompt: int, block: int, step: NodeStep, keep: bool, gaps: set[str])
         block=block,
         depth=step.depth,
         k_live=len(step.live),
+        draft_support=int(np.count_nonzero(law.support)),
         law=step.law_name,
         draft_tokens=step.draft_tokens,
         token=step.token,

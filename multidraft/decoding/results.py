@@ -12,12 +12,23 @@ when the implementation matches the theory. The variance is the model's, known f
 expected values, not the sample spread of the D_i: that spread is 0 when every draw is accepted
 (18 positions all accepted gave the degenerate interval [+0.108, +0.144] under the sample-based
 formula), while the model's variance is not.
+
+**Blocks.** The same holds one level up: given the past and the drafted tree, a block accepts
+τ tokens with ``E[τ | tree]`` and ``Var[τ | tree]`` known exactly from the distributions on
+the tree (:meth:`~multidraft.trees.TreeVerifier.law`; Rao-Blackwell), so ``τ_b - E[τ_b | tree_b]``
+are martingale differences and ``mean ± 1.96 sqrt(Σ Var[τ_b | tree_b]) / N`` is the interval of
+realised minus expected accepted length of a verifier (:class:`VerifierRun`). Because
+``E[τ | tree]`` needs only the tree, every verifier of the run is scored on every block, whoever
+drove it: the paired difference ``E_V - E_ref`` per block ranks the verifiers on the same trees
+(:class:`PairedScore`; its interval is the sample spread over blocks, which treats the blocks as
+independent draws of trees -- blocks of one prompt share their context, so it is approximate).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -26,7 +37,16 @@ import numpy as np
 from multidraft.decoding.config import MeasureConfig
 from multidraft.decoding.verification import BlockOutcome
 
-__all__ = ["PositionRecord", "Results", "TIMING_FIELDS", "difference_interval"]
+__all__ = [
+    "PositionRecord",
+    "BlockRecord",
+    "VerifierRun",
+    "PairedScore",
+    "Results",
+    "TIMING_FIELDS",
+    "VERIFIER_TIMING_FIELDS",
+    "difference_interval",
+]
 
 #: Keys of :meth:`Results.summary` that are wall-clock measurements (they vary run to run;
 #: every other key is reproducible from the seed on a given device).
@@ -41,6 +61,8 @@ TIMING_FIELDS = (
     "seconds_autoregressive",
     "seconds_warmup",
 )
+#: Keys of each verifier's summary (:meth:`VerifierRun.summary`) that are wall-clock measurements.
+VERIFIER_TIMING_FIELDS = ("tokens_per_second", "speedup", "seconds_decoding", "seconds_verifier")
 
 
 def difference_interval(accepted: np.ndarray, expected: np.ndarray, z: float = 1.96) -> tuple[float, float]:
@@ -54,10 +76,16 @@ def difference_interval(accepted: np.ndarray, expected: np.ndarray, z: float = 1
     expected = np.asarray(expected, dtype=np.float64)
     if accepted.shape != expected.shape or accepted.ndim != 1:
         raise ValueError(f"accepted, expected: expected two 1-D arrays of one length, got {accepted.shape} and {expected.shape}")
-    if accepted.size == 0:
+    return martingale_interval(accepted - expected, expected * (1.0 - expected), z)
+
+
+def martingale_interval(differences: np.ndarray, variances: np.ndarray, z: float = 1.96) -> tuple[float, float]:
+    """``mean(D) ± z sqrt(Σ v) / N`` for N martingale differences D with conditional variances
+    v (Hall and Heyde 1980, Corollary 3.1; module docstring); ``(nan, nan)`` when N = 0."""
+    if len(differences) == 0:
         return (math.nan, math.nan)
-    mean = float((accepted - expected).mean())
-    half = z * math.sqrt(float(np.sum(expected * (1.0 - expected)))) / accepted.size
+    mean = float(np.mean(differences))
+    half = z * math.sqrt(float(np.sum(variances))) / len(differences)
     return (mean - half, mean + half)
 
 
@@ -65,15 +93,18 @@ def difference_interval(accepted: np.ndarray, expected: np.ndarray, z: float = 1
 class PositionRecord:
     """One verified position: what happened and what the theory says.
 
-    ``expected`` is the scheme's exact acceptance and ``optimal`` the optimal acceptance for
-    the same (p, q_i, live drafts); NaN when not computable. ``target`` and ``drafts`` hold p
-    ``[V]`` and the live q_i ``[k_live, V]`` when the measurement keeps distributions.
+    ``draft_support`` is the number of tokens some live draft could have proposed (q_i > 0 for
+    some i: what the optimal verifier's fit works on). ``expected`` is the scheme's exact
+    acceptance and ``optimal`` the optimal acceptance for the same (p, q_i, live drafts); NaN
+    when not computable. ``target`` and ``drafts`` hold p ``[V]`` and the live q_i
+    ``[k_live, V]`` when the measurement keeps distributions.
     """
 
     prompt: int
     block: int
     depth: int
     k_live: int
+    draft_support: int
     law: str
     draft_tokens: tuple[int, ...]
     token: int
@@ -82,6 +113,81 @@ class PositionRecord:
     optimal: float
     target: np.ndarray | None = field(default=None, repr=False)
     drafts: np.ndarray | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class BlockRecord:
+    """One verified block: what the driving verifier accepted, and what every verifier of the
+    run would accept on average on the same tree.
+
+    ``verifier`` drove the block (its run), ``accepted`` is its τ; ``expected[i]`` is
+    ``E[τ | tree]`` of the run's i-th verifier (:attr:`MeasureConfig.verifier_names` order; NaN
+    where not computable) and ``variance`` the driving verifier's ``Var[τ | tree]``.
+    """
+
+    verifier: str
+    prompt: int
+    block: int
+    accepted: int
+    expected: tuple[float, ...]
+    variance: float
+
+
+@dataclass(frozen=True)
+class VerifierRun:
+    """One verifier driving the generation of every prompt (same prompts and seeds as the
+    others).
+
+    ``block_efficiency`` is the realised mean of τ + 1 over its ``blocks``;
+    ``expected_block_efficiency`` 1 + the mean of its own ``E[τ | tree]`` over the
+    ``expected_blocks`` blocks where that is computable, and ``ci95`` the 95% interval of
+    mean(τ − E[τ | tree]) over them (model variance, module docstring: it should contain 0).
+    Speed: ``tokens_per_second`` (new tokens over drafting + verification + selection time,
+    ``seconds_decoding``), ``seconds_verifier`` (the tree verifier's share), ``speedup``
+    against the autoregressive baseline of the run (NaN without it).
+    """
+
+    name: str
+    blocks: int
+    new_tokens: int
+    block_efficiency: float
+    expected_block_efficiency: float
+    ci95: tuple[float, float]
+    expected_blocks: int
+    tokens_per_second: float
+    speedup: float
+    seconds_decoding: float
+    seconds_verifier: float
+
+    def summary(self) -> dict[str, Any]:
+        """Every field as plain Python values (NaN -> None)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class PairedScore:
+    """A verifier scored on every block of the run (every driving verifier's trees) against
+    the reference (the run's first verifier), block by block.
+
+    ``blocks``: blocks where both expectations are computable; ``expected_block_efficiency``
+    1 + the mean of its ``E[τ | tree]`` over them; ``difference`` the mean of
+    ``E_V[τ | tree] − E_ref[τ | tree]`` with ``ci95`` ± 1.96 × sample sd / sqrt(blocks);
+    ``ahead`` / ``behind``: blocks where its expectation is above / below the reference's by
+    more than 1e-9.
+    """
+
+    verifier: str
+    reference: str
+    blocks: int
+    expected_block_efficiency: float
+    difference: float
+    ci95: tuple[float, float]
+    ahead: int
+    behind: int
+
+    def summary(self) -> dict[str, Any]:
+        """Every field as plain Python values (NaN -> None)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -94,15 +200,22 @@ class Results:
     the scheme's exact acceptance, over the ``expected_positions`` positions where the scheme
     can compute it), ``ci95`` (the model-based 95% interval of mean(empirical - expected) over
     those positions, :func:`difference_interval`), ``optimal_acceptance`` (mean P*, over the
-    ``optimal_positions`` where it is computable), ``block_efficiency`` (mean tokens emitted
+    ``optimal_positions`` where it is computable), ``draft_support`` (mean number of tokens
+    the live drafts could propose, per position), ``block_efficiency`` (mean tokens emitted
     per target call). Speed: ``tokens_per_second`` (new tokens over decoding time, theory
     excluded), ``autoregressive_tokens_per_second`` (plain sampling of the same prompts in the
     same run, NaN without the baseline) and ``speedup`` (their ratio). Time split in seconds:
     drafting (draft forwards, sampling, draft-cache bookkeeping), verification (target forward
-    and processing, target-cache bookkeeping), selection (the tree walk with the scheme),
-    theory (expected and optimal acceptance, not part of decoding), autoregressive (the
-    baseline) and warm-up (compilation, before anything is timed). ``records`` hold every
-    position.
+    and processing, target-cache bookkeeping), selection (the tree verifier), theory (expected
+    and optimal acceptance and every verifier's expected accepted length, not part of
+    decoding), autoregressive (the baseline) and warm-up (compilation, before anything is
+    timed). ``records`` hold every position.
+
+    These describe the run of the first verifier (``config.verifiers[0]``; token-level
+    positions exist for the token walk only). ``verifiers`` has one :class:`VerifierRun` per
+    verifier, each driving its own run on the same prompts and seeds; ``paired`` scores every
+    verifier against the first on every block of every run (:class:`PairedScore`);
+    ``block_records`` hold every block.
     """
 
     config: MeasureConfig
@@ -117,6 +230,7 @@ class Results:
     expected_positions: int
     optimal_acceptance: float
     optimal_positions: int
+    draft_support: float
     block_efficiency: float
     blocks: int
     new_tokens: int
@@ -133,15 +247,20 @@ class Results:
     notes: tuple[str, ...]
     texts: tuple[str, ...] = field(repr=False)
     records: tuple[PositionRecord, ...] = field(repr=False)
+    verifiers: tuple[VerifierRun, ...] = ()
+    paired: tuple[PairedScore, ...] = ()
+    block_records: tuple[BlockRecord, ...] = field(default=(), repr=False)
 
     def summary(self) -> dict[str, Any]:
         """The configuration and every aggregate (no records, no texts) as plain Python values;
-        NaN -> None. Keys: scheme, target, draft, k, length, target_temperature, target_top_p,
-        draft_temperatures, draft_top_p, without_replacement, seed, prompts (their number),
-        max_new_tokens, device, compile, compiled, then the aggregates in field order."""
+        NaN -> None. Keys: scheme, verifier_names, target, draft, k, length, target_temperature,
+        target_top_p, draft_temperatures, draft_top_p, without_replacement, seed, prompts (their
+        number), max_new_tokens, device, compile, compiled, then the aggregates in field order
+        (``verifiers`` and ``paired`` as lists of their summaries)."""
         config = self.config
         out: dict[str, Any] = {
             "scheme": config.scheme_name,
+            "verifier_names": list(config.verifier_names),
             "target": self.target,
             "draft": self.draft,
             "k": config.k,
@@ -158,9 +277,10 @@ class Results:
             "compile": config.compile,
         }
         for f in fields(self):
-            if f.name in ("config", "target", "draft", "device", "records", "texts"):
+            if f.name in ("config", "target", "draft", "device", "records", "texts", "block_records"):
                 continue
-            out[f.name] = _plain(getattr(self, f.name))
+            value = getattr(self, f.name)
+            out[f.name] = [item.summary() for item in value] if f.name in ("verifiers", "paired") else _plain(value)
         return out
 
     def to_json(self) -> str:
@@ -177,6 +297,21 @@ class Results:
             row.pop("target"), row.pop("drafts")
             rows.append(row)
         columns = [f.name for f in fields(PositionRecord) if f.name not in ("target", "drafts")]
+        return pd.DataFrame(rows, columns=columns)
+
+    def blocks_dataframe(self) -> Any:
+        """One row per verified block of every verifier's run (pandas DataFrame): the driving
+        verifier, prompt, block, τ, its ``Var[τ | tree]`` and one ``expected:<name>`` column
+        per verifier of the run."""
+        import pandas as pd
+
+        names = self.config.verifier_names
+        rows = [
+            {"verifier": r.verifier, "prompt": r.prompt, "block": r.block, "accepted": r.accepted, "variance": r.variance}
+            | {f"expected:{name}": value for name, value in zip(names, r.expected)}
+            for r in self.block_records
+        ]
+        columns = ["verifier", "prompt", "block", "accepted", "variance", *(f"expected:{name}" for name in names)]
         return pd.DataFrame(rows, columns=columns)
 
 
@@ -199,12 +334,15 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 @dataclass
 class Tally:
-    """What the per-prompt runs of a measurement accumulate (see :func:`aggregate`)."""
+    """What the per-prompt runs of one verifier accumulate (see :func:`aggregate`)."""
 
+    verifier: str = ""
     records: list[PositionRecord] = field(default_factory=list)
     blocks: list[BlockOutcome] = field(default_factory=list)
+    block_records: list[BlockRecord] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     gaps: set[str] = field(default_factory=set)
+    block_gaps: set[str] = field(default_factory=set)
     notes: set[str] = field(default_factory=set)
     new_tokens: int = 0
     autoregressive_tokens: int = 0
@@ -213,16 +351,25 @@ class Tally:
         default_factory=lambda: dict.fromkeys(("drafting", "verification", "selection", "theory", "autoregressive", "warmup"), 0.0)
     )
 
+    @property
+    def seconds_decoding(self) -> float:
+        """Drafting + verification + selection: the time decoding took (theory excluded)."""
+        return self.seconds["drafting"] + self.seconds["verification"] + self.seconds["selection"]
 
-def aggregate(tally: Tally, config: MeasureConfig, *, target: str, draft: str, device: str, missing_optimal: str) -> Results:
-    """:class:`Results` from the accumulated ``tally``; ``missing_optimal`` explains positions
-    without an optimal acceptance."""
+
+def aggregate(
+    tallies: Sequence[Tally], config: MeasureConfig, *, target: str, draft: str, device: str, missing_optimal: str
+) -> Results:
+    """:class:`Results` from the accumulated ``tallies``, one per verifier of
+    ``config.verifiers`` in order (the first gives the top-level fields);
+    ``missing_optimal`` explains positions without an optimal acceptance."""
+    tally = tallies[0]
     records = tally.records
     accepted = np.array([r.accepted for r in records], dtype=np.float64)
     expected = np.array([r.expected for r in records], dtype=np.float64)
     optimal = np.array([r.optimal for r in records], dtype=np.float64)
     finite = np.isfinite(expected)
-    notes = sorted(tally.notes)
+    notes = sorted(set().union(*(t.notes for t in tallies)))
     if (~finite).any():
         notes.append(
             f"expected acceptance unavailable at {int((~finite).sum())} of {len(records)} positions "
@@ -232,16 +379,18 @@ def aggregate(tally: Tally, config: MeasureConfig, *, target: str, draft: str, d
     missing = int((~np.isfinite(optimal)).sum())
     if missing:
         notes.append(f"optimal acceptance not computed at {missing} positions: {missing_optimal}")
+    block_gaps = sorted(set().union(*(t.block_gaps for t in tallies)))
+    if block_gaps:
+        notes.append(f"expected accepted length not computed at some blocks: {'; '.join(block_gaps)}")
     seconds = tally.seconds
-    decoding = seconds["drafting"] + seconds["verification"] + seconds["selection"]
-    speculative_rate = _ratio(tally.new_tokens, decoding)
+    speculative_rate = _ratio(tally.new_tokens, tally.seconds_decoding)
     baseline_rate = _ratio(tally.autoregressive_tokens, seconds["autoregressive"]) if config.baseline else float("nan")
     return Results(
         config=config,
         target=target,
         draft=draft,
         device=device,
-        compiled=config.compile and tally.compiled,
+        compiled=config.compile and all(t.compiled for t in tallies),
         positions=len(records),
         empirical_acceptance=float(accepted.mean()) if len(records) else float("nan"),
         expected_acceptance=_mean(expected),
@@ -249,6 +398,7 @@ def aggregate(tally: Tally, config: MeasureConfig, *, target: str, draft: str, d
         expected_positions=int(finite.sum()),
         optimal_acceptance=_mean(optimal),
         optimal_positions=int(np.isfinite(optimal).sum()),
+        draft_support=float(np.mean([r.draft_support for r in records])) if records else float("nan"),
         block_efficiency=float(np.mean([b.accepted + 1 for b in tally.blocks])) if tally.blocks else float("nan"),
         blocks=len(tally.blocks),
         new_tokens=tally.new_tokens,
@@ -259,11 +409,63 @@ def aggregate(tally: Tally, config: MeasureConfig, *, target: str, draft: str, d
         seconds_drafting=seconds["drafting"],
         seconds_verification=seconds["verification"],
         seconds_selection=seconds["selection"],
-        seconds_theory=seconds["theory"],
+        seconds_theory=sum(t.seconds["theory"] for t in tallies),
         seconds_autoregressive=seconds["autoregressive"],
         seconds_warmup=seconds["warmup"],
         notes=tuple(notes),
         texts=tuple(tally.texts),
         records=tuple(records),
+        verifiers=tuple(_verifier_run(t, i, baseline_rate) for i, t in enumerate(tallies)),
+        paired=_paired_scores([r for t in tallies for r in t.block_records], config.verifier_names),
+        block_records=tuple(r for t in tallies for r in t.block_records),
     )
 
+
+def _verifier_run(tally: Tally, index: int, baseline_rate: float) -> VerifierRun:
+    """The :class:`VerifierRun` of the ``index``-th verifier from its own tally."""
+    records = tally.block_records
+    tau = np.array([r.accepted for r in records], dtype=np.float64)
+    own = np.array([r.expected[index] for r in records], dtype=np.float64)
+    variance = np.array([r.variance for r in records], dtype=np.float64)
+    finite = np.isfinite(own) & np.isfinite(variance)
+    rate = _ratio(tally.new_tokens, tally.seconds_decoding)
+    return VerifierRun(
+        name=tally.verifier,
+        blocks=len(records),
+        new_tokens=tally.new_tokens,
+        block_efficiency=float(tau.mean() + 1) if len(records) else float("nan"),
+        expected_block_efficiency=float(own[finite].mean() + 1) if finite.any() else float("nan"),
+        ci95=martingale_interval(tau[finite] - own[finite], np.maximum(variance[finite], 0.0)),
+        expected_blocks=int(finite.sum()),
+        tokens_per_second=rate,
+        speedup=rate / baseline_rate if baseline_rate > 0 else float("nan"),
+        seconds_decoding=tally.seconds_decoding,
+        seconds_verifier=tally.seconds["selection"],
+    )
+
+
+def _paired_scores(records: Sequence[BlockRecord], names: Sequence[str]) -> tuple[PairedScore, ...]:
+    """Every verifier against the first, block by block over ``records`` (:class:`PairedScore`)."""
+    if not records:
+        return ()
+    table = np.array([r.expected for r in records], dtype=np.float64)  # [blocks, verifiers]
+    out = []
+    for index, name in enumerate(names):
+        both = np.isfinite(table[:, index]) & np.isfinite(table[:, 0])
+        difference = table[both, index] - table[both, 0]
+        count = int(both.sum())
+        mean = float(difference.mean()) if count else float("nan")
+        half = 1.96 * float(difference.std(ddof=1)) / math.sqrt(count) if count > 1 else float("nan")
+        out.append(
+            PairedScore(
+                verifier=name,
+                reference=names[0],
+                blocks=count,
+                expected_block_efficiency=float(table[both, index].mean() + 1) if count else float("nan"),
+                difference=mean,
+                ci95=(mean - half, mean + half),
+                ahead=int((difference > 1e-9).sum()),
+                behind=int((difference < -1e-9).sum()),
+            )
+        )
+    return tuple(out)

@@ -32,7 +32,6 @@ asked).
 
 from __future__ import annotations
 
-import os
 from functools import cached_property
 
 import numpy as np
@@ -44,7 +43,14 @@ from multidraft.schemes.greedy import GreedyVerifier
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
 from multidraft.theory.limits import ProblemTooLargeError
 from multidraft.theory.optimal import optimal_acceptance
-from multidraft.theory.verifier import PROVEN_OPTIMAL_LAWS, VERIFIER_LAWS, CurtainRule, FrontBackRule, optimal_selection_rule
+from multidraft.theory.verifier import (
+    PROVEN_OPTIMAL_LAWS,
+    VERIFIER_LAWS,
+    CurtainRule,
+    FrontBackRule,
+    fit_curtain_rule,
+    optimal_selection_rule,
+)
 
 __all__ = ["Optimal"]
 
@@ -71,11 +77,16 @@ class _VerifierPlan(_OptimumPlan):
     """The optimal verifier's rule (:func:`optimal_selection_rule`), fitted once per plan on
     first use: it selects, and its law r and single-draft step are the plan's. Where the rule
     is not proven to reach P* (drafts without replacement), the float acceptance is the rule's
-    own ``Σ min(p, r)``."""
+    own ``Σ min(p, r)``. The iid rule is fitted on the draft's support and samples there
+    (:meth:`CurtainRule.sample`): its dense law and step are built only when asked for (the
+    enumerations of small cases)."""
 
     @cached_property
     def rule(self) -> CurtainRule | FrontBackRule:
-        return optimal_selection_rule(np.asarray(self.target, dtype=np.float64), self.law)
+        p = np.asarray(self.target, dtype=np.float64)
+        if isinstance(self.law, IID):  # the target is the plan's, checked once by prepare
+            return fit_curtain_rule(p, self.law.draft, self.law.k)
+        return optimal_selection_rule(p, self.law)
 
     @cached_property
     def selection(self) -> _RuleSelection:
@@ -91,6 +102,11 @@ class _VerifierPlan(_OptimumPlan):
 
     def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.rule.choose(tuples, rng)
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if isinstance(self.rule, CurtainRule):
+            return self.rule.sample(tuples, rng)
+        return super().sample(tuples, rng)
 
     def closed_form(self):
         if self.exact or isinstance(self.law, PROVEN_OPTIMAL_LAWS):
@@ -163,52 +179,14 @@ class Optimal(ImportanceScheme):
         """Batched optimal verifier for iid drafts: ``target [B, n]``, ``drafts [B, K, n]`` (only
         ``drafts[:, 0]`` = q is used), ``tokens [B, K]`` -> ``(output [B], accepted [B])``.
 
-        Each row's rule is fitted in float64 on the CPU (one sort and the compiled stack pass,
-        :func:`~multidraft.theory.verifier.optimal_selection_rule`); the uniforms come from
-        ``generator`` and the outputs are returned on the input device. Rows are
-        renormalised in float64 first, so float32 inputs are verified against exactly the
-        distributions they hold.
+        Each row's rule is fitted in float64 on the host, on the draft's support (rows
+        renormalised first, so float32 inputs are verified against exactly the distributions
+        they hold); on a device only the supports travel, in one transfer per call
+        (:mod:`multidraft.schemes._optimal_batch`). The uniforms come from ``generator`` and the
+        outputs are returned on the input device.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
-        import torch
-
         from multidraft.schemes import _torch
+        from multidraft.schemes._optimal_batch import select_batch_iid
 
         k = _torch.check_batch(target, drafts[:, :1].expand_as(drafts), tokens)
-        batch = target.shape[0]
-        uniforms = _torch.uniforms((batch, k + 1), target, generator).double().cpu().numpy()
-        p_rows = target.double().cpu().numpy()
-        q_rows = drafts[:, 0].double().cpu().numpy()
-        x_rows = tokens.cpu().numpy()
-
-        # Rows with the same (p, q) share one fit (decoding repeats a node's distributions
-        # across the rows of a tree; tests verify many copies of one position).
-        keys = [p_rows[b].tobytes() + q_rows[b].tobytes() for b in range(batch)]
-        distinct = list(dict.fromkeys(keys))
-        members = {key: [] for key in distinct}
-        for b, key in enumerate(keys):
-            members[key].append(b)
-
-        def verify(key: bytes) -> None:
-            rows = np.array(members[key])
-            first = rows[0]
-            rule = optimal_selection_rule(p_rows[first] / p_rows[first].sum(), IID(q_rows[first], k, normalize=True))
-            chosen = x_rows[rows, np.argmin(rule.positions(x_rows[rows], uniforms[rows, :k]), axis=1)]
-            output[rows] = chosen
-            for b in rows[uniforms[rows, k] >= rule.accept[chosen]]:
-                rejected[int(b)] = rule.residual
-
-        output = np.empty(batch, dtype=np.int64)
-        rejected: dict[int, np.ndarray] = {}
-        # The fits release the GIL (numpy sorts, the compiled pass): distinct rows run in threads.
-        with ThreadPoolExecutor(max_workers=min(len(distinct), os.cpu_count() or 1)) as pool:
-            list(pool.map(verify, distinct))
-        rejected = sorted(rejected.items())
-        result = torch.as_tensor(output, device=target.device)
-        if rejected:
-            rows = torch.as_tensor([b for b, _ in rejected], device=target.device)
-            residuals = torch.as_tensor(np.stack([r for _, r in rejected]), dtype=target.dtype, device=target.device)
-            result[rows] = _torch.sample_rows(residuals, generator)
-        return result, (tokens == result[:, None]).any(dim=1)
-
+        return select_batch_iid(target, drafts, tokens, generator, k)

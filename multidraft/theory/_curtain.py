@@ -10,8 +10,8 @@ the positions of K iid drafts are iid uniform, their minimum has density
 
 Given groups g with masses c_g and target weights R_g inside a region [lo, hi) (Σ c_g = hi - lo,
 Σ R_g = W(lo, hi)) whose cumulative weights in decreasing-density order are majorised by
-``m ↦ W(lo, lo + m)``, :func:`nested_layout` builds sets with |S_g| = c_g and ∫_{S_g} w = R_g by one
-stack pass (proof in docs/optimal_verifier.md):
+``m ↦ W(lo, lo + m)``, the stack pass builds sets with |S_g| = c_g and ∫_{S_g} w = R_g (proof in
+docs/optimal_verifier.md):
 
 * the *solo interval* of a set A of groups is the unique [α, α + c(A)) ⊆ [lo, hi) with
   W(α, α + c(A)) = R(A) (W(α, α + c) is strictly decreasing in α);
@@ -21,16 +21,29 @@ stack pass (proof in docs/optimal_verifier.md):
 
 Every hull lies inside [lo, hi) and contains the hulls it pops, so the pieces are disjoint, the
 final hulls tile the region, and group g's pieces have length c_g and weight R_g exactly (up to
-the rounding of one scalar equation per push). The pass is sequential (a stack, like the
-pool-adjacent-violators algorithm) and compiled with numba: O(m) pushes and pops, one
-monotone Newton solve each.
+the rounding of one scalar equation per push).
+
+:func:`curtain_fit` is the whole fit of the optimal iid verifier on the draft's support: one
+sort by increasing density p/q (:func:`density_order`), then one compiled call for the min-cut
+scan for T* (a prefix of that order), the two water levels λ, μ of r*, the groups of both parts
+and their stack passes, and the realised densities. Everything is O(s) after the sort, s the
+support size; nothing here touches the tokens the draft cannot propose. Scratch arrays are
+reused from fit to fit (:class:`_Workspace`).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["interval_weight", "nested_layout"]
+__all__ = ["interval_weight", "density_order", "curtain_fit", "CurtainFit"]
+
+#: Below this many tokens :func:`density_order` calls ``numpy.argsort`` directly.
+_PACKED_SORT_FROM = 4096
 
 
 def interval_weight(start: np.ndarray | float, end: np.ndarray | float, k: int) -> np.ndarray:
@@ -39,153 +52,140 @@ def interval_weight(start: np.ndarray | float, end: np.ndarray | float, k: int) 
     terms, by the recurrence ``S_j = x S_{j-1} + y^{j-1}``)."""
     start, end = np.broadcast_arrays(np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
     out = np.empty(start.shape)
-    _compiled()[1](start.ravel(), end.ravel(), int(k), out.reshape(-1))
+    _kernels().weights(start.ravel(), end.ravel(), int(k), out.reshape(-1))
     return out
 
 
-def _compiled():
-    """The numba-compiled kernels ``(stack_pass, weights)``, compiled on first use and cached."""
-    global _KERNELS
-    if _KERNELS is None:
-        import numba
+def _kernels():
+    """The compiled kernels (:mod:`multidraft.theory._curtain_kernels`), imported on first use
+    so that importing the theory does not import numba."""
+    from multidraft.theory import _curtain_kernels
 
-        _KERNELS = _build_kernels(numba.njit(cache=True, nogil=True))
-    return _KERNELS
+    return _curtain_kernels
 
 
-_KERNELS = None
+class _Workspace:
+    """Scratch arrays for fits of up to ``capacity`` tokens, reused from fit to fit.
 
-
-def _build_kernels(jit):
-    @jit
-    def power_sums(x: float, y: float, k: int) -> tuple[float, float]:
-        """``(S_{K-1}, S_K)`` with ``S_j(x, y) = Σ_{i<j} x^i y^{j-1-i} = x S_{j-1} + y^{j-1}``."""
-        previous, current, y_power = 0.0, 1.0, 1.0
-        for _ in range(1, k):
-            y_power *= y
-            previous, current = current, x * current + y_power
-        return previous, current
-
-    @jit
-    def weight(a: float, b: float, k: int) -> float:
-        return (b - a) * power_sums(1.0 - a, 1.0 - b, k)[1]
-
-    @jit
-    def weights(start, end, k, out):
-        for i in range(start.shape[0]):
-            out[i] = weight(start[i], end[i], k)
-
-    @jit
-    def solo(c: float, target: float, k: int, lo: float, hi: float, x: float) -> float:
-        """Start α ∈ [lo, hi - c] of the interval of length c whose weight is ``target``,
-        by Newton's method from ``x >= 1 - α`` (an upper bound of the root; NaN: use Jensen's).
-
-        With x = 1 - α the condition reads S(x) = d := target / c, S(x) = S_K(x, x - c) =
-        W(α, α + c)/c, increasing and convex on x >= c with S'(x) = K S_{K-1}(x, x - c), so
-        Newton's method started above the root decreases monotonically to it (quadratically
-        once close: a step below 1e-9 x leaves an error far below 1e-15 x). Jensen (w convex)
-        gives the start x* <= (d/K)^{1/(K-1)} + c/2.
-        """
-        d = target / c
-        x_high = 1.0 - lo
-        if x != x:
-            x = (d / k) ** (1.0 / (k - 1)) + 0.5 * c
-        if x >= x_high:
-            if power_sums(x_high, x_high - c, k)[1] <= d:
-                return lo
-            x = x_high
-        x_low = 1.0 - hi + c
-        for _ in range(100):
-            slope, value = power_sums(x, x - c, k)
-            step = (value - d) / (k * slope) if slope > 0.0 else 0.0
-            if step <= 0.0:
-                break
-            x -= step
-            if x <= x_low:
-                return hi - c
-            if step <= 1e-9 * x:
-                break
-        return min(max(1.0 - x, lo), hi - c)
-
-    @jit
-    def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length):
-        """The stack pass of the module docstring: writes the pieces (group-major) and each group's
-        realised weight and length; returns the number of pieces.
-
-        The new set's solo interval either overlaps the top hull or lies behind it (docs), so
-        it overlaps iff it starts before the top hull's end e, i.e. iff an interval of its
-        length starting at e weighs less than it does: one evaluation of S per test, and one
-        Newton solve per group, for the final set (its start lies in [b - c, b] for the last
-        popped hull [b, ...) and the mass c before that pop).
-        """
-        m = mass.shape[0]
-        stack = np.empty(m, np.int64)
-        hull_start = np.empty(m)
-        hull_mass = np.empty(m)
-        hull_weight = np.empty(m)
-        top = 0
-        count = 0
-        for g in range(m):
-            c, r = mass[g], target[g]
-            upper = np.nan
-            first_child = top
-            while top > 0:
-                below = stack[top - 1]
-                end = hull_start[below] + hull_mass[below]
-                if end + c <= hi and power_sums(1.0 - end, 1.0 - end - c, k)[1] * c >= r:
-                    break  # starting at the top hull's end is heavy enough: the set lies behind it
-                top -= 1
-                upper = 1.0 - hull_start[below] + c
-                c += hull_mass[below]
-                r += hull_weight[below]
-            start = solo(c, r, k, lo, hi, upper)
-            # Popped hulls are stack[top:first_child], rearmost first: pieces are the gaps.
-            cursor = start + c
-            realised_weight[g], realised_length[g] = 0.0, 0.0
-            for index in range(first_child - 1, top - 2, -1):
-                if index >= top:
-                    child = stack[index]
-                    piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
-                    cursor = hull_start[child]
-                else:
-                    piece_begin, piece_stop = start, cursor
-                piece_stop = max(piece_stop, piece_begin)
-                piece_group[count], piece_start[count], piece_end[count] = g, piece_begin, piece_stop
-                realised_weight[g] += weight(piece_begin, piece_stop, k)
-                realised_length[g] += piece_stop - piece_begin
-                count += 1
-            hull_start[g], hull_mass[g], hull_weight[g] = start, c, r
-            stack[top] = g
-            top += 1
-        return count
-
-    return stack_pass, weights
-
-
-def nested_layout(mass: np.ndarray, weight: np.ndarray, k: int, lo: float, hi: float) -> tuple[np.ndarray, ...]:
-    """Pieces realising group masses and weights inside [lo, hi) (see the module docstring).
-
-    Parameters
-    ----------
-    mass, weight : ndarray, shape (m,)
-        Positive group masses c_g and weights R_g, in decreasing order of R_g / c_g, with
-        Σ c = hi - lo and Σ R = W(lo, hi) (the caller's law guarantees the majorisation).
-    k : int
-        Number of drafts (>= 2).
-
-    Returns
-    -------
-    group, start, end : ndarray
-        The pieces (between m and 2m - 1 of them), each group's pieces contiguous, groups in
-        order. A popped hull may end a rounding error past its parent: pieces are clipped to
-        non-negative length.
-    realised_weight, realised_length : ndarray, shape (m,)
-        Each group's ``Σ W(piece)`` and ``Σ |piece|`` as laid out (R_g and c_g up to rounding).
+    A fresh array of 10^5 doubles costs a page fault per 4 KiB on first touch (about 1-2 µs
+    each on the machines measured: as much as the fit's arithmetic at full support), so the
+    sort keys, the sorted copies and the kernels' stacks live here; only what a rule keeps is
+    allocated per fit, at its final size.
     """
-    mass = np.ascontiguousarray(mass, dtype=np.float64)
-    weight = np.ascontiguousarray(weight, dtype=np.float64)
-    size = 2 * len(mass)
-    group, start, end = np.empty(size, np.int64), np.empty(size), np.empty(size)
-    realised_weight, realised_length = np.empty(len(mass)), np.empty(len(mass))
-    count = _compiled()[0](mass, weight, int(k), float(lo), float(hi), group, start, end, realised_weight, realised_length)
-    return group[:count], start[:count], end[:count], realised_weight, realised_length
+
+    FLOATS = ("key", "ps", "qs", "ds", "scratch", "mass", "target", "weight", "length", "hull_start", "hull_mass", "hull_weight", "density")
+    INTS = ("order", "group", "last_piece", "stack")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        size = capacity + 2
+        for name in self.FLOATS:
+            setattr(self, name, np.empty(size))
+        for name in self.INTS:
+            setattr(self, name, np.empty(size, dtype=np.int64))
+        self.packed = np.empty(size, dtype=np.uint64)
+        self.index = np.arange(size, dtype=np.uint64)
+        self.piece_start, self.piece_end = np.empty(2 * size), np.empty(2 * size)
+        self.piece_group = np.empty(2 * size, dtype=np.int64)
+
+
+_IDLE: list[_Workspace] = []
+_IDLE_LOCK = threading.Lock()
+
+
+@contextmanager
+def _workspace(size: int) -> Iterator[_Workspace]:
+    """A workspace for ``size`` tokens, taken from the idle ones (the largest) or made, and
+    given back afterwards; threads fitting at once get different ones."""
+    with _IDLE_LOCK:
+        work = _IDLE.pop() if _IDLE else None
+    if work is None or work.capacity < size:
+        work = _Workspace(max(size, work.capacity if work is not None else 0))
+    try:
+        yield work
+    finally:
+        with _IDLE_LOCK:
+            _IDLE.append(work)
+            _IDLE.sort(key=lambda w: w.capacity)
+
+
+def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarray:
+    """:func:`density_order` into ``work.order`` (a view of its first ``len(values)`` entries)."""
+    size = len(values)
+    key = work.key[:size]
+    with np.errstate(over="ignore"):  # p/q = inf for q near the smallest subnormal: still ordered
+        np.divide(values, masses, out=key)
+    key += 0.0  # -0.0 (p = -0.0 after rescaling) would sort as the largest bit pattern
+    order = work.order[:size]
+    if size < _PACKED_SORT_FROM:
+        order[:] = np.argsort(key)
+        return order
+    shift = int(size - 1).bit_length()
+    packed = work.packed[:size]
+    np.right_shift(key.view(np.uint64), np.uint64(shift), out=packed)
+    packed <<= np.uint64(shift)
+    packed |= work.index[:size]
+    packed.sort()
+    _kernels().settle_ties(packed, shift, key, order)
+    return order
+
+
+def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
+    """The permutation sorting ``values / masses`` increasingly (masses > 0; ties in any order).
+
+    For the iid verifier this is the decreasing-q/p order of the min-cut scan (p/q ascending)
+    and, read backwards, the decreasing-density order of the layout. Large inputs sort one
+    uint64 array instead of calling ``argsort``: the ratio's bits (a non-negative double orders
+    like its bit pattern) with the low ``⌈log2 s⌉`` bits replaced by the index; runs of equal
+    truncated keys are then put in exact order (``settle_ties`` in
+    :mod:`~multidraft.theory._curtain_kernels`). Same order as ``argsort`` up to ties, about 3x
+    faster with numpy's vectorised sort.
+    """
+    with _workspace(len(values)) as work:
+        return _order(values, masses, work).copy()
+
+
+class CurtainFit(NamedTuple):
+    """What :func:`curtain_fit` returns, indexed like its inputs.
+
+    ``best`` = |T*|, ``cut`` the indices of T*, ``optimum`` = P*, ``acceptance`` = Σ min(p, r)
+    of the realised law, ``group`` the group of every token, the pieces ``(piece_group,
+    piece_start, piece_end)`` (each group's pieces contiguous) and every group's realised
+    ``density`` r/q.
+    """
+
+    best: int
+    cut: np.ndarray
+    optimum: float
+    acceptance: float
+    group: np.ndarray
+    piece_group: np.ndarray
+    piece_start: np.ndarray
+    piece_end: np.ndarray
+    density: np.ndarray
+
+
+def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
+    """The optimal iid verifier's fit on tokens with p and q (all q > 0), in any order.
+
+    Orders them by increasing p/q (:func:`density_order`), then one compiled call: the min-cut
+    scan ``P* = min_j [p(T_j) + 1 - q(T_j)^K]`` over prefixes, the water levels of
+    ``r* = min(p, λq)`` on U and ``max(p, μq)`` on T*, both stack passes and the realised
+    densities (docs/optimal_verifier.md §3-§4). O(s log s) for s tokens: one sort, then O(s)
+    (amortised pushes and pops, one Newton solve per group).
+    """
+    size = len(p)
+    with _workspace(size) as work:
+        order = _order(p, q, work)
+        group = np.empty(size, dtype=np.int32)  # kept by the rule: half the pages of int64
+        best, optimum, acceptance, groups, count = _kernels().fit(
+            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), work.key[:size], order,
+            int(k), work.ps[:size], work.qs[:size], work.ds[:size], work.group, group,
+            work.piece_group, work.piece_start, work.piece_end, work.density, work.scratch, work.mass, work.target,
+            work.weight, work.length, work.last_piece, work.stack, work.hull_start, work.hull_mass, work.hull_weight,
+        )  # fmt: skip
+        return CurtainFit(
+            int(best), order[:best].copy(), float(optimum), float(acceptance), group,
+            work.piece_group[:count].copy(), work.piece_start[:count].copy(), work.piece_end[:count].copy(),
+            work.density[:groups].copy(),
+        )  # fmt: skip

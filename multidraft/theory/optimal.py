@@ -39,9 +39,11 @@ from multidraft.theory._independent import product_cut
 from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_number
 from multidraft.theory.limits import optimum_advice
 from multidraft.theory.laws import (
+    IID,
     LAWS,
     DraftLaw,
     SUBSETS_LIMIT,
+    WithoutReplacement,
     check_k,
     check_law,
     law_class,
@@ -234,7 +236,8 @@ def prefix_cut(target: object, law: DraftLaw, exact: bool = False) -> tuple[np.n
     (:meth:`~multidraft.theory.laws.DraftLaw.prefix_scan`), ``T* = order[:best]`` the prefix of
     least cut value and ``value = p(T*) + 1 - P_D(set(X) ⊆ T*)`` = P* (a float clipped at one,
     or a Fraction). Valid for the laws with prefix structure; the one scan behind the optimum's
-    ``method="sorted"`` and the optimal verifier.
+    ``method="sorted"`` and the optimal verifier. For iid drafts and drafts without replacement
+    in floats, ``order`` holds the draft's support only (:func:`_support_scan`).
 
     >>> from multidraft.theory.laws import IID
     >>> order, best, value = prefix_cut([0.9, 0.1], IID([0.5, 0.5], 2))
@@ -246,7 +249,10 @@ def prefix_cut(target: object, law: DraftLaw, exact: bool = False) -> tuple[np.n
 
 def _prefix_cut(p: np.ndarray, law: DraftLaw, exact: bool) -> tuple[np.ndarray, int, float | Fraction]:
     """:func:`prefix_cut` of a target already checked by ``law.check_target``."""
-    order, contained = law.prefix_scan(p, exact)
+    if not exact and isinstance(law, _SUPPORT_LAWS):
+        order, contained = _support_scan(p, law)
+    else:
+        order, contained = law.prefix_scan(p, exact)
     values = _prefix_cut_values(p, order, contained)  # p(T_j) - P(set(X) ⊆ T_j)
     best = int(np.argmin(values))
     return order, best, field(exact).probability(1 + values[best])
@@ -255,6 +261,26 @@ def _prefix_cut(p: np.ndarray, law: DraftLaw, exact: bool) -> tuple[np.ndarray, 
 def _sorted(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
     order, best, value = _prefix_cut(p, law, exact)
     return OptimalAcceptance(value, _certificate(order[:best], law.n), "sorted", exact, law.name)
+
+
+#: Laws drawn from one draft q whose scan runs on q's support only (:func:`_support_scan`).
+_SUPPORT_LAWS = (IID, WithoutReplacement)
+
+
+def _support_scan(p: np.ndarray, law: DraftLaw) -> tuple[np.ndarray, np.ndarray]:
+    """``law.prefix_scan(p)`` on the draft's support only: the decreasing-q/p order of the
+    tokens with q > 0 and the containment of its prefixes (length s + 1).
+
+    A token with q(y) = 0 lies in no draft tuple, so ``P(set(X) ⊆ T)`` does not change when it
+    joins T while p(T) can only grow: no prefix through such tokens beats the prefix before
+    them, and the scan over the support alone has the same minimum. O(n) to find the support,
+    O(s log s) to order it."""
+    q = law.draft
+    support = np.flatnonzero(q > 0)
+    if len(support) == len(q):
+        return law.prefix_scan(p)
+    order = support[ratio_order(p[support], q[support])]
+    return order, law.sorted_prefix_containment(q[order], law.k)
 
 
 def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) -> np.ndarray:

@@ -1,0 +1,141 @@
+"""Exact block efficiency and block losslessness of a tree verifier on a small sequence model.
+
+For a verifier V and a :class:`~multidraft.trees.SequenceModel`, enumerate every draft tree T
+of K sequences (with its probability P(T)) and take V's exact law given T
+(:meth:`~multidraft.trees.TreeVerifier.law`: the verifier's own randomness summed out):
+
+* **expected accepted tokens** ``E[τ] = Σ_T P(T) Σ_v P(v accepted | T) · depth(v)``
+  (block efficiency E[τ] + 1);
+* **block losslessness**: with m(e) the probability that V emits exactly the string e (the
+  accepted path followed by the next token), completing e with fresh target samples gives
+
+      J(y) = Σ_{e ⪯ y} m(e) · P(y_{|e|+1..L+1} | e),     |y| = L + 1,
+
+  computed level by level as ``J_{d+1}(e a) = J_d(e) · P(a | e) + m(e a)``. V is lossless on
+  the model iff J equals the target's joint law of L + 1 tokens: exactly (Fractions) for an
+  exact model, to rounding (the deviation is returned) for a float one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from multidraft.trees.base import TreeVerifier
+from multidraft.trees.model import TREE_LIMIT, SequenceModel
+
+__all__ = ["BlockEvaluation", "evaluate"]
+
+
+@dataclass(frozen=True)
+class BlockEvaluation:
+    """A verifier's exact block-level numbers on one sequence model.
+
+    Attributes
+    ----------
+    verifier : str
+        Registry name.
+    k : int
+        Draft sequences per tree.
+    without_replacement : bool
+        How the trees were drafted.
+    expected_accepted : float or Fraction
+        E[τ]; block efficiency is ``expected_accepted + 1``.
+    deviation : float or Fraction
+        ``max_y |J(y) - P(y)|`` over the L + 1-token strings (0 exactly when lossless in
+        Fractions).
+    trees : int
+        Draft trees enumerated.
+    exact : bool
+        Computed in Fractions.
+    """
+
+    verifier: str
+    k: int
+    without_replacement: bool
+    expected_accepted: float | Fraction
+    deviation: float | Fraction
+    trees: int
+    exact: bool
+
+    @property
+    def block_efficiency(self) -> float | Fraction:
+        """``E[τ] + 1``: tokens emitted per target call."""
+        return self.expected_accepted + 1
+
+    def lossless(self, tolerance: float = 1e-12) -> bool:
+        """Deviation exactly 0 (exact) or at most ``tolerance`` (float)."""
+        return self.deviation == 0 if self.exact else bool(self.deviation <= tolerance)
+
+
+def evaluate(
+    verifier: TreeVerifier,
+    model: SequenceModel,
+    k: int,
+    *,
+    without_replacement: bool = False,
+    max_trees: int = TREE_LIMIT,
+) -> BlockEvaluation:
+    """Exact E[τ] and block losslessness of ``verifier`` on every draft tree of ``model``.
+
+    In Fractions when the model is exact and the verifier allows it, else in float64.
+
+    >>> from multidraft.trees import get_verifier, sun_example
+    >>> result = evaluate(get_verifier("block"), sun_example(), k=1)
+    >>> result.expected_accepted, result.deviation
+    (Fraction(11, 9), Fraction(0, 1))
+
+    Raises
+    ------
+    ValueError
+        The verifier does not take these trees (its K or drafting).
+    ProblemTooLargeError
+        More than ``max_trees`` trees.
+    """
+    if not isinstance(verifier, TreeVerifier):
+        raise ValueError(f"verifier: expected a TreeVerifier (multidraft.trees.get_verifier), got {type(verifier).__name__}")
+    if not isinstance(model, SequenceModel):
+        raise ValueError(f"model: expected a SequenceModel, got {type(model).__name__}")
+    exact = model.exact and verifier.exact_capable
+    zero = Fraction(0) if exact else 0.0
+    n, length = model.n, model.length
+    emitted = [np.full(n ** (d + 1), zero, dtype=object) if exact else np.zeros(n ** (d + 1)) for d in range(length + 1)]
+    expected, count = zero, 0
+    for tokens, prob in model.trees(k, without_replacement=without_replacement, max_trees=max_trees):
+        tree = model.tree(tokens, without_replacement=without_replacement)
+        if not exact and tree.exact:
+            tree = _as_float(tree)
+        law = verifier.law(tree)
+        nodes = tree.nodes
+        weight = prob if exact else float(prob)
+        expected = expected + weight * law.expected_accepted
+        for node in range(nodes.count):
+            mass = weight * law.node_probability[node]
+            if mass == 0:
+                continue
+            depth = int(nodes.depth[node])
+            start = model.index(nodes.path(node)) * n
+            emitted[depth][start : start + n] = emitted[depth][start : start + n] + mass * law.next_token[node]
+        count += 1
+    completed = emitted[0]
+    for d in range(1, length + 1):
+        table = model.target[d] if exact else np.asarray(model.target[d], dtype=np.float64)
+        completed = (completed[:, None] * table).reshape(-1) + emitted[d]
+    joint = model.joint() if exact else np.asarray(model.joint(), dtype=np.float64)
+    deviation = max(abs(a - b) for a, b in zip(completed, joint)) if exact else float(np.abs(completed - joint).max())
+    return BlockEvaluation(verifier.name, k, without_replacement, expected, deviation, count, exact)
+
+
+def _as_float(tree):
+    from multidraft.trees.tree import DraftTree
+
+    return DraftTree(
+        tree.tokens,
+        np.asarray(tree.target, dtype=np.float64),
+        np.asarray(tree.draft, dtype=np.float64),
+        without_replacement=tree.without_replacement,
+        groups=tree.groups,
+        validate=False,
+    )

@@ -1,0 +1,178 @@
+"""Selective block verification: the token-level optimal selection at every node, with block
+verification's budgets along the path (new here; proofs in docs/block_level.md, "Selective").
+
+At a node v entered with budget a (the probability, averaged over v's random subtree, that the
+subtree's verification succeeds; a = 1 at the root) and target residual B (the target
+p(· | v) on entry):
+
+1. a selection rule picks **one** live draft token c -- the token-level optimal selection for
+   the target ``a·B`` (the missing mass 1 - a on a token no draft holds) and the node's draft
+   law: the curtain rule of :func:`multidraft.theory.verifier.optimal_selection_rule` for iid
+   drafts, for drafts without replacement the transport LP's optimal coupling where it fits
+   (small vocabularies) and the front/back rule beyond -- whose law r over the children is
+   known exactly;
+2. c's subtree is verified the same way with budget ``b = min(1, a·B(c) / r(c))``;
+3. if it fails, v itself is accepted with probability ``a' = S / (S + 1 - a)``,
+   ``S = Σ_x [a·B(x) - r(x)]_+``, and the next token is drawn from ``norm([a·B - r]_+)``;
+   otherwise v fails (its parent continues at step 3).
+
+The invariant is traversal's (a node entered with budget a emits ``a × p(continuation)`` and
+fails with probability 1 - a, averaged over its subtree), now with one try among the children:
+the child's emission ``r(x)·min(1, a B(x)/r(x)) = min(r(x), a B(x))`` plus v's residual emission
+``(a B(x) - r(x))_+`` is ``a B(x)``. So it is lossless for any selection rule whose law is
+known; the optimal rule makes the mass entering the children, ``Σ_x min(r(x), a B(x))``, as
+large as any rule can (the token-level optimum for the target aB).
+
+With one draft it is block verification (r = q); with L = 1 it is the token-level optimal
+verifier. It sees only the tree. Exact laws are in float64 (the rules' laws are floats).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+import numpy as np
+
+from multidraft.trees._rules import choice_probabilities
+from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, sample_index
+from multidraft.trees.token import node_law
+from multidraft.trees.tree import DraftTree
+
+__all__ = ["Selective", "REMEMBER_BELOW"]
+
+#: Vocabularies up to this size have their selection rules remembered (exact evaluation).
+REMEMBER_BELOW = 1024
+_REMEMBERED_RULES = 4096
+
+
+class Selective(TreeVerifier):
+    """Selective block verification (module docstring): trees drafted iid or without
+    replacement at the root, any K."""
+
+    name = "selective"
+    exact_capable = False
+
+    def __init__(self) -> None:
+        self._rules: dict[bytes, object] = {}
+
+    def _selection(self, tree: DraftTree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(r over the tokens [n], P(each live draft is selected) [k_live])`` at ``node`` for
+        the target ``budget · residual`` (mass 1 - budget on a token no draft holds).
+
+        One live draft: r = its draft law. iid drafts: the curtain rule (exact optimum).
+        Without replacement: the optimal coupling of the transport LP where its size guard
+        lets it run (small vocabularies; Theorem 1's importance weights, ``r`` their exact
+        law), else the front/back rule. Rules are remembered for small vocabularies
+        (n <= :data:`REMEMBER_BELOW`), where exact evaluation meets the same node state in
+        many trees."""
+        nodes = tree.nodes
+        rows, depth = nodes.rows(node), int(nodes.depth[node])
+        drafts = np.asarray(tree.draft[rows, depth], dtype=np.float64)
+        live = tree.tokens[rows, depth]
+        if len(rows) == 1:
+            return drafts[0], np.ones(1)
+        target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
+        name = tree.live_law_name(node)
+        key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes()).digest() if tree.n <= REMEMBER_BELOW else None
+        rule = self._rules.get(key) if key is not None else None
+        if rule is None:
+            rule = self._rule(target / target.sum(), node_law(name, np.append(drafts, np.zeros((len(rows), 1)), axis=1)))
+            if key is not None:
+                if len(self._rules) >= _REMEMBERED_RULES:
+                    self._rules.pop(next(iter(self._rules)))
+                self._rules[key] = rule
+        law, choose = rule
+        return law[:-1], choose(live[None])[0]
+
+    @staticmethod
+    def _rule(target: np.ndarray, law) -> tuple[np.ndarray, object]:
+        """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
+        selection for ``(target, law)``."""
+        from multidraft.theory.laws import WithoutReplacement
+        from multidraft.theory.limits import ProblemTooLargeError
+        from multidraft.theory.verifier import optimal_selection_rule
+
+        if isinstance(law, WithoutReplacement):
+            from multidraft.lp import importance_from_coupling, transport_lp
+            from multidraft.lp.transport import transport_size
+
+            try:
+                transport_size(law)
+            except ProblemTooLargeError:
+                pass
+            else:
+                selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
+                return np.asarray(selection.intermediate, dtype=np.float64), selection.selection_probabilities
+        rule = optimal_selection_rule(target, law)
+        return rule.selection_law, functools.partial(choice_probabilities, rule)
+
+    @staticmethod
+    def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(a', norm([a B - r]_+))`` after the selected child failed (``a`` kept, and B, when
+        S + 1 - a = 0 or S = 0: states of probability zero, as in traversal)."""
+        weights = np.maximum(budget * residual - r, 0.0)
+        total = float(weights.sum())
+        following = total / (total + 1.0 - budget) if total + 1.0 - budget > 0 else budget
+        return following, (weights / total if total > 0 else residual)
+
+    def _law(self, tree: DraftTree, next_token: bool) -> TreeLaw:
+        nodes = tree.nodes
+        prob = np.zeros(nodes.count)
+        mass = np.zeros((nodes.count, tree.n))
+
+        def visit(node: int, budget: float, residual: np.ndarray, reach: float) -> float:
+            """Record the accepted nodes of ``node``'s subtree (times ``reach``); return the
+            probability that the subtree fails."""
+            children = nodes.children[node]
+            fail_children = 1.0
+            following, rest = budget, residual
+            if children:
+                r, chosen = self._selection(tree, node, budget, residual)
+                live = tree.tokens[nodes.rows(node), nodes.depth[node]]
+                fail_children = 0.0
+                for child in children:
+                    token = int(nodes.token[child])
+                    selected = float(chosen[live == token].sum())
+                    if selected <= 0:
+                        continue
+                    child_budget = min(1.0, budget * residual[token] / r[token])
+                    target = np.asarray(tree.target_at(child), dtype=np.float64)
+                    fail_children += selected * visit(child, child_budget, target, reach * selected)
+                following, rest = self._fallback(budget, residual, r)
+            accepted = reach * fail_children * following
+            prob[node] += accepted
+            mass[node] += accepted * rest
+            return fail_children * (1.0 - following)
+
+        visit(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64), 1.0)
+        rows = None
+        if next_token:
+            rows = np.divide(mass, prob[:, None], out=np.zeros_like(mass), where=prob[:, None] > 0)
+        return TreeLaw(tree, prob, rows)
+
+    def _verify(self, tree: DraftTree, rng: np.random.Generator) -> tuple[int, int]:
+        nodes = tree.nodes
+
+        def run(node: int, budget: float, residual: np.ndarray):
+            children = nodes.children[node]
+            following, rest = budget, residual
+            if children:
+                r, chosen = self._selection(tree, node, budget, residual)
+                live = tree.tokens[nodes.rows(node), nodes.depth[node]]
+                token = int(live[sample_index(chosen, rng)])
+                child = next(c for c in children if nodes.token[c] == token)
+                outcome = run(child, min(1.0, budget * residual[token] / r[token]), np.asarray(tree.target_at(child), dtype=np.float64))
+                if outcome is not None:
+                    return outcome
+                following, rest = self._fallback(budget, residual, r)
+            if rng.random() < following:
+                return node, sample_index(rest, rng)
+            return None
+
+        return run(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64))
+
+    def _verify_batch(self, batch, generator, rng) -> BatchVerification:
+        from multidraft.trees._batch import host_batch
+
+        return host_batch(self, batch, generator, rng)

@@ -1,0 +1,183 @@
+"""The optimal verifier and P* on the draft's support, against the full vocabulary.
+
+The fit runs on the s tokens the draft can propose; these tests check its answer with
+full-vocabulary computations that know nothing of the support:
+
+* P* from the dense sorted scan over all n tokens (:func:`ratio_order`, the prefix containment
+  kernels), for iid drafts and drafts without replacement, at n = 131072;
+* the rule's dense law r, step and residual: the output law ``r·min(1, p/r) + (1 - Σ r·min(1,
+  p/r))·residual`` is p to 1e-12, the acceptance ``Σ_y min(p, r)`` is the dense P* (to the
+  layout's rounding, 1e-10), and r meets
+  the optimality conditions over the whole vocabulary (r <= p on U, r >= p on T*, r(U) = h(U),
+  r = 0 off the support);
+* the law through the actual positions (pieces sorted, no tiling assumed);
+* the sampler (selection, acceptance, and the residual's draws outside the support) against p,
+  with a broken twin that forgets the target outside the support;
+* the packed sort against ``argsort`` (ties, near-ties, long runs, -0.0), and the blocked
+  inverse CDF against exact levels.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from multidraft.theory import IID, WithoutReplacement, optimal_acceptance, softmax, top_k, top_p, zipf
+from multidraft.theory._curtain import density_order
+from multidraft.theory._curtain_rule import _BLOCK, _draw
+from multidraft.theory._kernels import iid_prefix_containment, ratio_order, wor_prefix_containment
+from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
+
+from rule_checks import law_through_actual_positions
+
+
+def dense_optimum(p: np.ndarray, law) -> float:
+    """P* by the sorted scan over all n tokens (tokens the draft cannot propose included)."""
+    order = ratio_order(p, law.draft)
+    kernel = iid_prefix_containment if law.name == "iid" else wor_prefix_containment
+    contained = kernel(law.draft[order], law.k)
+    values = np.concatenate([[0.0], np.cumsum(p[order])]) + 1.0 - contained
+    return float(min(values.min(), 1.0))
+
+
+def sparse_instance(n: int, keep: int | float, temperature: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Zipf target and a draft from a perturbed, tempered copy of it, cut by top-k (an int)
+    or top-p (a float)."""
+    rng = np.random.default_rng(seed)
+    p = zipf(n, exponent=1.1, rng=rng)
+    q = softmax(np.log(p) + rng.normal(size=n) * 0.5, temperature=temperature)
+    return p, top_k(q, keep) if isinstance(keep, int) else top_p(q, keep)
+
+
+CASES = [(131072, 10, 1.3, 2), (131072, 100, 0.8, 4), (131072, 0.95, 1.2, 8), (49152, 1000, 1.6, 3), (49152, 1, 1.0, 4)]
+
+
+@pytest.mark.parametrize("n, keep, temperature, k", CASES)
+def test_sparse_rule_against_the_full_vocabulary(n, keep, temperature, k):
+    p, q = sparse_instance(n, keep, temperature, seed=k)
+    law = IID(q, k)
+    rule = optimal_selection_rule(p, law)
+    assert len(rule.support) == np.count_nonzero(q) < n
+    optimum = dense_optimum(p, law)
+    assert rule.optimum == pytest.approx(optimum, abs=1e-12)
+    assert rule.acceptance == pytest.approx(optimum, abs=1e-10)  # the layout's rounding (docs §5)
+    assert rule.acceptance == pytest.approx(float(np.minimum(p, rule.selection_law).sum()), abs=1e-14)
+    r, step, residual = rule.selection_law, rule.accept, rule.residual
+    output = r * step + (1.0 - float(np.sum(r * step))) * residual
+    np.testing.assert_allclose(output, p, rtol=0, atol=1e-12)
+    assert np.all(r[q == 0] == 0) and np.all(step[q == 0] == 0)
+    cut = np.zeros(n, dtype=bool)
+    cut[rule.certificate] = True
+    assert not cut[q == 0].any()  # T* lies inside the support
+    assert r[~cut].sum() == pytest.approx(1.0 - q[cut].sum() ** k, abs=1e-12)  # U is tight
+    assert np.all(r[~cut] <= p[~cut] + 1e-12) and np.all(r[cut] >= p[cut] - 1e-12)
+    np.testing.assert_allclose(law_through_actual_positions(rule), r, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("law_class", [IID, WithoutReplacement])
+@pytest.mark.parametrize("keep", [1, 40, 0.9])
+def test_optimum_on_the_support_equals_the_dense_scan(law_class, keep):
+    p, q = sparse_instance(131072, keep, 1.2, seed=7)
+    for k in (1, 2, 3) if law_class is WithoutReplacement and keep == 1 else (2, 3, 6):
+        if law_class is WithoutReplacement and k > np.count_nonzero(q):
+            continue
+        law = law_class(q, k)
+        result = optimal_acceptance(p, law)
+        assert result.value == pytest.approx(dense_optimum(p, law), abs=1e-12)
+        mask = np.zeros(len(p), dtype=bool)
+        mask[result.certificate] = True
+        assert not mask[q == 0].any()
+        if law_class is IID:  # the certificate's cut value (containment q(T)^K)
+            assert float(p[mask].sum() + 1.0 - law.containment(mask)) == pytest.approx(result.value, abs=1e-12)
+
+
+def _outside_forgotten(rule: CurtainRule) -> CurtainRule:
+    """WRONG twin: the residual keeps only its part on the support (as if the target lived
+    there), so the tokens no draft proposes are never emitted."""
+    twin = copy.copy(rule)
+    twin.outside_mass = 0.0
+    twin.__dict__.pop("_residual_parts", None)
+    return twin
+
+
+@pytest.mark.statistical
+def test_sampler_outputs_the_target_and_a_twin_without_the_outside_is_caught():
+    """N = 200,000 runs of :meth:`CurtainRule.sample` with a top-20 draft at n = 5000 (about
+    half the target lies outside the support, so the blocked draws there are exercised):
+    output frequencies match p (chi-square over 80 bins); the twin fails."""
+    from scipy import stats
+
+    p, q = sparse_instance(5000, 20, 1.3, seed=1)
+    law = IID(q, 3)
+    rule = optimal_selection_rule(p, law)
+    assert 0.2 < rule.outside_mass < 0.8
+    order = np.argsort(-p)
+    bins = np.empty(len(p), dtype=np.int64)
+    bins[order[:60]] = np.arange(60)
+    bins[order[60:]] = 60 + np.arange(len(p) - 60) * 20 // (len(p) - 60)
+    expected = np.bincount(bins, p)
+    rng = np.random.default_rng(5)
+    tuples = law.sample(rng, 200_000)
+    good = np.bincount(bins, np.bincount(rule.sample(tuples, rng), minlength=len(p)))
+    assert stats.chisquare(good, expected * len(tuples)).pvalue > 1e-3
+    twin = _outside_forgotten(rule)
+    bad = twin.sample(tuples, rng)
+    assert np.all(q[bad] > 0)
+    assert stats.chisquare(np.bincount(bins, np.bincount(bad, minlength=len(p))), expected * len(tuples)).pvalue < 1e-6
+
+
+def test_run_marks_draws_outside_the_support():
+    """:meth:`CurtainRule.run` returns -1 exactly where the residual's split falls outside the
+    support: with the acceptance uniform at 1 - ε every selected draft with p < r is rejected,
+    and the split uniform chooses the part."""
+    p, q = sparse_instance(3000, 50, 1.5, seed=2)
+    rule = optimal_selection_rule(p, IID(q, 2))
+    weights, inside, outside = rule._residual_parts
+    assert inside > 0 and outside > 0
+    top = rule.support[np.argmax(rule.support_law - rule.support_target)]  # a token with r > p
+    tuples = np.array([[top, top], [top, top]])
+    uniforms = np.array([[0.5, 0.5, 1 - 1e-12, 0.5 * inside / (inside + outside)], [0.5, 0.5, 1 - 1e-12, 1 - 1e-12]])
+    tokens = rule.run(tuples, uniforms)
+    assert tokens[0] in rule.support and tokens[1] == -1
+
+
+def test_packed_sort_orders_like_argsort():
+    rng = np.random.default_rng(0)
+    n = 20_000
+    masses = rng.random(n) + 0.01
+    ratios = [
+        rng.random(n),  # distinct
+        np.repeat(rng.random(n // 100), 100),  # long runs of exact ties
+        1.0 + rng.integers(0, 50, n) * 1e-13,  # near-ties below the truncated bits: runs to settle
+        np.where(rng.random(n) < 0.3, 0.0, rng.random(n)),  # zeros
+        np.concatenate([np.full(n // 2, np.inf), rng.random(n - n // 2)]),  # p/q overflowing to inf
+    ]
+    for ratio in ratios:
+        values = np.where(np.isinf(ratio), 1.0, ratio * masses)
+        masses_used = np.where(np.isinf(ratio), 1e-320, masses)
+        with np.errstate(over="ignore"):
+            key = values / masses_used
+        order = density_order(values, masses_used)
+        assert np.array_equal(np.sort(order), np.arange(n))
+        assert np.all(key[order][1:] >= key[order][:-1])
+    negative_zero = np.array([0.5, -0.0, 0.25] * 2000)
+    order = density_order(negative_zero, np.ones(len(negative_zero)))
+    assert np.all(np.diff(negative_zero[order]) >= 0)
+
+
+@pytest.mark.parametrize("n", [100, 20 * _BLOCK + 17])
+@pytest.mark.parametrize("count", [1, 7, 5000])
+def test_blocked_inverse_cdf(n, count):
+    """Levels spread evenly over [0, total) land on each index in proportion to its weight
+    (within one level), never on a zero weight, through the blocked and the full path."""
+    rng = np.random.default_rng(n + count)
+    weights = np.where(rng.random(n) < 0.3, 0.0, rng.random(n))
+    total = float(np.cumsum(weights)[-1])
+    levels = (np.arange(count) + 0.5) / count * total
+    drawn = _draw(weights, levels)
+    assert np.all(weights[drawn] > 0)
+    expected = np.searchsorted(np.cumsum(weights), levels, side="right")
+    np.testing.assert_array_equal(drawn, expected)
+    assert np.all(weights[_draw(weights, np.array([0.0, total, np.nextafter(total, 0.0)]))] > 0)

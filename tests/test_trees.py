@@ -1,0 +1,324 @@
+"""The tree verifier interface: the draft tree, the registry, bad inputs, and every registered
+verifier's exact law against its own sampler (numpy and batched torch)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from multidraft.schemes import SCHEMES
+from multidraft.trees import (
+    VERIFIERS,
+    BlockVerification,
+    DraftTree,
+    SequenceModel,
+    TokenVerifier,
+    Traversal,
+    get_verifier,
+    verifier_names,
+)
+
+# ------------------------------------------------------------------------------ the tree
+
+
+def _uniform_tree(tokens, n=3, **options):
+    tokens = np.asarray(tokens)
+    k, length = tokens.shape
+    return DraftTree(tokens, np.full((k, length + 1, n), 1 / n), np.full((k, length, n), 1 / n), **options)
+
+
+def test_drafts_sharing_a_prefix_are_one_node_children_in_first_appearance_order():
+    tree = _uniform_tree([[2, 0], [1, 1], [2, 1], [2, 0]])
+    nodes = tree.nodes
+    assert nodes.children[0] == (1, 2)  # token 2 first (row 0), then token 1
+    assert [int(nodes.token[c]) for c in nodes.children[1]] == [0, 1]
+    assert nodes.multiplicity.tolist()[:3] == [4, 3, 1]
+    assert nodes.path(nodes.index[3, 2]) == (2, 0)
+    assert nodes.index[0, 2] == nodes.index[3, 2]  # rows 0 and 3 are the same sequence
+    assert nodes.postorder()[-1] == 0 and len(nodes.postorder()) == nodes.count == 6
+    assert nodes.rows(1).tolist() == [0, 2, 3]
+
+
+def test_node_distributions_come_from_the_first_row_through_the_node():
+    target = np.zeros((2, 3, 2))
+    target[..., 0] = 1.0
+    target[1, 1] = [0.0, 1.0]  # differs at row 1's depth-1 prefix
+    draft = np.full((2, 2, 2), 0.5)
+    tree = DraftTree([[0, 1], [1, 1]], target, draft)
+    assert tree.target_at(2).tolist() == [0.0, 1.0]  # node 2 = prefix (1,), first row 1
+    assert tree.target_at(1).tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match="nothing was drafted after it"):
+        tree.draft_at(3)
+
+
+def test_live_law_names_follow_the_drafting():
+    assert _uniform_tree([[0, 1], [0, 2]]).live_law_name(1) == "iid"
+    assert _uniform_tree([[0, 1], [0, 2]], groups=(0, 1)).live_law_name(1) == "independent"
+    assert _uniform_tree([[0, 1], [0, 2]], groups=(0, 1)).live_law_name(0) == "independent"
+    assert _uniform_tree([[0, 1], [1, 2]], without_replacement=True).live_law_name(1) == "wor"
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        pytest.param(lambda: DraftTree([0, 1], np.full((1, 3, 2), 0.5), np.full((1, 2, 2), 0.5)), r"tokens: expected an integer array \[K, L\]", id="1-d tokens"),
+        pytest.param(lambda: _uniform_tree([[0.0, 1.0]]), "tokens: expected integer token ids", id="float tokens"),
+        pytest.param(lambda: _uniform_tree([[0, 3]]), r"tokens: token ids must lie in \[0, 3\)", id="token out of range"),
+        pytest.param(
+            lambda: DraftTree([[0, 1]], np.full((1, 2, 2), 0.5), np.full((1, 1, 2), 0.5)),
+            r"target: expected an array \[1, 3, n\]",
+            id="target too short",
+        ),
+        pytest.param(
+            lambda: DraftTree([[0]], np.full((1, 2, 2), 0.5), np.full((1, 1, 3), 1 / 3)),
+            r"draft: expected an array \[1, 1, 2\]",
+            id="vocabularies differ",
+        ),
+        pytest.param(
+            lambda: DraftTree([[0]], np.full((1, 2, 2), 0.7), np.full((1, 1, 2), 0.5)),
+            "target: every distribution must sum to 1",
+            id="target not normalised",
+        ),
+        pytest.param(
+            lambda: DraftTree([[0]], np.full((1, 2, 2), 0.5), np.array([[[0.0, 1.0]]])),
+            "token 0 of row 0 at depth 1 has draft probability zero",
+            id="undraftable token",
+        ),
+        pytest.param(
+            lambda: _uniform_tree([[0, 1], [0, 2]], without_replacement=True),
+            "without replacement need K distinct first tokens",
+            id="repeated first token without replacement",
+        ),
+        pytest.param(lambda: _uniform_tree([[0], [1]], groups=(0,)), "groups: expected 2 labels", id="groups length"),
+        pytest.param(
+            lambda: DraftTree([[0]], np.full((1, 2, 2), Fraction(1, 2), dtype=object), np.full((1, 1, 2), 0.5)),
+            "both must be float arrays or both Fraction arrays",
+            id="mixed exactness",
+        ),
+    ],
+)
+def test_bad_trees_are_refused_naming_the_argument(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+# ------------------------------------------------------------------------------ the registry
+
+
+def test_every_scheme_has_a_token_verifier_and_names_are_exact():
+    names = verifier_names()
+    assert names == [f"token:{s}" for s in SCHEMES] + list(VERIFIERS)
+    for name in names:
+        assert get_verifier(name).name == name
+    with pytest.raises(ValueError, match="unknown name 'Traversal'"):
+        get_verifier("Traversal")
+    with pytest.raises(ValueError, match="takes no options"):
+        get_verifier("block", s=3)
+    with pytest.raises(ValueError, match="expected a Scheme .* or an object with select"):
+        TokenVerifier("specinfer")
+
+
+def test_verifiers_refuse_trees_they_do_not_take():
+    iid_pair = _uniform_tree([[0, 1], [1, 0]])
+    with pytest.raises(ValueError, match=r"verifier 'block' takes iid, wor trees with K <= 1; got a iid tree with K=2"):
+        BlockVerification().law(iid_pair)
+    with pytest.raises(ValueError, match="takes iid, wor trees; got a independent tree"):
+        Traversal().law(_uniform_tree([[0, 1], [1, 0]], groups=(0, 1)))
+    with pytest.raises(ValueError, match="scheme 'rrs-wor' supports the wor laws"):
+        get_verifier("token:rrs-wor").law(iid_pair)
+    with pytest.raises(ValueError, match="rng: expected a numpy.random.Generator"):
+        Traversal().verify(iid_pair, 0)
+    exact = DraftTree([[0]], np.full((1, 2, 2), Fraction(1, 2), dtype=object), np.full((1, 1, 2), Fraction(1, 2), dtype=object))
+    with pytest.raises(ValueError, match="no exact"):
+        get_verifier("token:optimal").law(exact)
+
+
+# ------------------------------------------------------- every verifier: law against sampler
+
+#: (verifier, drafting) pairs run by the sampling checks: every block-level verifier and the
+#: token walk with the schemes decoding uses most.
+CASES = [
+    ("traversal", False),
+    ("traversal", True),
+    ("block", False),
+    ("token:specinfer", False),
+    ("token:rrs-wor", True),
+    ("token:optimal", False),
+    ("token:spectr", False),
+    ("selective", False),
+    ("selective", True),
+]
+
+
+def _tree_for(name: str, without_replacement: bool, seed: int = 3) -> DraftTree:
+    model = SequenceModel.random(4, 3, np.random.default_rng(seed), alpha=0.7)
+    if name == "block":
+        return model.tree([[1, 2, 0]])
+    if without_replacement:
+        return model.tree([[1, 0, 2], [3, 3, 1], [0, 1, 1]], without_replacement=True)
+    return model.tree([[1, 0, 2], [1, 0, 3], [2, 2, 1], [1, 3, 0]])
+
+
+def _joint(tree, nodes_hit, next_tokens):
+    counts = np.zeros((tree.nodes.count, tree.n))
+    np.add.at(counts, (nodes_hit, next_tokens), 1)
+    return counts / len(nodes_hit)
+
+
+def _chi_square(observed, expected, samples):
+    """Pearson statistic over the cells of positive expected mass and its degrees of freedom."""
+    mask = expected > 1e-12
+    return float(((observed[mask] - expected[mask]) ** 2 / expected[mask]).sum() * samples), int(mask.sum()) - 1
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("name, without_replacement", CASES, ids=[f"{n}-{'wor' if w else 'iid'}" for n, w in CASES])
+def test_numpy_runs_follow_the_exact_law(name, without_replacement):
+    """Chi-square of (accepted node, next token) from ``verify`` against ``law``; the same
+    statistic against a law with its accepted-node probabilities shifted must fail."""
+    verifier = get_verifier(name)
+    tree = _tree_for(name, without_replacement)
+    law = verifier.law(tree)
+    expected = law.node_probability[:, None] * law.next_token
+    np.testing.assert_allclose(expected.sum(), 1.0, atol=1e-12)
+    rng = np.random.default_rng(11)
+    runs = [verifier.verify(tree, rng) for _ in range(4000)]
+    observed = _joint(tree, [r.node for r in runs], [r.next_token for r in runs])
+    for run in runs[:50]:
+        assert run.tokens[:-1] == tuple(tree.tokens[run.row, : run.accepted])
+    statistic, dof = _chi_square(observed, expected, len(runs))
+    assert statistic < dof + 6 * np.sqrt(2 * dof) + 20
+    wrong = np.roll(law.node_probability, 1)[:, None] * law.next_token  # the twin law
+    twin, _ = _chi_square(observed, wrong / wrong.sum(), len(runs))
+    assert twin > dof + 6 * np.sqrt(2 * dof) + 20
+
+
+#: The lockstep torch forms, which accelerators run (on the CPU the compiled numpy run of each
+#: tree is faster and is what ``verify_batch`` uses there): tested on the CPU too.
+LOCKSTEP = {"traversal": "traversal_batch", "block": "block_batch"}
+BATCH_CASES = CASES + [(name, wor, True) for name, wor in CASES if name in LOCKSTEP]
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+    "name, without_replacement, lockstep",
+    [case if len(case) == 3 else (*case, False) for case in BATCH_CASES],
+    ids=[f"{c[0]}-{'wor' if c[1] else 'iid'}{'-lockstep' if len(c) == 3 else ''}" for c in BATCH_CASES],
+)
+def test_batched_torch_runs_follow_the_exact_law(name, without_replacement, lockstep, device):
+    import torch
+
+    from multidraft.trees import _batch
+
+    verifier = get_verifier(name)
+    tree = _tree_for(name, without_replacement)
+    law = verifier.law(tree)
+    expected = law.node_probability[:, None] * law.next_token
+    size = 6000
+    tokens = torch.as_tensor(tree.tokens, device=device)[None].expand(size, -1, -1).contiguous()
+    target = torch.as_tensor(tree.target, device=device)[None].expand(size, -1, -1, -1).contiguous()
+    draft = torch.as_tensor(tree.draft, device=device)[None].expand(size, -1, -1, -1).contiguous()
+    generator = torch.Generator(device=device).manual_seed(5)
+    if lockstep:
+        batch = _batch.check(tokens, target, draft, generator, without_replacement)
+        out = getattr(_batch, LOCKSTEP[name])(batch, generator)
+    else:
+        out = verifier.verify_batch(tokens, target, draft, generator, without_replacement=without_replacement)
+    assert out.accepted.device == tokens.device and out.next_token.dtype == torch.long
+    accepted, rows, following = (x.cpu().numpy() for x in (out.accepted, out.row, out.next_token))
+    nodes = tree.nodes.index[rows, accepted]
+    observed = _joint(tree, nodes, following)
+    statistic, dof = _chi_square(observed, expected, size)
+    assert statistic < dof + 6 * np.sqrt(2 * dof) + 20
+    wrong = np.roll(law.node_probability, 1)[:, None] * law.next_token
+    twin, _ = _chi_square(observed, wrong / wrong.sum(), size)
+    assert twin > dof + 6 * np.sqrt(2 * dof) + 20
+
+
+def test_batched_inputs_are_checked(device):
+    import torch
+
+    tokens = torch.zeros((2, 1, 2), dtype=torch.long, device=device)
+    target = torch.full((2, 1, 3, 2), 0.5, device=device, dtype=torch.float64)
+    draft = torch.full((2, 1, 2, 2), 0.5, device=device, dtype=torch.float64)
+    generator = torch.Generator(device=device)
+    with pytest.raises(ValueError, match="generator: expected a torch.Generator"):
+        Traversal().verify_batch(tokens, target, draft, None)
+    with pytest.raises(ValueError, match=r"target: expected a tensor \[B=2, K=1, L\+1=3, n\]"):
+        Traversal().verify_batch(tokens, target[:, :, :2], draft, generator)
+    with pytest.raises(ValueError, match="tokens: expected a long tensor"):
+        Traversal().verify_batch(tokens.double(), target, draft, generator)
+    with pytest.raises(ValueError, match="must sum to 1"):
+        Traversal().verify_batch(tokens, target * 2, draft, generator)
+    with pytest.raises(ValueError, match="takes K <= 1"):
+        BlockVerification().verify_batch(tokens.expand(2, 2, 2), target.expand(2, 2, 3, 2), draft.expand(2, 2, 2, 2), generator)
+    with pytest.raises(ValueError, match="K distinct first tokens"):
+        Traversal().verify_batch(tokens.expand(2, 2, 2), target.expand(2, 2, 3, 2), draft.expand(2, 2, 2, 2), generator, without_replacement=True)
+
+
+# ------------------------------------------------------------------ sequence models, LP inputs
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        pytest.param(lambda: SequenceModel([[0.5, 0.5]], []), "expected L \\+ 1 target tables and L draft tables", id="no draft table"),
+        pytest.param(lambda: SequenceModel([[0.5, 0.5], [[0.5, 0.5]]], [[0.5, 0.5]]), r"target\[1\]: expected shape \(2, 2\)", id="table shape"),
+        pytest.param(lambda: SequenceModel([[0.5, 0.6], [[0.5, 0.5]] * 2], [[0.5, 0.5]]), "target", id="not a distribution"),
+        pytest.param(lambda: SequenceModel.random(0, 2, np.random.default_rng(0)), "n: ", id="empty vocabulary"),
+        pytest.param(lambda: SequenceModel.constant([0.5, 0.5], [0.5, 0.5], 0), "length: ", id="zero length"),
+    ],
+)
+def test_bad_sequence_models_are_refused(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_tree_enumeration_counts_and_probabilities():
+    model = SequenceModel.random(3, 2, np.random.default_rng(0), exact=True, denominator=10)
+    for k, wor in ((2, False), (3, False), (2, True), (3, True)):
+        trees = list(model.trees(k, without_replacement=wor))
+        assert len(trees) == model.tree_count(k, wor)
+        assert sum(p for _, p in trees) == 1
+
+
+def test_block_level_inputs_are_checked():
+    from multidraft.trees import block_optimum, evaluate, tree_only_bound
+
+    model = SequenceModel.random(2, 2, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="form: unknown 'flow'"):
+        block_optimum(model, 2, form="flow")
+    with pytest.raises(ValueError, match="models: expected at least two SequenceModels"):
+        tree_only_bound([model], 2)
+    with pytest.raises(ValueError, match="models: every model needs the same n and L"):
+        tree_only_bound([model, SequenceModel.random(3, 2, np.random.default_rng(0))], 2)
+    with pytest.raises(ValueError, match="verifier: expected a TreeVerifier"):
+        evaluate("traversal", model, 2)
+    with pytest.raises(ValueError, match="k: without replacement needs k <= 2"):
+        list(model.trees(3, without_replacement=True))
+
+
+@pytest.mark.parametrize("n, k", [(6, 2), (30, 3), (80, 4)])
+def test_restricted_curtain_rule_keeps_the_choice_probabilities(n, k):
+    """The curtain rule restricted to a tuple's tokens (what selective verification and the
+    token walk's optimal verifier use at a real vocabulary) against the whole rule's
+    choice_probabilities, rows summing to one; tiny-mass tokens (point sets) included."""
+    from multidraft.theory.distributions import zipf
+    from multidraft.theory.laws import IID
+    from multidraft.theory.verifier import optimal_selection_rule
+    from multidraft.trees._rules import choice_probabilities, restricted_rule
+
+    rng = np.random.default_rng(n)
+    p, q = zipf(n, 1.2, rng), zipf(n, 0.9, rng)
+    q[-2:] = 1e-300  # below the resolution of positions: point sets
+    q /= q.sum()
+    rule = optimal_selection_rule(p, IID(q, k))
+    tuples = rng.choice(n, size=(20, k), p=q)
+    tuples[:4, 0] = n - 1
+    tuples[2:4, 1] = n - 2
+    ours = choice_probabilities(rule, tuples)
+    np.testing.assert_allclose(ours, rule.choice_probabilities(tuples), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-12)
+    assert len(restricted_rule(rule, tuples[0]).piece_start) < len(rule.piece_start)

@@ -29,6 +29,8 @@ import numpy as np
 
 from dataclasses import dataclass
 
+from multidraft.theory._numba import compile_in_place
+
 __all__ = ["polynomial_weight", "water_level", "clipped_layout", "point_win_probabilities", "Layout"]
 
 
@@ -198,102 +200,100 @@ def _stack_pass(mass, weight, c, lo, hi):
     return group[:count], start[:count], end[:count], realised_w, realised_l
 
 
-_KERNELS = None
+#: The compiled kernels, module-level so that numba's disk cache finds them in the next process.
+KERNELS = ("sums", "weight", "weights", "solo", "stack_pass")
 
 
 def _kernels():
-    """``(stack_pass, weights)``, numba-compiled on first use and cached on disk."""
-    global _KERNELS
-    if _KERNELS is None:
-        import numba
-
-        _KERNELS = _build_kernels(numba.njit(cache=True, nogil=True))
-    return _KERNELS
-
-
-def _build_kernels(jit):
-    @jit
-    def sums(x, y, c):
-        """``(φ, φ') = (Σ_j c_j S_j(x, y), Σ_j j c_j S_{j-1}(x, y))`` with S_j = x S_{j-1} + y^{j-1}."""
-        previous, current, y_power = 0.0, 0.0, 1.0
-        value, slope = 0.0, 0.0
-        for j in range(1, c.shape[0]):
-            previous, current = current, x * current + y_power
-            y_power *= y
-            value += c[j] * current
-            slope += j * c[j] * previous
-        return value, slope
-
-    @jit
-    def weight(a, b, c):
-        return (b - a) * sums(1.0 - a, 1.0 - b, c)[0]
-
-    @jit
-    def weights(start, end, c, out):
-        for i in range(start.shape[0]):
-            out[i] = weight(start[i], end[i], c)
-
-    @jit
-    def solo(mass, target, c, lo, hi, x):
-        """Start α ∈ [lo, hi - mass] with W_G(α, α + mass) = target, by Newton from x >= 1 - α
-        (NaN: start at 1 - lo)."""
-        d = target / mass
-        x_high = 1.0 - lo
-        if x != x or x >= x_high:
-            if sums(x_high, x_high - mass, c)[0] <= d:
-                return lo
-            x = x_high
-        x_low = 1.0 - hi + mass
-        for _ in range(200):
-            value, slope = sums(x, x - mass, c)
-            step = (value - d) / slope if slope > 0.0 else 0.0
-            if step <= 0.0:
-                break
-            x -= step
-            if x <= x_low:
-                return hi - mass
-            if step <= 1e-10 * x:
-                break
-        return min(max(1.0 - x, lo), hi - mass)
-
-    @jit
-    def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length):
-        m = mass.shape[0]
-        stack = np.empty(m, np.int64)
-        hull_start, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m)
-        top = 0
-        count = 0
-        for g in range(m):
-            cg, r = mass[g], target[g]
-            upper = np.nan
-            first_child = top
-            while top > 0:
-                below = stack[top - 1]
-                end = hull_start[below] + hull_mass[below]
-                if end + cg <= hi and sums(1.0 - end, 1.0 - end - cg, c)[0] * cg >= r:
-                    break
-                top -= 1
-                upper = 1.0 - hull_start[below] + cg
-                cg += hull_mass[below]
-                r += hull_weight[below]
-            start = solo(cg, r, c, lo, hi, upper)
-            cursor = start + cg
-            realised_weight[g], realised_length[g] = 0.0, 0.0
-            for index in range(first_child - 1, top - 2, -1):
-                if index >= top:
-                    child = stack[index]
-                    piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
-                    cursor = hull_start[child]
-                else:
-                    piece_begin, piece_stop = start, cursor
-                piece_stop = max(piece_stop, piece_begin)
-                piece_group[count], piece_start[count], piece_end[count] = g, piece_begin, piece_stop
-                realised_weight[g] += weight(piece_begin, piece_stop, c)
-                realised_length[g] += piece_stop - piece_begin
-                count += 1
-            hull_start[g], hull_mass[g], hull_weight[g] = start, cg, r
-            stack[top] = g
-            top += 1
-        return count
-
+    """``(stack_pass, weights)``, numba-compiled on first use
+    (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk."""
+    compile_in_place(globals(), KERNELS)
     return stack_pass, weights
+
+
+def sums(x, y, c):
+    """``(φ, φ') = (Σ_j c_j S_j(x, y), Σ_j j c_j S_{j-1}(x, y))`` with S_j = x S_{j-1} + y^{j-1}."""
+    previous, current, y_power = 0.0, 0.0, 1.0
+    value, slope = 0.0, 0.0
+    for j in range(1, c.shape[0]):
+        previous, current = current, x * current + y_power
+        y_power *= y
+        value += c[j] * current
+        slope += j * c[j] * previous
+    return value, slope
+
+
+def weight(a, b, c):
+    """``W_G(a, b) = (b - a) · Σ_j c_j S_j(1 - a, 1 - b)``, the chance that the winner lies in [a, b)."""
+    return (b - a) * sums(1.0 - a, 1.0 - b, c)[0]
+
+
+def weights(start, end, c, out):
+    """``out[i] = W_G(start[i], end[i])``."""
+    for i in range(start.shape[0]):
+        out[i] = weight(start[i], end[i], c)
+
+
+def solo(mass, target, c, lo, hi, x):
+    """Start α ∈ [lo, hi - mass] with W_G(α, α + mass) = target, by Newton from x >= 1 - α
+    (NaN: start at 1 - lo)."""
+    d = target / mass
+    x_high = 1.0 - lo
+    if x != x or x >= x_high:
+        if sums(x_high, x_high - mass, c)[0] <= d:
+            return lo
+        x = x_high
+    x_low = 1.0 - hi + mass
+    for _ in range(200):
+        value, slope = sums(x, x - mass, c)
+        step = (value - d) / slope if slope > 0.0 else 0.0
+        if step <= 0.0:
+            break
+        x -= step
+        if x <= x_low:
+            return hi - mass
+        if step <= 1e-10 * x:
+            break
+    return min(max(1.0 - x, lo), hi - mass)
+
+
+def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length):
+    """The nested stack pass of the module docstring for groups 0..m-1 in order: writes their pieces
+    (group-major) and each group's realised weight and length; returns the number of pieces."""
+    m = mass.shape[0]
+    stack = np.empty(m, np.int64)
+    hull_start, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m)
+    top = 0
+    count = 0
+    for g in range(m):
+        cg, r = mass[g], target[g]
+        upper = np.nan
+        first_child = top
+        while top > 0:
+            below = stack[top - 1]
+            end = hull_start[below] + hull_mass[below]
+            if end + cg <= hi and sums(1.0 - end, 1.0 - end - cg, c)[0] * cg >= r:
+                break
+            top -= 1
+            upper = 1.0 - hull_start[below] + cg
+            cg += hull_mass[below]
+            r += hull_weight[below]
+        start = solo(cg, r, c, lo, hi, upper)
+        cursor = start + cg
+        realised_weight[g], realised_length[g] = 0.0, 0.0
+        for index in range(first_child - 1, top - 2, -1):
+            if index >= top:
+                child = stack[index]
+                piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                cursor = hull_start[child]
+            else:
+                piece_begin, piece_stop = start, cursor
+            piece_stop = max(piece_stop, piece_begin)
+            piece_group[count], piece_start[count], piece_end[count] = g, piece_begin, piece_stop
+            realised_weight[g] += weight(piece_begin, piece_stop, c)
+            realised_length[g] += piece_stop - piece_begin
+            count += 1
+        hull_start[g], hull_mass[g], hull_weight[g] = start, cg, r
+        stack[top] = g
+        top += 1
+    return count

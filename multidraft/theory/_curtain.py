@@ -73,8 +73,8 @@ class _Workspace:
     allocated per fit, at its final size.
     """
 
-    FLOATS = ("key", "ps", "qs", "ds", "scratch", "mass", "target", "weight", "length", "hull_start", "hull_mass", "hull_weight", "density")
-    INTS = ("order", "group", "last_piece", "stack")
+    FLOATS = ("key", "ps", "qs", "ds", "scratch", "mass", "target", "hull_start", "hull_mass", "hull_weight")
+    INTS = ("order", "group", "stack")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -85,8 +85,6 @@ class _Workspace:
             setattr(self, name, np.empty(size, dtype=np.int64))
         self.packed = np.empty(size, dtype=np.uint64)
         self.index = np.arange(size, dtype=np.uint64)
-        self.piece_start, self.piece_end = np.empty(2 * size), np.empty(2 * size)
-        self.piece_group = np.empty(2 * size, dtype=np.int64)
 
 
 _IDLE: list[_Workspace] = []
@@ -149,9 +147,9 @@ class CurtainFit(NamedTuple):
     """What :func:`curtain_fit` returns, indexed like its inputs.
 
     ``best`` = |T*|, ``cut`` the indices of T*, ``optimum`` = P*, ``acceptance`` = Σ min(p, r)
-    of the realised law, ``group`` the group of every token, the pieces ``(piece_group,
-    piece_start, piece_end)`` (each group's pieces contiguous) and every group's realised
-    ``density`` r/q.
+    of the realised law, ``group`` the group of every token, the pieces ``(piece_start,
+    piece_end)`` (each group's pieces contiguous, group g's ending before ``group_last[g]``)
+    and every group's realised ``density`` r/q.
     """
 
     best: int
@@ -159,7 +157,7 @@ class CurtainFit(NamedTuple):
     optimum: float
     acceptance: float
     group: np.ndarray
-    piece_group: np.ndarray
+    group_last: np.ndarray
     piece_start: np.ndarray
     piece_end: np.ndarray
     density: np.ndarray
@@ -177,15 +175,18 @@ def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
     size = len(p)
     with _workspace(size) as work:
         order = _order(p, q, work)
-        group = np.empty(size, dtype=np.int32)  # kept by the rule: half the pages of int64
+        # What the rule keeps is written in place by the kernel: no copies. A group holds at
+        # least one token and at most one piece more than the hulls it pops (pieces < 2 s).
+        group = np.empty(size, dtype=np.int32)  # half the pages of int64
+        piece_start, piece_end = np.empty(2 * size), np.empty(2 * size)
+        density, group_last = np.empty(size), np.empty(size, dtype=np.int64)
         best, optimum, acceptance, groups, count = _kernels().fit(
             np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), work.key[:size], order,
             int(k), work.ps[:size], work.qs[:size], work.ds[:size], work.group, group,
-            work.piece_group, work.piece_start, work.piece_end, work.density, work.scratch, work.mass, work.target,
-            work.weight, work.length, work.last_piece, work.stack, work.hull_start, work.hull_mass, work.hull_weight,
+            piece_start, piece_end, density, group_last, work.scratch, work.mass, work.target,
+            work.stack, work.hull_start, work.hull_mass, work.hull_weight,
         )  # fmt: skip
         return CurtainFit(
-            int(best), order[:best].copy(), float(optimum), float(acceptance), group,
-            work.piece_group[:count].copy(), work.piece_start[:count].copy(), work.piece_end[:count].copy(),
-            work.density[:groups].copy(),
+            int(best), order[:best].copy(), float(optimum), float(acceptance), group, group_last[:groups],
+            piece_start[:count], piece_end[:count], density[:groups],
         )  # fmt: skip

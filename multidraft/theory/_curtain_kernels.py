@@ -70,21 +70,44 @@ def solo(c: float, target: float, k: int, lo: float, hi: float, x: float) -> flo
     return min(max(1.0 - x, lo), hi - c)
 
 
+#: Largest block of groups the chain pass (:func:`chain`) solves side by side.
+CHAIN_BLOCK = 256
+
+
 @jit
-def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece, offset, count, stack, hull_start, hull_mass, hull_weight):
+def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_mass, hull_weight):
     """The stack pass of the module docstring for groups ``offset + g`` (g = 0..m-1):
     writes their pieces from index ``count`` on (group-major), each group's realised
-    weight, length and last piece; returns the new number of pieces.
+    density (:func:`realised_density`) and the end of its pieces; returns the new number of
+    pieces.
 
     The new set's solo interval either overlaps the top hull or lies behind it (docs), so
     it overlaps iff it starts before the top hull's end e, i.e. iff an interval of its
     length starting at e weighs less than it does: one evaluation of S per test, and one
     Newton solve per group, for the final set (its start lies in [b - c, b] for the last
     popped hull [b, ...) and the mass c before that pop).
+
+    Where the stack holds a single hull, the next groups are first tried as a *chain*
+    (:func:`chain`: each one's set overlapping the hull of all before it, as on U, where
+    every group pops exactly the previous hull), whose roots do not depend on each other
+    and are solved side by side. A chain that breaks at once is retried only after twice
+    as many groups as the last wait.
     """
     m = mass.shape[0]
-    top = 0
-    for g in range(m):
+    top, g = 0, 0
+    retry_at, wait = 0, 8
+    block = np.empty((10, CHAIN_BLOCK))
+    while g < m:
+        if top == 1 and g >= retry_at:
+            consumed, count = chain(mass, target, k, lo, hi, g, stack[0], piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            if consumed > 0:
+                g += consumed
+                stack[0] = g - 1
+                wait = 8
+                if g == m:
+                    break
+            else:
+                retry_at, wait = g + wait, 2 * wait
         c, r = mass[g], target[g]
         upper = np.nan
         first_child = top
@@ -109,16 +132,119 @@ def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, rea
             else:
                 piece_begin, piece_stop = start, cursor
             piece_stop = max(piece_stop, piece_begin)
-            piece_group[count], piece_start[count], piece_end[count] = offset + g, piece_begin, piece_stop
+            piece_start[count], piece_end[count] = piece_begin, piece_stop
             total_weight += weight(piece_begin, piece_stop, k)
             total_length += piece_stop - piece_begin
             count += 1
-        realised_weight[offset + g], realised_length[offset + g] = total_weight, total_length
-        last_piece[offset + g] = count - 1
+        density[offset + g] = realised_density(total_weight, total_length, start, k)
+        group_end[offset + g] = count
         hull_start[g], hull_mass[g], hull_weight[g] = start, c, r
         stack[top] = g
         top += 1
+        g += 1
     return count
+
+
+@jit
+def block_power_sums(x, y, k, n, previous, current, y_power):
+    """:func:`power_sums` of ``(x[i], y[i])`` for i < n into ``previous``, ``current`` (the
+    same operations, lane by lane: the inner loops vectorise)."""
+    for i in range(n):
+        previous[i], current[i], y_power[i] = 0.0, 1.0, 1.0
+    for _ in range(1, k):
+        for i in range(n):
+            y_power[i] *= y[i]
+            previous[i], current[i] = current[i], x[i] * current[i] + y_power[i]
+
+
+@jit
+def chain(mass, target, k, lo, hi, g, anchor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+    """Groups g, g + 1, ... pushed while each one's set overlaps the only hull on the stack
+    (``anchor`` first, then the hull just pushed): returns (groups consumed, piece count).
+
+    In such a chain group h pops hull h - 1 and its hull is the solo interval of everything
+    from the anchor to h: mass Q_h = Q_{h-1} + c_h and weight R_h = R_{h-1} + r_h, and its
+    start α_h lies in [α_{h-1} - c_h, α_{h-1}] (docs: a merged hull contains both). So every
+    root is bracketed from above by the last root of the previous block, x = 1 - α <=
+    1 - α_a + Q_h - Q_a, and the Newton solves of a block run side by side, lane by lane,
+    until every step is below 1e-9 x (:func:`solo`'s criterion). Group h overlaps hull h - 1
+    iff α_h <= α_{h-1} (the merged start lies before the popped hull's start exactly when
+    h's own solo interval starts before that hull's end; equality is the two touching, where
+    both layouts coincide), so the chain is checked on the roots themselves, and it ends
+    before the first group where that fails (its roots, and the rest of its block, are
+    discarded; a bracket that is no longer valid there only leaves the root too far back,
+    which fails the check too). Blocks grow from 8 groups to :data:`CHAIN_BLOCK`. Each
+    group's pieces: hull h minus hull h - 1, rearmost first, as the stack pass writes them.
+    """
+    m = mass.shape[0]
+    cq, cr, level, x, previous, current, y_power, y, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7], block[8], block[9]
+    consumed, size = 0, 8
+    x_high = 1.0 - lo
+    while g + consumed < m:
+        first = g + consumed
+        n = min(size, m - first)
+        anchor_start, anchor_mass, anchor_weight = hull_start[anchor], hull_mass[anchor], hull_weight[anchor]
+        anchor_x = 1.0 - anchor_start
+        q_sum, r_sum = anchor_mass, anchor_weight
+        for i in range(n):
+            q_sum = mass[first + i] + q_sum  # the order push adds in: c += hull mass
+            r_sum = target[first + i] + r_sum
+            cq[i], cr[i], level[i] = q_sum, r_sum, r_sum / q_sum
+            x[i] = min(anchor_x + (q_sum - anchor_mass), x_high)
+        for _ in range(100):
+            for i in range(n):
+                y[i] = x[i] - cq[i]
+            block_power_sums(x, y, k, n, previous, current, y_power)
+            pending = 0
+            for i in range(n):
+                step = (current[i] - level[i]) / (k * previous[i]) if previous[i] > 0.0 else 0.0
+                step = max(step, 0.0)
+                moved = max(x[i] - step, 1.0 - hi + cq[i])  # x >= x_low: the start at most hi - Q
+                pending += (step > 1e-9 * moved) & (moved == x[i] - step)
+                x[i] = moved
+            if pending == 0:
+                break
+        links = 0
+        before = anchor_start
+        for i in range(n):
+            start = min(max(1.0 - x[i], lo), hi - cq[i])
+            if start > before:
+                break  # group first + i lies behind hull first + i - 1: the chain ends here
+            x[i] = start
+            before = start
+            links += 1
+        # Pieces: [end of hull h - 1, end of hull h) then [α_h, α_{h-1}); their weights lane by lane.
+        for i in range(links):
+            child_start = x[i - 1] if i > 0 else anchor_start
+            child_mass = cq[i - 1] if i > 0 else anchor_mass
+            piece = count + 2 * i
+            rear_begin = child_start + child_mass
+            piece_start[piece], piece_end[piece] = rear_begin, max(x[i] + cq[i], rear_begin)
+            piece_start[piece + 1], piece_end[piece + 1] = x[i], max(child_start, x[i])
+            group_end[offset + first + i] = piece + 2
+        total_weight, total_length = level, y  # free once the roots are found
+        for i in range(links):
+            total_weight[i], total_length[i] = 0.0, 0.0
+        for side in range(2):
+            for i in range(links):
+                u[i], v[i] = 1.0 - piece_start[count + 2 * i + side], 1.0 - piece_end[count + 2 * i + side]
+            block_power_sums(u, v, k, links, previous, current, y_power)
+            for i in range(links):
+                length = piece_end[count + 2 * i + side] - piece_start[count + 2 * i + side]
+                total_weight[i] += length * current[i]  # weight(): (b - a) S_K(1 - a, 1 - b)
+                total_length[i] += length
+        for i in range(links):
+            density[offset + first + i] = realised_density(total_weight[i], total_length[i], x[i], k)
+        last = links - 1
+        if last >= 0:
+            hull_start[first + last], hull_mass[first + last], hull_weight[first + last] = x[last], cq[last], cr[last]
+        count += 2 * links
+        consumed += links
+        if links < n:
+            break
+        anchor = first + n - 1
+        size = min(2 * size, CHAIN_BLOCK)
+    return consumed, count
 
 
 @jit
@@ -210,26 +336,38 @@ def pool_in_t(ps, qs, ds, a, b, total, scratch):
 
 
 @jit
-def side_by_side(mass, lo, offset, count, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece):
-    """K = 1 (w = 1): any tiling realises r = q; the groups lie side by side."""
+def side_by_side(mass, lo, offset, count, piece_start, piece_end, density, group_end):
+    """K = 1 (w = 1): any tiling realises r = q; the groups lie side by side (density 1)."""
     cursor = lo
     for g in range(mass.shape[0]):
-        piece_group[count], piece_start[count], piece_end[count] = offset + g, cursor, cursor + mass[g]
-        realised_weight[offset + g] = realised_length[offset + g] = mass[g]
-        last_piece[offset + g] = count
+        piece_start[count], piece_end[count] = cursor, cursor + mass[g]
+        density[offset + g] = 1.0
         cursor += mass[g]
         count += 1
+        group_end[offset + g] = count
     return count
 
 
 @jit
-def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_group, piece_start, piece_end, density, scratch, mass, target, realised_weight, realised_length, last_piece, stack, hull_start, hull_mass, hull_weight):
+def realised_density(total_weight: float, total_length: float, point: float, k: int) -> float:
+    """A group's realised density r/q: its sets' weight over their length. A group of draft
+    mass below the resolution of positions (q ~ 1e-17 and less) gets sets of length zero: its
+    drafts sit at one point t0 (the start of its last piece, where CurtainRule.positions puts
+    them), and win when the K - 1 other positions lie above it, so its density is
+    w(t0) = K (1 - t0)^{K-1} rather than 0/0."""
+    if total_length > 0.0:
+        return total_weight / total_length
+    return k * integer_power(1.0 - point, k - 1)
+
+
+@jit
+def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_start, piece_end, density, group_end, scratch, mass, target, stack, hull_start, hull_mass, hull_weight):
     """The whole fit of tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in ``order``
     (increasing p/q): ``ps``, ``qs``, ``ds`` and ``sorted_group`` are scratch in that order,
     ``group_of`` receives every token's group in the original order.
 
-    Writes each sorted token's group, the pieces (group-major) and every group's realised
-    density; returns ``(|T*|, P*, Σ min(p, r), groups, pieces)``. In sorted order T* is
+    Writes each sorted token's group, the pieces (group-major), every group's realised
+    density and the end of its pieces (``group_end``, one past its last piece); returns ``(|T*|, P*, Σ min(p, r), groups, pieces)``. In sorted order T* is
     ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's free tokens from the
     highest density, then T*'s free tokens from the highest density and T*'s pool (if any).
     """
@@ -283,22 +421,10 @@ def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_group, pi
                 mass[m], target[m] = pool_mass, max(total - free_weight, 0.0)
                 m += 1
         if k == 1:
-            count = side_by_side(mass[:m], lo, groups, count, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece)
+            count = side_by_side(mass[:m], lo, groups, count, piece_start, piece_end, density, group_end)
         else:
-            count = stack_pass(
-                mass[:m], target[:m], k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length,
-                last_piece, groups, count, stack, hull_start, hull_mass, hull_weight,
-            )
+            count = stack_pass(mass[:m], target[:m], k, lo, hi, piece_start, piece_end, density, group_end, groups, count, stack, hull_start, hull_mass, hull_weight)
         groups += m
-    # A group of draft mass below the resolution of positions (q ~ 1e-17 and less) gets sets
-    # of length zero: its drafts sit at one point t0 (the start of its last piece, where
-    # CurtainRule.positions puts them), and win when the K - 1 other positions lie above it,
-    # so its density is w(t0) = K (1 - t0)^{K-1} rather than 0/0.
-    for g in range(groups):
-        if realised_length[g] > 0.0:
-            density[g] = realised_weight[g] / realised_length[g]
-        else:
-            density[g] = k * integer_power(1.0 - piece_start[last_piece[g]], k - 1)
     acceptance = 0.0
     for i in range(s):
         acceptance += min(ps[i], qs[i] * density[group_of[i]])

@@ -175,18 +175,22 @@ def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
     size = len(p)
     with _workspace(size) as work:
         order = _order(p, q, work)
-        # What the rule keeps is written in place by the kernel: no copies. A group holds at
-        # least one token and at most one piece more than the hulls it pops (pieces < 2 s).
-        group = np.empty(size, dtype=np.int32)  # half the pages of int64
-        piece_start, piece_end = np.empty(2 * size), np.empty(2 * size)
-        density, group_last = np.empty(size), np.empty(size, dtype=np.int64)
-        best, optimum, acceptance, groups, count = _kernels().fit(
+        best, optimum, boundary, u_groups, t_groups = _kernels().fit_groups(
             np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), work.key[:size], order,
-            int(k), work.ps[:size], work.qs[:size], work.ds[:size], work.group, group,
-            piece_start, piece_end, density, group_last, work.scratch, work.mass, work.target,
+            int(k), work.ps[:size], work.qs[:size], work.ds[:size], work.group, work.scratch, work.mass, work.target,
+        )  # fmt: skip
+        # What the rule keeps is written in place, at its final size (a group holds one token
+        # or more, and one piece more than the hulls it pops: fewer than 2 pieces per group).
+        groups = u_groups + t_groups
+        group = np.empty(size, dtype=np.int32)  # half the pages of int64
+        piece_start, piece_end = np.empty(2 * groups), np.empty(2 * groups)
+        density, group_last = np.empty(groups), np.empty(groups, dtype=np.int64)
+        acceptance, count = _kernels().fit_layouts(
+            int(k), boundary, u_groups, t_groups, work.ps[:size], work.qs[:size], work.group, order, group,
+            work.mass, work.target, piece_start, piece_end, density, group_last,
             work.stack, work.hull_start, work.hull_mass, work.hull_weight,
         )  # fmt: skip
         return CurtainFit(
-            int(best), order[:best].copy(), float(optimum), float(acceptance), group, group_last[:groups],
-            piece_start[:count], piece_end[:count], density[:groups],
+            int(best), order[:best].copy(), float(optimum), float(acceptance), group, group_last,
+            piece_start[:count], piece_end[:count], density,
         )  # fmt: skip

@@ -361,24 +361,26 @@ def realised_density(total_weight: float, total_length: float, point: float, k: 
 
 
 @jit
-def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_start, piece_end, density, group_end, scratch, mass, target, stack, hull_start, hull_mass, hull_weight):
-    """The whole fit of tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in ``order``
-    (increasing p/q): ``ps``, ``qs``, ``ds`` and ``sorted_group`` are scratch in that order,
-    ``group_of`` receives every token's group in the original order.
+def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, target):
+    """The fit's first half, for tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in
+    ``order`` (increasing p/q): gathers p, q and p/q into that order (``ps``, ``qs``, ``ds``),
+    finds the cut, the water levels and the groups. Writes every sorted token's group
+    (``sorted_group``) and the groups' masses and target weights (``mass``, ``target``, U's
+    groups first); returns ``(|T*|, P*, q(U), groups in U, groups in T*)``.
 
-    Writes each sorted token's group, the pieces (group-major), every group's realised
-    density and the end of its pieces (``group_end``, one past its last piece); returns ``(|T*|, P*, Σ min(p, r), groups, pieces)``. In sorted order T* is
-    ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's free tokens from the
-    highest density, then T*'s free tokens from the highest density and T*'s pool (if any).
+    In sorted order T* is ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's
+    free tokens from the highest density, then T*'s free tokens from the highest density and
+    T*'s pool (if any).
     """
     s = order.shape[0]
-    group_of_token, group_of = group_of, sorted_group  # the layout writes sorted positions
+    group_of = sorted_group
     best, best_value = cut_scan(p, q, key, order, ps, qs, ds, k)
     optimum = min(best_value, 1.0)
     boundary = 0.0
     for i in range(best, s):
         boundary += qs[i]  # q(U): U's sets tile [0, q(U)), T*'s [q(U), 1)
-    groups, count = 0, 0
+    groups = 0
+    sizes = [0, 0]
     for part in range(2):
         if part == 0:
             a, b, lo, hi = best, s, 0.0, boundary
@@ -387,49 +389,67 @@ def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_start, pi
         if b <= a:
             continue
         total = weight(lo, hi, k)  # h(U) = W(0, q(U)); q(T*)^K = W(q(U), 1)
+        m = groups
         if part == 0:
             free = free_in_u(ps, qs, ds, a, b, total, scratch)
-            pooled = b - a > free
-            m = 0
-            if pooled:
+            if b - a > free:  # U's pool
                 pool_mass, free_weight = 0.0, 0.0
                 for i in range(a + free, b):
                     pool_mass += qs[i]
-                    group_of[i] = groups
+                    group_of[i] = m
                 for i in range(a, a + free):
                     free_weight += ps[i]
-                mass[0], target[0] = pool_mass, max(total - free_weight, 0.0)
-                m = 1
+                mass[m], target[m] = pool_mass, max(total - free_weight, 0.0)
+                m += 1
             for i in range(a + free - 1, a - 1, -1):
                 mass[m], target[m] = qs[i], ps[i]
-                group_of[i] = groups + m
+                group_of[i] = m
                 m += 1
         else:
             pool = pool_in_t(ps, qs, ds, a, b, total, scratch)
-            m = 0
             free_weight = 0.0
             for i in range(b - 1, a + pool - 1, -1):
                 mass[m], target[m] = qs[i], ps[i]
                 free_weight += ps[i]
-                group_of[i] = groups + m
+                group_of[i] = m
                 m += 1
             if pool > 0:
                 pool_mass = 0.0
                 for i in range(a, a + pool):
                     pool_mass += qs[i]
-                    group_of[i] = groups + m
+                    group_of[i] = m
                 mass[m], target[m] = pool_mass, max(total - free_weight, 0.0)
                 m += 1
-        if k == 1:
-            count = side_by_side(mass[:m], lo, groups, count, piece_start, piece_end, density, group_end)
+        sizes[part] = m - groups
+        groups = m
+    return best, optimum, boundary, sizes[0], sizes[1]
+
+
+@jit
+def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, group_of_token, mass, target, piece_start, piece_end, density, group_end, stack, hull_start, hull_mass, hull_weight):
+    """The fit's second half (after :func:`fit_groups`): both stack passes, U's sets in
+    [0, q(U)) and T*'s in [q(U), 1). Writes the pieces (group-major, fewer than twice the
+    groups), every group's realised density and the end of its pieces (``group_end``, one
+    past its last piece), and every token's group in the original order
+    (``group_of_token``); returns ``(Σ min(p, r), pieces)``."""
+    count = 0
+    for part in range(2):
+        if part == 0:
+            first, m, lo, hi = 0, u_groups, 0.0, boundary
         else:
-            count = stack_pass(mass[:m], target[:m], k, lo, hi, piece_start, piece_end, density, group_end, groups, count, stack, hull_start, hull_mass, hull_weight)
-        groups += m
+            first, m, lo, hi = u_groups, t_groups, boundary, 1.0
+        if m == 0:
+            continue
+        masses, targets = mass[first : first + m], target[first : first + m]
+        if k == 1:
+            count = side_by_side(masses, lo, first, count, piece_start, piece_end, density, group_end)
+        else:
+            count = stack_pass(masses, targets, k, lo, hi, piece_start, piece_end, density, group_end, first, count, stack, hull_start, hull_mass, hull_weight)
     acceptance = 0.0
-    for i in range(s):
-        acceptance += min(ps[i], qs[i] * density[group_of[i]])
-        group_of_token[order[i]] = group_of[i]
-    return best, optimum, acceptance, groups, count
+    for i in range(order.shape[0]):
+        acceptance += min(ps[i], qs[i] * density[sorted_group[i]])
+        group_of_token[order[i]] = sorted_group[i]
+    return acceptance, count
 
 
 @jit

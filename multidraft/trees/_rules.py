@@ -39,7 +39,7 @@ def restricted_rule(rule: CurtainRule, tokens: np.ndarray) -> CurtainRule:
         cut=np.zeros(0, dtype=np.int64),
         group=np.searchsorted(kept, groups),
         group_density=rule.group_density[kept],
-        group_last=np.cumsum(last - first),
+        group_bounds=np.concatenate([[0], np.cumsum(last - first)]),
         piece_start=rule.piece_start[pieces],
         piece_end=rule.piece_end[pieces],
         optimum=rule.optimum,

@@ -87,27 +87,38 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
     Newton solve per group, for the final set (its start lies in [b - c, b] for the last
     popped hull [b, ...) and the mass c before that pop).
 
-    Where the stack holds a single hull, the next groups are first tried as a *chain*
-    (:func:`chain`: each one's set overlapping the hull of all before it, as on U, where
-    every group pops exactly the previous hull), whose roots do not depend on each other
-    and are solved side by side. A chain that breaks at once is retried only after twice
-    as many groups as the last wait.
+    Two patterns are tried first, their roots not depending on each other and solved side
+    by side: a *chain* where the stack holds a single hull (:func:`chain`: each group's set
+    overlapping the hull of all before it, as on U, where every group pops exactly the
+    previous hull), and a *row* (:func:`row`: each group's set lying behind the previous
+    one, as T*'s free tokens do before its pool pops them). A pattern that breaks at once
+    is retried only after twice as many groups as its last wait.
     """
     m = mass.shape[0]
     top, g = 0, 0
-    retry_at, wait = 0, 8
+    chain_at, chain_wait, row_at, row_wait = 0, 8, 0, 8
     block = np.empty((10, CHAIN_BLOCK))
     while g < m:
-        if top == 1 and g >= retry_at:
+        if top == 1 and g >= chain_at:
             consumed, count = chain(mass, target, k, lo, hi, g, stack[0], piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
             if consumed > 0:
                 g += consumed
                 stack[0] = g - 1
-                wait = 8
+                chain_wait = 8
                 if g == m:
                     break
             else:
-                retry_at, wait = g + wait, 2 * wait
+                chain_at, chain_wait = g + chain_wait, 2 * chain_wait
+        if top >= 1 and g >= row_at:
+            consumed, count = row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            if consumed > 0:
+                g += consumed
+                top += consumed
+                row_wait = 8
+                if g == m:
+                    break
+            else:
+                row_at, row_wait = g + row_wait, 2 * row_wait
         c, r = mass[g], target[g]
         upper = np.nan
         first_child = top
@@ -243,6 +254,76 @@ def chain(mass, target, k, lo, hi, g, anchor, piece_start, piece_end, density, g
         if links < n:
             break
         anchor = first + n - 1
+        size = min(2 * size, CHAIN_BLOCK)
+    return consumed, count
+
+
+@jit
+def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+    """Groups g, g + 1, ... pushed while each one's solo interval lies behind the top hull (no
+    pops): returns (groups consumed, piece count); they go on the stack above ``top``.
+
+    In such a row the hulls lie front to back, so group h starts at or after the end e of
+    the hull below the row plus the masses between: x = 1 - α <= 1 - e - Σ c (checked: a
+    bracket that is not one, S(x) < d there, ends the row), and the Newton solves of a
+    block run side by side as in :func:`chain`. Group h lies behind hull h - 1 iff its
+    start is at or after that hull's end (:func:`stack_pass`'s test, on the roots); the row
+    ends before the first group where that fails. Each group is its own single piece.
+    """
+    m = mass.shape[0]
+    cq, cr, level, x, previous, current, y_power, y, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7], block[8], block[9]
+    consumed, size = 0, 8
+    x_high = 1.0 - lo
+    below = stack[top - 1]
+    while g + consumed < m:
+        first = g + consumed
+        n = min(size, m - first)
+        end = hull_start[below] + hull_mass[below]
+        front = end
+        for i in range(n):
+            cq[i], cr[i] = mass[first + i], target[first + i]
+            level[i] = cr[i] / cq[i]
+            x[i] = max(min(1.0 - front, x_high), 1.0 - hi + cq[i])
+            front += cq[i]
+        for iteration in range(100):
+            for i in range(n):
+                y[i] = x[i] - cq[i]
+            block_power_sums(x, y, k, n, previous, current, y_power)
+            pending = 0
+            for i in range(n):
+                if iteration == 0:
+                    u[i] = current[i] >= level[i]  # the bracket holds
+                step = (current[i] - level[i]) / (k * previous[i]) if previous[i] > 0.0 else 0.0
+                step = max(step, 0.0)
+                moved = max(x[i] - step, 1.0 - hi + cq[i])
+                pending += (step > 1e-9 * moved) & (moved == x[i] - step)
+                x[i] = moved
+            if pending == 0:
+                break
+        links = 0
+        for i in range(n):
+            start = min(max(1.0 - x[i], lo), hi - cq[i])
+            if u[i] == 0.0 or start < end:
+                break  # group first + i overlaps the hull before it: the row ends here
+            x[i] = start
+            end = start + cq[i]
+            links += 1
+        for i in range(links):
+            piece_start[count + i], piece_end[count + i] = x[i], max(x[i] + cq[i], x[i])
+            u[i], v[i] = 1.0 - piece_start[count + i], 1.0 - piece_end[count + i]
+        block_power_sums(u, v, k, links, previous, current, y_power)
+        for i in range(links):
+            length = piece_end[count + i] - piece_start[count + i]
+            group = first + i
+            density[offset + group] = realised_density(length * current[i], length, x[i], k)
+            group_end[offset + group] = count + i + 1
+            hull_start[group], hull_mass[group], hull_weight[group] = x[i], cq[i], cr[i]
+            stack[top + consumed + i] = group
+        count += links
+        consumed += links
+        if links < n:
+            break
+        below = first + n - 1
         size = min(2 * size, CHAIN_BLOCK)
     return consumed, count
 

@@ -24,11 +24,12 @@ final hulls tile the region, and group g's pieces have length c_g and weight R_g
 the rounding of one scalar equation per push).
 
 :func:`curtain_fit` is the whole fit of the optimal iid verifier on the draft's support: one
-sort by increasing density p/q (:func:`density_order`), then one compiled call for the min-cut
-scan for T* (a prefix of that order), the two water levels λ, μ of r*, the groups of both parts
-and their stack passes, and the realised densities. Everything is O(s) after the sort, s the
-support size; nothing here touches the tokens the draft cannot propose. Scratch arrays are
-reused from fit to fit (:class:`_Workspace`).
+sort by increasing density p/q (:func:`density_order`), then two compiled calls: the min-cut
+scan for T* (a prefix of that order), the two water levels λ, μ of r* and the groups of both
+parts; then, into arrays allocated at their final size in between (:func:`_kept_arrays`), the
+stack passes and the realised densities. Everything is O(s) after the sort, s the support
+size; nothing here touches the tokens the draft cannot propose. Scratch arrays are reused from
+fit to fit (:class:`_Workspace`).
 """
 
 from __future__ import annotations
@@ -166,10 +167,10 @@ class CurtainFit(NamedTuple):
 def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
     """The optimal iid verifier's fit on tokens with p and q (all q > 0), in any order.
 
-    Orders them by increasing p/q (:func:`density_order`), then one compiled call: the min-cut
+    Orders them by increasing p/q (:func:`density_order`), then two compiled calls: the min-cut
     scan ``P* = min_j [p(T_j) + 1 - q(T_j)^K]`` over prefixes, the water levels of
-    ``r* = min(p, λq)`` on U and ``max(p, μq)`` on T*, both stack passes and the realised
-    densities (docs/optimal_verifier.md §3-§4). O(s log s) for s tokens: one sort, then O(s)
+    ``r* = min(p, λq)`` on U and ``max(p, μq)`` on T* and the groups; then both stack passes and
+    the realised densities (docs/optimal_verifier.md §3-§4). O(s log s) for s tokens: one sort, then O(s)
     (amortised pushes and pops, one Newton solve per group).
     """
     size = len(p)

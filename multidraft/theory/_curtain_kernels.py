@@ -88,8 +88,8 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
     popped hull [b, ...) and the mass c before that pop).
 
     Two patterns are tried first, their roots not depending on each other and solved side
-    by side: a *chain* where the stack holds a single hull (:func:`chain`: each group's set
-    overlapping the hull of all before it, as on U, where every group pops exactly the
+    by side: a *chain* (:func:`chain`: each group's set overlapping the top hull, made of all
+    the chain before it, and no hull below, as on U, where every group pops exactly the
     previous hull), and a *row* (:func:`row`: each group's set lying behind the previous
     one, as T*'s free tokens do before its pool pops them). A pattern that breaks at once
     is retried only after twice as many groups as its last wait.
@@ -99,11 +99,12 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
     chain_at, chain_wait, row_at, row_wait = 0, 8, 0, 8
     block = np.empty((10, CHAIN_BLOCK))
     while g < m:
-        if top == 1 and g >= chain_at:
-            consumed, count = chain(mass, target, k, lo, hi, g, stack[0], piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+        if top >= 1 and g >= chain_at:
+            floor = hull_start[stack[top - 2]] + hull_mass[stack[top - 2]] if top >= 2 else -np.inf
+            consumed, count = chain(mass, target, k, lo, hi, g, stack[top - 1], floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
             if consumed > 0:
                 g += consumed
-                stack[0] = g - 1
+                stack[top - 1] = g - 1
                 chain_wait = 8
                 if g == m:
                     break
@@ -169,9 +170,10 @@ def block_power_sums(x, y, k, n, previous, current, y_power):
 
 
 @jit
-def chain(mass, target, k, lo, hi, g, anchor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
-    """Groups g, g + 1, ... pushed while each one's set overlaps the only hull on the stack
-    (``anchor`` first, then the hull just pushed): returns (groups consumed, piece count).
+def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+    """Groups g, g + 1, ... pushed while each one's set overlaps the top hull (``anchor``
+    first, then the hull just pushed) and, merged with it, starts at or after ``floor``, the
+    end of the hull below (-inf for none): returns (groups consumed, piece count).
 
     In such a chain group h pops hull h - 1 and its hull is the solo interval of everything
     from the anchor to h: mass Q_h = Q_{h-1} + c_h and weight R_h = R_{h-1} + r_h, and its
@@ -219,8 +221,8 @@ def chain(mass, target, k, lo, hi, g, anchor, piece_start, piece_end, density, g
         before = anchor_start
         for i in range(n):
             start = min(max(1.0 - x[i], lo), hi - cq[i])
-            if start > before:
-                break  # group first + i lies behind hull first + i - 1: the chain ends here
+            if start > before or start < floor:
+                break  # group first + i lies behind hull first + i - 1, or pops more: the chain ends here
             x[i] = start
             before = start
             links += 1

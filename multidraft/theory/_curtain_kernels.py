@@ -70,12 +70,12 @@ def solo(c: float, target: float, k: int, lo: float, hi: float, x: float) -> flo
     return min(max(1.0 - x, lo), hi - c)
 
 
-#: Largest block of groups the chain pass (:func:`chain`) solves side by side.
-CHAIN_BLOCK = 256
+#: Smallest and largest block of groups solved side by side (:func:`chain`, :func:`row`).
+FIRST_BLOCK, CHAIN_BLOCK = 8, 256
 
 
 @jit
-def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_mass, hull_weight):
+def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_mass, hull_weight, patterns=True):
     """The stack pass of the module docstring for groups ``offset + g`` (g = 0..m-1):
     writes their pieces from index ``count`` on (group-major), each group's realised
     density (:func:`realised_density`) and the end of its pieces; returns the new number of
@@ -91,12 +91,15 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
     by side: a *chain* (:func:`chain`: each group's set overlapping the top hull, made of all
     the chain before it, and no hull below, as on U, where every group pops exactly the
     previous hull), and a *row* (:func:`row`: each group's set lying behind the previous
-    one, as T*'s free tokens do before its pool pops them). A pattern that breaks at once
-    is retried only after twice as many groups as its last wait.
+    one, as T*'s free tokens do before its pool pops them). A pattern that holds for fewer
+    than :data:`FIRST_BLOCK` groups is retried only after twice as many groups as its last
+    wait. For K = 2 the solo start is a closed form (:func:`solo`) and group by group is
+    cheaper. ``patterns=False``: group by group throughout (the tests compare the two).
     """
     m = mass.shape[0]
     top, g = 0, 0
-    chain_at, chain_wait, row_at, row_wait = 0, 8, 0, 8
+    never = m if k == 2 or not patterns else 0
+    chain_at, chain_wait, row_at, row_wait = never, FIRST_BLOCK, never, FIRST_BLOCK
     block = np.empty((10, CHAIN_BLOCK))
     while g < m:
         if top >= 1 and g >= chain_at:
@@ -105,21 +108,22 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
             if consumed > 0:
                 g += consumed
                 stack[top - 1] = g - 1
-                chain_wait = 8
-                if g == m:
-                    break
+            if consumed >= FIRST_BLOCK:
+                chain_wait = FIRST_BLOCK
             else:
                 chain_at, chain_wait = g + chain_wait, 2 * chain_wait
+            if g == m:
+                break
         if top >= 1 and g >= row_at:
             consumed, count = row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
-            if consumed > 0:
-                g += consumed
-                top += consumed
-                row_wait = 8
-                if g == m:
-                    break
+            g += consumed
+            top += consumed
+            if consumed >= FIRST_BLOCK:
+                row_wait = FIRST_BLOCK
             else:
                 row_at, row_wait = g + row_wait, 2 * row_wait
+            if g == m:
+                break
         c, r = mass[g], target[g]
         upper = np.nan
         first_child = top
@@ -181,17 +185,20 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
     root is bracketed from above by the last root of the previous block, x = 1 - α <=
     1 - α_a + Q_h - Q_a, and the Newton solves of a block run side by side, lane by lane,
     until every step is below 1e-9 x (:func:`solo`'s criterion). Group h overlaps hull h - 1
-    iff α_h <= α_{h-1} (the merged start lies before the popped hull's start exactly when
-    h's own solo interval starts before that hull's end; equality is the two touching, where
-    both layouts coincide), so the chain is checked on the roots themselves, and it ends
-    before the first group where that fails (its roots, and the rest of its block, are
-    discarded; a bracket that is no longer valid there only leaves the root too far back,
-    which fails the check too). Blocks grow from 8 groups to :data:`CHAIN_BLOCK`. Each
-    group's pieces: hull h minus hull h - 1, rearmost first, as the stack pass writes them.
+    iff the merged start α_h <= α_{h-1}: with δ = α_{h-1} - α_h, the merged weight gives
+    r_h = W(α_h, α_{h-1}) + W(e, e + c_h - δ) (e the end of hull h - 1), increasing in δ
+    and equal to W(e, e + c_h) at δ = 0, so δ > 0 exactly when h's own solo interval starts
+    before e (δ = 0: the two touch, and both layouts coincide). Likewise the merged set
+    pops the hull below too iff it starts before ``floor``. So the chain is checked on the
+    roots themselves and ends before the first group where a check fails; its roots and the
+    rest of its block are discarded (the bracket still held there: the merged start is
+    never below α_{h-1} - c_h). Blocks grow from :data:`FIRST_BLOCK` groups to
+    :data:`CHAIN_BLOCK`. Each group's pieces: hull h minus hull h - 1, rearmost first, as
+    the stack pass writes them.
     """
     m = mass.shape[0]
     cq, cr, level, x, previous, current, y_power, y, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7], block[8], block[9]
-    consumed, size = 0, 8
+    consumed, size = 0, FIRST_BLOCK
     x_high = 1.0 - lo
     while g + consumed < m:
         first = g + consumed
@@ -274,7 +281,7 @@ def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density,
     """
     m = mass.shape[0]
     cq, cr, level, x, previous, current, y_power, y, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7], block[8], block[9]
-    consumed, size = 0, 8
+    consumed, size = 0, FIRST_BLOCK
     x_high = 1.0 - lo
     below = stack[top - 1]
     while g + consumed < m:

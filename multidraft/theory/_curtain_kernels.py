@@ -548,25 +548,26 @@ def settle_ties(packed, shift, key, order):
     bits, sorted): the index bits, with every run of equal truncated keys sorted by the
     exact key (insertion sort; runs are short unless keys agree to ~2^-(52 - shift))."""
     mask = (np.uint64(1) << np.uint64(shift)) - np.uint64(1)
-    high = ~mask
     n = packed.shape[0]
     for i in range(n):
         order[i] = np.int64(packed[i] & mask)
-    start = 0
-    while start < n:
-        stop = start + 1
-        while stop < n and (packed[stop] & high) == (packed[start] & high):
+    stop = 1
+    while stop < n:
+        if (packed[stop] ^ packed[stop - 1]) > mask:  # the truncated keys differ (the usual case)
             stop += 1
-        if stop - start > 1:
-            if stop - start > 64:
-                run = order[start:stop].copy()
-                order[start:stop] = run[np.argsort(key[run])]
-            else:
-                for i in range(start + 1, stop):
-                    item = order[i]
-                    j = i - 1
-                    while j >= start and key[order[j]] > key[item]:
-                        order[j + 1] = order[j]
-                        j -= 1
-                    order[j + 1] = item
-        start = stop
+            continue
+        start = stop - 1
+        while stop < n and (packed[stop] ^ packed[start]) <= mask:
+            stop += 1
+        if stop - start > 64:
+            run = order[start:stop].copy()
+            order[start:stop] = run[np.argsort(key[run])]
+        else:
+            for i in range(start + 1, stop):
+                item = order[i]
+                j = i - 1
+                while j >= start and key[order[j]] > key[item]:
+                    order[j + 1] = order[j]
+                    j -= 1
+                order[j + 1] = item
+        stop += 1

@@ -174,6 +174,34 @@ def block_power_sums(x, y, k, n, previous, current, y_power):
 
 
 @jit
+def block_starts(x, mass, level, k, lo, hi, n, block):
+    """The solo starts of lanes i < n (mass ``mass[i]``, density ``level[i]``) by Newton's method
+    from ``x[i]``, side by side until every step is below 1e-9 x (:func:`solo`'s criterion);
+    overwrites ``x`` with the starts, clamped to [lo, hi - mass], and returns ``block[8]``,
+    1.0 where ``x[i]`` was a bracket (S(x) >= d there: from above, Newton's method decreases
+    monotonically to the root) and 0.0 where it was not (the lane stays at its start)."""
+    previous, current, y_power, y, held = block[4], block[5], block[6], block[7], block[8]
+    for iteration in range(100):
+        for i in range(n):
+            y[i] = x[i] - mass[i]
+        block_power_sums(x, y, k, n, previous, current, y_power)
+        pending = 0
+        for i in range(n):
+            if iteration == 0:
+                held[i] = current[i] >= level[i]
+            step = (current[i] - level[i]) / (k * previous[i]) if previous[i] > 0.0 else 0.0
+            step = max(step, 0.0)
+            moved = max(x[i] - step, 1.0 - hi + mass[i])  # x >= x_low: the start at most hi - mass
+            pending += (step > 1e-9 * moved) & (moved == x[i] - step)
+            x[i] = moved
+        if pending == 0:
+            break
+    for i in range(n):
+        x[i] = min(max(1.0 - x[i], lo), hi - mass[i])
+    return held
+
+
+@jit
 def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
     """Groups g, g + 1, ... pushed while each one's set overlaps the top hull (``anchor``
     first, then the hull just pushed) and, merged with it, starts at or after ``floor``, the
@@ -211,27 +239,13 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
             r_sum = target[first + i] + r_sum
             cq[i], cr[i], level[i] = q_sum, r_sum, r_sum / q_sum
             x[i] = min(anchor_x + (q_sum - anchor_mass), x_high)
-        for _ in range(100):
-            for i in range(n):
-                y[i] = x[i] - cq[i]
-            block_power_sums(x, y, k, n, previous, current, y_power)
-            pending = 0
-            for i in range(n):
-                step = (current[i] - level[i]) / (k * previous[i]) if previous[i] > 0.0 else 0.0
-                step = max(step, 0.0)
-                moved = max(x[i] - step, 1.0 - hi + cq[i])  # x >= x_low: the start at most hi - Q
-                pending += (step > 1e-9 * moved) & (moved == x[i] - step)
-                x[i] = moved
-            if pending == 0:
-                break
+        block_starts(x, cq, level, k, lo, hi, n, block)
         links = 0
         before = anchor_start
         for i in range(n):
-            start = min(max(1.0 - x[i], lo), hi - cq[i])
-            if start > before or start < floor:
+            if x[i] > before or x[i] < floor:
                 break  # group first + i lies behind hull first + i - 1, or pops more: the chain ends here
-            x[i] = start
-            before = start
+            before = x[i]
             links += 1
         # Pieces: [end of hull h - 1, end of hull h) then [α_h, α_{h-1}); their weights lane by lane.
         for i in range(links):
@@ -280,7 +294,7 @@ def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density,
     ends before the first group where that fails. Each group is its own single piece.
     """
     m = mass.shape[0]
-    cq, cr, level, x, previous, current, y_power, y, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7], block[8], block[9]
+    cq, cr, level, x, previous, current, y_power, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[8], block[9]
     consumed, size = 0, FIRST_BLOCK
     x_high = 1.0 - lo
     below = stack[top - 1]
@@ -294,28 +308,12 @@ def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density,
             level[i] = cr[i] / cq[i]
             x[i] = max(min(1.0 - front, x_high), 1.0 - hi + cq[i])
             front += cq[i]
-        for iteration in range(100):
-            for i in range(n):
-                y[i] = x[i] - cq[i]
-            block_power_sums(x, y, k, n, previous, current, y_power)
-            pending = 0
-            for i in range(n):
-                if iteration == 0:
-                    u[i] = current[i] >= level[i]  # the bracket holds
-                step = (current[i] - level[i]) / (k * previous[i]) if previous[i] > 0.0 else 0.0
-                step = max(step, 0.0)
-                moved = max(x[i] - step, 1.0 - hi + cq[i])
-                pending += (step > 1e-9 * moved) & (moved == x[i] - step)
-                x[i] = moved
-            if pending == 0:
-                break
+        held = block_starts(x, cq, level, k, lo, hi, n, block)
         links = 0
         for i in range(n):
-            start = min(max(1.0 - x[i], lo), hi - cq[i])
-            if u[i] == 0.0 or start < end:
+            if held[i] == 0.0 or x[i] < end:
                 break  # group first + i overlaps the hull before it: the row ends here
-            x[i] = start
-            end = start + cq[i]
+            end = x[i] + cq[i]
             links += 1
         for i in range(links):
             piece_start[count + i], piece_end[count + i] = x[i], max(x[i] + cq[i], x[i])

@@ -272,3 +272,40 @@ def test_draft_mass_below_the_resolution_of_positions():
     assert rule.note is None
     np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-12)
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [3, 4, 8])
+@pytest.mark.parametrize("temperature", [0.6, 0.8, 1.2, 1.6, 3.0])
+def test_stack_pass_patterns_match_group_by_group(k, temperature):
+    """The stack pass's chains and rows (roots solved side by side) against the pass group by
+    group: the same pieces to rounding and the same realised densities, on both parts (U's
+    chain at P* = 1, T*'s rows and chains over a deeper stack); and a twin whose pieces are
+    shifted by the size of the agreement asked for is caught."""
+    from multidraft.theory import _curtain
+    from multidraft.theory import _curtain_kernels as kernels
+
+    n = 3000
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(k))
+    q = softmax(np.log(p) + np.random.default_rng(7).normal(0.0, 0.3, n), temperature=temperature)
+    with _curtain._workspace(n) as work:
+        order = _curtain._order(p, q, work)
+        _, _, boundary, u_groups, t_groups = kernels.fit_groups(
+            p, q, work.key[:n], order, k, work.ps[:n], work.qs[:n], work.ds[:n], work.group, work.scratch, work.mass, work.target
+        )
+        for first, m, lo, hi in ((0, u_groups, 0.0, boundary), (u_groups, t_groups, boundary, 1.0)):
+            if m == 0:
+                continue
+            layouts = []
+            for patterns in (True, False):
+                start, end, density, bounds = np.empty(2 * m), np.empty(2 * m), np.empty(m), np.empty(m, dtype=np.int64)
+                count = kernels.stack_pass(
+                    work.mass[first : first + m], work.target[first : first + m], k, lo, hi, start, end, density, bounds, 0, 0,
+                    np.empty(m, dtype=np.int64), np.empty(m), np.empty(m), np.empty(m), patterns,
+                )  # fmt: skip
+                layouts.append((start[:count], end[:count], density, bounds))
+            (start, end, density, bounds), (start_1, end_1, density_1, bounds_1) = layouts
+            np.testing.assert_array_equal(bounds, bounds_1)
+            assert np.abs(start - start_1).max() <= 1e-15 and np.abs(end - end_1).max() <= 1e-15
+            # Densities of sets of length ~1e-13 carry the positions' rounding relative to that length.
+            np.testing.assert_allclose(density, density_1, rtol=1e-6)
+            assert np.abs(start + 4e-15 - start_1).max() > 1e-15  # the twin

@@ -70,21 +70,60 @@ def solo(c: float, target: float, k: int, lo: float, hi: float, x: float) -> flo
     return min(max(1.0 - x, lo), hi - c)
 
 
+#: Smallest and largest block of groups solved side by side (:func:`chain`, :func:`row`).
+FIRST_BLOCK, CHAIN_BLOCK = 8, 256
+
+
 @jit
-def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece, offset, count, stack, hull_start, hull_mass, hull_weight):
+def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_mass, hull_weight, patterns=True):
     """The stack pass of the module docstring for groups ``offset + g`` (g = 0..m-1):
     writes their pieces from index ``count`` on (group-major), each group's realised
-    weight, length and last piece; returns the new number of pieces.
+    density (:func:`realised_density`) and the end of its pieces; returns the new number of
+    pieces.
 
     The new set's solo interval either overlaps the top hull or lies behind it (docs), so
     it overlaps iff it starts before the top hull's end e, i.e. iff an interval of its
     length starting at e weighs less than it does: one evaluation of S per test, and one
     Newton solve per group, for the final set (its start lies in [b - c, b] for the last
     popped hull [b, ...) and the mass c before that pop).
+
+    Two patterns are tried first, their roots not depending on each other and solved side
+    by side: a *chain* (:func:`chain`: each group's set overlapping the top hull, made of all
+    the chain before it, and no hull below, as on U, where every group pops exactly the
+    previous hull), and a *row* (:func:`row`: each group's set lying behind the previous
+    one, as T*'s free tokens do before its pool pops them). A pattern that holds for fewer
+    than :data:`FIRST_BLOCK` groups is retried only after twice as many groups as its last
+    wait. For K = 2 the solo start is a closed form (:func:`solo`) and group by group is
+    cheaper. ``patterns=False``: group by group throughout (the tests compare the two).
     """
     m = mass.shape[0]
-    top = 0
-    for g in range(m):
+    top, g = 0, 0
+    never = m if k == 2 or not patterns else 0
+    chain_at, chain_wait, row_at, row_wait = never, FIRST_BLOCK, never, FIRST_BLOCK
+    block = np.empty((10, CHAIN_BLOCK))
+    while g < m:
+        if top >= 1 and g >= chain_at:
+            floor = hull_start[stack[top - 2]] + hull_mass[stack[top - 2]] if top >= 2 else -np.inf
+            consumed, count = chain(mass, target, k, lo, hi, g, stack[top - 1], floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            if consumed > 0:
+                g += consumed
+                stack[top - 1] = g - 1
+            if consumed >= FIRST_BLOCK:
+                chain_wait = FIRST_BLOCK
+            else:
+                chain_at, chain_wait = g + chain_wait, 2 * chain_wait
+            if g == m:
+                break
+        if top >= 1 and g >= row_at:
+            consumed, count = row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            g += consumed
+            top += consumed
+            if consumed >= FIRST_BLOCK:
+                row_wait = FIRST_BLOCK
+            else:
+                row_at, row_wait = g + row_wait, 2 * row_wait
+            if g == m:
+                break
         c, r = mass[g], target[g]
         upper = np.nan
         first_child = top
@@ -109,16 +148,191 @@ def stack_pass(mass, target, k, lo, hi, piece_group, piece_start, piece_end, rea
             else:
                 piece_begin, piece_stop = start, cursor
             piece_stop = max(piece_stop, piece_begin)
-            piece_group[count], piece_start[count], piece_end[count] = offset + g, piece_begin, piece_stop
+            piece_start[count], piece_end[count] = piece_begin, piece_stop
             total_weight += weight(piece_begin, piece_stop, k)
             total_length += piece_stop - piece_begin
             count += 1
-        realised_weight[offset + g], realised_length[offset + g] = total_weight, total_length
-        last_piece[offset + g] = count - 1
+        density[offset + g] = realised_density(total_weight, total_length, start, k)
+        group_end[offset + g] = count
         hull_start[g], hull_mass[g], hull_weight[g] = start, c, r
         stack[top] = g
         top += 1
+        g += 1
     return count
+
+
+@jit
+def block_power_sums(x, y, k, n, previous, current, y_power):
+    """:func:`power_sums` of ``(x[i], y[i])`` for i < n into ``previous``, ``current`` (the
+    same operations, lane by lane: the inner loops vectorise)."""
+    for i in range(n):
+        previous[i], current[i], y_power[i] = 0.0, 1.0, 1.0
+    for _ in range(1, k):
+        for i in range(n):
+            y_power[i] *= y[i]
+            previous[i], current[i] = current[i], x[i] * current[i] + y_power[i]
+
+
+@jit
+def block_starts(x, mass, level, k, lo, hi, n, block):
+    """The solo starts of lanes i < n (mass ``mass[i]``, density ``level[i]``) by Newton's method
+    from ``x[i]``, side by side until every step is below 1e-9 x (:func:`solo`'s criterion);
+    overwrites ``x`` with the starts, clamped to [lo, hi - mass], and returns ``block[8]``,
+    1.0 where ``x[i]`` was a bracket (S(x) >= d there: from above, Newton's method decreases
+    monotonically to the root) and 0.0 where it was not (the lane stays at its start)."""
+    previous, current, y_power, y, held = block[4], block[5], block[6], block[7], block[8]
+    for iteration in range(100):
+        for i in range(n):
+            y[i] = x[i] - mass[i]
+        block_power_sums(x, y, k, n, previous, current, y_power)
+        pending = 0
+        for i in range(n):
+            if iteration == 0:
+                held[i] = current[i] >= level[i]
+            step = (current[i] - level[i]) / (k * previous[i]) if previous[i] > 0.0 else 0.0
+            step = max(step, 0.0)
+            moved = max(x[i] - step, 1.0 - hi + mass[i])  # x >= x_low: the start at most hi - mass
+            pending += (step > 1e-9 * moved) & (moved == x[i] - step)
+            x[i] = moved
+        if pending == 0:
+            break
+    for i in range(n):
+        x[i] = min(max(1.0 - x[i], lo), hi - mass[i])
+    return held
+
+
+@jit
+def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+    """Groups g, g + 1, ... pushed while each one's set overlaps the top hull (``anchor``
+    first, then the hull just pushed) and, merged with it, starts at or after ``floor``, the
+    end of the hull below (-inf for none): returns (groups consumed, piece count).
+
+    In such a chain group h pops hull h - 1 and its hull is the solo interval of everything
+    from the anchor to h: mass Q_h = Q_{h-1} + c_h and weight R_h = R_{h-1} + r_h, and its
+    start α_h lies in [α_{h-1} - c_h, α_{h-1}] (docs: a merged hull contains both). So every
+    root is bracketed from above by the last root of the previous block, x = 1 - α <=
+    1 - α_a + Q_h - Q_a, and the Newton solves of a block run side by side, lane by lane,
+    until every step is below 1e-9 x (:func:`solo`'s criterion). Group h overlaps hull h - 1
+    iff the merged start α_h <= α_{h-1}: with δ = α_{h-1} - α_h, the merged weight gives
+    r_h = W(α_h, α_{h-1}) + W(e, e + c_h - δ) (e the end of hull h - 1), increasing in δ
+    and equal to W(e, e + c_h) at δ = 0, so δ > 0 exactly when h's own solo interval starts
+    before e (δ = 0: the two touch, and both layouts coincide). Likewise the merged set
+    pops the hull below too iff it starts before ``floor``. So the chain is checked on the
+    roots themselves and ends before the first group where a check fails; its roots and the
+    rest of its block are discarded (the bracket still held there: the merged start is
+    never below α_{h-1} - c_h). Blocks grow from :data:`FIRST_BLOCK` groups to
+    :data:`CHAIN_BLOCK`. Each group's pieces: hull h minus hull h - 1, rearmost first, as
+    the stack pass writes them.
+    """
+    m = mass.shape[0]
+    cq, cr, level, x, previous, current, y_power, y, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7], block[8], block[9]
+    consumed, size = 0, FIRST_BLOCK
+    x_high = 1.0 - lo
+    while g + consumed < m:
+        first = g + consumed
+        n = min(size, m - first)
+        anchor_start, anchor_mass, anchor_weight = hull_start[anchor], hull_mass[anchor], hull_weight[anchor]
+        anchor_x = 1.0 - anchor_start
+        q_sum, r_sum = anchor_mass, anchor_weight
+        for i in range(n):
+            q_sum = mass[first + i] + q_sum  # the order push adds in: c += hull mass
+            r_sum = target[first + i] + r_sum
+            cq[i], cr[i], level[i] = q_sum, r_sum, r_sum / q_sum
+            x[i] = min(anchor_x + (q_sum - anchor_mass), x_high)
+        block_starts(x, cq, level, k, lo, hi, n, block)
+        links = 0
+        before = anchor_start
+        for i in range(n):
+            if x[i] > before or x[i] < floor:
+                break  # group first + i lies behind hull first + i - 1, or pops more: the chain ends here
+            before = x[i]
+            links += 1
+        # Pieces: [end of hull h - 1, end of hull h) then [α_h, α_{h-1}); their weights lane by lane.
+        for i in range(links):
+            child_start = x[i - 1] if i > 0 else anchor_start
+            child_mass = cq[i - 1] if i > 0 else anchor_mass
+            piece = count + 2 * i
+            rear_begin = child_start + child_mass
+            piece_start[piece], piece_end[piece] = rear_begin, max(x[i] + cq[i], rear_begin)
+            piece_start[piece + 1], piece_end[piece + 1] = x[i], max(child_start, x[i])
+            group_end[offset + first + i] = piece + 2
+        total_weight, total_length = level, y  # free once the roots are found
+        for i in range(links):
+            total_weight[i], total_length[i] = 0.0, 0.0
+        for side in range(2):
+            for i in range(links):
+                u[i], v[i] = 1.0 - piece_start[count + 2 * i + side], 1.0 - piece_end[count + 2 * i + side]
+            block_power_sums(u, v, k, links, previous, current, y_power)
+            for i in range(links):
+                length = piece_end[count + 2 * i + side] - piece_start[count + 2 * i + side]
+                total_weight[i] += length * current[i]  # weight(): (b - a) S_K(1 - a, 1 - b)
+                total_length[i] += length
+        for i in range(links):
+            density[offset + first + i] = realised_density(total_weight[i], total_length[i], x[i], k)
+        last = links - 1
+        if last >= 0:
+            hull_start[first + last], hull_mass[first + last], hull_weight[first + last] = x[last], cq[last], cr[last]
+        count += 2 * links
+        consumed += links
+        if links < n:
+            break
+        anchor = first + n - 1
+        size = min(2 * size, CHAIN_BLOCK)
+    return consumed, count
+
+
+@jit
+def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+    """Groups g, g + 1, ... pushed while each one's solo interval lies behind the top hull (no
+    pops): returns (groups consumed, piece count); they go on the stack above ``top``.
+
+    In such a row the hulls lie front to back, so group h starts at or after the end e of
+    the hull below the row plus the masses between: x = 1 - α <= 1 - e - Σ c (checked: a
+    bracket that is not one, S(x) < d there, ends the row), and the Newton solves of a
+    block run side by side as in :func:`chain`. Group h lies behind hull h - 1 iff its
+    start is at or after that hull's end (:func:`stack_pass`'s test, on the roots); the row
+    ends before the first group where that fails. Each group is its own single piece.
+    """
+    m = mass.shape[0]
+    cq, cr, level, x, previous, current, y_power, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[8], block[9]
+    consumed, size = 0, FIRST_BLOCK
+    x_high = 1.0 - lo
+    below = stack[top - 1]
+    while g + consumed < m:
+        first = g + consumed
+        n = min(size, m - first)
+        end = hull_start[below] + hull_mass[below]
+        front = end
+        for i in range(n):
+            cq[i], cr[i] = mass[first + i], target[first + i]
+            level[i] = cr[i] / cq[i]
+            x[i] = max(min(1.0 - front, x_high), 1.0 - hi + cq[i])
+            front += cq[i]
+        held = block_starts(x, cq, level, k, lo, hi, n, block)
+        links = 0
+        for i in range(n):
+            if held[i] == 0.0 or x[i] < end:
+                break  # group first + i overlaps the hull before it: the row ends here
+            end = x[i] + cq[i]
+            links += 1
+        for i in range(links):
+            piece_start[count + i], piece_end[count + i] = x[i], max(x[i] + cq[i], x[i])
+            u[i], v[i] = 1.0 - piece_start[count + i], 1.0 - piece_end[count + i]
+        block_power_sums(u, v, k, links, previous, current, y_power)
+        for i in range(links):
+            length = piece_end[count + i] - piece_start[count + i]
+            group = first + i
+            density[offset + group] = realised_density(length * current[i], length, x[i], k)
+            group_end[offset + group] = count + i + 1
+            hull_start[group], hull_mass[group], hull_weight[group] = x[i], cq[i], cr[i]
+            stack[top + consumed + i] = group
+        count += links
+        consumed += links
+        if links < n:
+            break
+        below = first + n - 1
+        size = min(2 * size, CHAIN_BLOCK)
+    return consumed, count
 
 
 @jit
@@ -210,37 +424,51 @@ def pool_in_t(ps, qs, ds, a, b, total, scratch):
 
 
 @jit
-def side_by_side(mass, lo, offset, count, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece):
-    """K = 1 (w = 1): any tiling realises r = q; the groups lie side by side."""
+def side_by_side(mass, lo, offset, count, piece_start, piece_end, density, group_end):
+    """K = 1 (w = 1): any tiling realises r = q; the groups lie side by side (density 1)."""
     cursor = lo
     for g in range(mass.shape[0]):
-        piece_group[count], piece_start[count], piece_end[count] = offset + g, cursor, cursor + mass[g]
-        realised_weight[offset + g] = realised_length[offset + g] = mass[g]
-        last_piece[offset + g] = count
+        piece_start[count], piece_end[count] = cursor, cursor + mass[g]
+        density[offset + g] = 1.0
         cursor += mass[g]
         count += 1
+        group_end[offset + g] = count
     return count
 
 
 @jit
-def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_group, piece_start, piece_end, density, scratch, mass, target, realised_weight, realised_length, last_piece, stack, hull_start, hull_mass, hull_weight):
-    """The whole fit of tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in ``order``
-    (increasing p/q): ``ps``, ``qs``, ``ds`` and ``sorted_group`` are scratch in that order,
-    ``group_of`` receives every token's group in the original order.
+def realised_density(total_weight: float, total_length: float, point: float, k: int) -> float:
+    """A group's realised density r/q: its sets' weight over their length. A group of draft
+    mass below the resolution of positions (q ~ 1e-17 and less) gets sets of length zero: its
+    drafts sit at one point t0 (the start of its last piece, where CurtainRule.positions puts
+    them), and win when the K - 1 other positions lie above it, so its density is
+    w(t0) = K (1 - t0)^{K-1} rather than 0/0."""
+    if total_length > 0.0:
+        return total_weight / total_length
+    return k * integer_power(1.0 - point, k - 1)
 
-    Writes each sorted token's group, the pieces (group-major) and every group's realised
-    density; returns ``(|T*|, P*, Σ min(p, r), groups, pieces)``. In sorted order T* is
-    ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's free tokens from the
-    highest density, then T*'s free tokens from the highest density and T*'s pool (if any).
+
+@jit
+def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, target):
+    """The fit's first half, for tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in
+    ``order`` (increasing p/q): gathers p, q and p/q into that order (``ps``, ``qs``, ``ds``),
+    finds the cut, the water levels and the groups. Writes every sorted token's group
+    (``sorted_group``) and the groups' masses and target weights (``mass``, ``target``, U's
+    groups first); returns ``(|T*|, P*, q(U), groups in U, groups in T*)``.
+
+    In sorted order T* is ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's
+    free tokens from the highest density, then T*'s free tokens from the highest density and
+    T*'s pool (if any).
     """
     s = order.shape[0]
-    group_of_token, group_of = group_of, sorted_group  # the layout writes sorted positions
+    group_of = sorted_group
     best, best_value = cut_scan(p, q, key, order, ps, qs, ds, k)
     optimum = min(best_value, 1.0)
     boundary = 0.0
     for i in range(best, s):
         boundary += qs[i]  # q(U): U's sets tile [0, q(U)), T*'s [q(U), 1)
-    groups, count = 0, 0
+    groups = 0
+    sizes = [0, 0]
     for part in range(2):
         if part == 0:
             a, b, lo, hi = best, s, 0.0, boundary
@@ -249,61 +477,67 @@ def fit(p, q, key, order, k, ps, qs, ds, sorted_group, group_of, piece_group, pi
         if b <= a:
             continue
         total = weight(lo, hi, k)  # h(U) = W(0, q(U)); q(T*)^K = W(q(U), 1)
+        m = groups
         if part == 0:
             free = free_in_u(ps, qs, ds, a, b, total, scratch)
-            pooled = b - a > free
-            m = 0
-            if pooled:
+            if b - a > free:  # U's pool
                 pool_mass, free_weight = 0.0, 0.0
                 for i in range(a + free, b):
                     pool_mass += qs[i]
-                    group_of[i] = groups
+                    group_of[i] = m
                 for i in range(a, a + free):
                     free_weight += ps[i]
-                mass[0], target[0] = pool_mass, max(total - free_weight, 0.0)
-                m = 1
+                mass[m], target[m] = pool_mass, max(total - free_weight, 0.0)
+                m += 1
             for i in range(a + free - 1, a - 1, -1):
                 mass[m], target[m] = qs[i], ps[i]
-                group_of[i] = groups + m
+                group_of[i] = m
                 m += 1
         else:
             pool = pool_in_t(ps, qs, ds, a, b, total, scratch)
-            m = 0
             free_weight = 0.0
             for i in range(b - 1, a + pool - 1, -1):
                 mass[m], target[m] = qs[i], ps[i]
                 free_weight += ps[i]
-                group_of[i] = groups + m
+                group_of[i] = m
                 m += 1
             if pool > 0:
                 pool_mass = 0.0
                 for i in range(a, a + pool):
                     pool_mass += qs[i]
-                    group_of[i] = groups + m
+                    group_of[i] = m
                 mass[m], target[m] = pool_mass, max(total - free_weight, 0.0)
                 m += 1
+        sizes[part] = m - groups
+        groups = m
+    return best, optimum, boundary, sizes[0], sizes[1]
+
+
+@jit
+def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, group_of_token, mass, target, piece_start, piece_end, density, group_end, stack, hull_start, hull_mass, hull_weight):
+    """The fit's second half (after :func:`fit_groups`): both stack passes, U's sets in
+    [0, q(U)) and T*'s in [q(U), 1). Writes the pieces (group-major, fewer than twice the
+    groups), every group's realised density and the end of its pieces (``group_end``, one
+    past its last piece), and every token's group in the original order
+    (``group_of_token``); returns ``(Σ min(p, r), pieces)``."""
+    count = 0
+    for part in range(2):
+        if part == 0:
+            first, m, lo, hi = 0, u_groups, 0.0, boundary
+        else:
+            first, m, lo, hi = u_groups, t_groups, boundary, 1.0
+        if m == 0:
+            continue
+        masses, targets = mass[first : first + m], target[first : first + m]
         if k == 1:
-            count = side_by_side(mass[:m], lo, groups, count, piece_group, piece_start, piece_end, realised_weight, realised_length, last_piece)
+            count = side_by_side(masses, lo, first, count, piece_start, piece_end, density, group_end)
         else:
-            count = stack_pass(
-                mass[:m], target[:m], k, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length,
-                last_piece, groups, count, stack, hull_start, hull_mass, hull_weight,
-            )
-        groups += m
-    # A group of draft mass below the resolution of positions (q ~ 1e-17 and less) gets sets
-    # of length zero: its drafts sit at one point t0 (the start of its last piece, where
-    # CurtainRule.positions puts them), and win when the K - 1 other positions lie above it,
-    # so its density is w(t0) = K (1 - t0)^{K-1} rather than 0/0.
-    for g in range(groups):
-        if realised_length[g] > 0.0:
-            density[g] = realised_weight[g] / realised_length[g]
-        else:
-            density[g] = k * integer_power(1.0 - piece_start[last_piece[g]], k - 1)
+            count = stack_pass(masses, targets, k, lo, hi, piece_start, piece_end, density, group_end, first, count, stack, hull_start, hull_mass, hull_weight)
     acceptance = 0.0
-    for i in range(s):
-        acceptance += min(ps[i], qs[i] * density[group_of[i]])
-        group_of_token[order[i]] = group_of[i]
-    return best, optimum, acceptance, groups, count
+    for i in range(order.shape[0]):
+        acceptance += min(ps[i], qs[i] * density[sorted_group[i]])
+        group_of_token[order[i]] = sorted_group[i]
+    return acceptance, count
 
 
 @jit
@@ -312,25 +546,26 @@ def settle_ties(packed, shift, key, order):
     bits, sorted): the index bits, with every run of equal truncated keys sorted by the
     exact key (insertion sort; runs are short unless keys agree to ~2^-(52 - shift))."""
     mask = (np.uint64(1) << np.uint64(shift)) - np.uint64(1)
-    high = ~mask
     n = packed.shape[0]
     for i in range(n):
         order[i] = np.int64(packed[i] & mask)
-    start = 0
-    while start < n:
-        stop = start + 1
-        while stop < n and (packed[stop] & high) == (packed[start] & high):
+    stop = 1
+    while stop < n:
+        if (packed[stop] ^ packed[stop - 1]) > mask:  # the truncated keys differ (the usual case)
             stop += 1
-        if stop - start > 1:
-            if stop - start > 64:
-                run = order[start:stop].copy()
-                order[start:stop] = run[np.argsort(key[run])]
-            else:
-                for i in range(start + 1, stop):
-                    item = order[i]
-                    j = i - 1
-                    while j >= start and key[order[j]] > key[item]:
-                        order[j + 1] = order[j]
-                        j -= 1
-                    order[j + 1] = item
-        start = stop
+            continue
+        start = stop - 1
+        while stop < n and (packed[stop] ^ packed[start]) <= mask:
+            stop += 1
+        if stop - start > 64:
+            run = order[start:stop].copy()
+            order[start:stop] = run[np.argsort(key[run])]
+        else:
+            for i in range(start + 1, stop):
+                item = order[i]
+                j = i - 1
+                while j >= start and key[order[j]] > key[item]:
+                    order[j + 1] = order[j]
+                    j -= 1
+                order[j + 1] = item
+        stop += 1

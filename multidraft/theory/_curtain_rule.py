@@ -36,12 +36,13 @@ _TABLE_PIECES = 256
 
 class Layout(NamedTuple):
     """A fitted layout on the support (support indices): the cut T*, every support token's
-    group, the groups' realised densities r/q, the pieces, P* and the realised acceptance."""
+    group, the groups' realised densities r/q, the groups' piece bounds (group g's pieces are
+    ``group_bounds[g]:group_bounds[g + 1]``), the pieces, P* and the realised acceptance."""
 
     cut: np.ndarray
     group: np.ndarray
     group_density: np.ndarray
-    piece_group: np.ndarray
+    group_bounds: np.ndarray
     piece_start: np.ndarray
     piece_end: np.ndarray
     optimum: float
@@ -92,9 +93,7 @@ class CurtainRule:
         self._cut = layout.cut
         self.group, self.group_density = layout.group, layout.group_density
         self.piece_start, self.piece_end = layout.piece_start, layout.piece_end
-        counts = np.bincount(layout.piece_group, minlength=len(layout.group_density))
-        self.group_last = np.cumsum(counts)
-        self.group_first = self.group_last - counts
+        self.group_first, self.group_last = layout.group_bounds[:-1], layout.group_bounds[1:]
         self.optimum, self.acceptance = float(layout.optimum), float(layout.acceptance)
 
     # -- the law on the support ---------------------------------------------------------------
@@ -289,7 +288,7 @@ class CurtainRule:
             cut=np.zeros(0, dtype=np.int64),
             group=np.searchsorted(kept, groups),
             group_density=self.group_density[kept],
-            piece_group=np.repeat(np.arange(len(kept)), last - first),
+            group_bounds=np.concatenate([[0], np.cumsum(last - first)]),
             piece_start=self.piece_start[pieces],
             piece_end=self.piece_end[pieces],
             optimum=self.optimum,
@@ -443,12 +442,12 @@ def fit_support_rule(ps, qs, support, n, k, *, target=None, draft=None, outside_
     fit = curtain_fit(ps, qs, k)
     dense = {"target": target, "draft": draft, "outside_mass": outside_mass}
     if np.isfinite(fit.density).all() and np.isfinite(fit.acceptance) and fit.acceptance >= fit.optimum - FIT_TOLERANCE:
-        layout = Layout(fit.cut, fit.group, fit.density, fit.piece_group, fit.piece_start, fit.piece_end, fit.optimum, fit.acceptance)
+        layout = Layout(fit.cut, fit.group, fit.density, fit.group_bounds, fit.piece_start, fit.piece_end, fit.optimum, fit.acceptance)
         return CurtainRule(k, n, support, ps, qs, layout, **dense)
     note = (
         f"optimal verifier fit failed (acceptance {fit.acceptance:.6g} vs P* {fit.optimum:.6g}); "
         "fell back to a uniformly chosen draft (law q, single-draft acceptance)"
     )
     shared = np.zeros(len(support), dtype=np.int64)
-    layout = Layout(fit.cut, shared, np.ones(1), np.zeros(1, np.int64), np.zeros(1), np.ones(1), fit.optimum, float(np.minimum(ps, qs).sum()))
+    layout = Layout(fit.cut, shared, np.ones(1), np.array([0, 1]), np.zeros(1), np.ones(1), fit.optimum, float(np.minimum(ps, qs).sum()))
     return CurtainRule(k, n, support, ps, qs, layout, **dense, note=note)

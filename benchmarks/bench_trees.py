@@ -19,10 +19,9 @@ trees (``--trees``) are timed and the median per block reported, for:
 The baseline in the same run is today's token walk with SpecInfer (``token:specinfer``;
 ``token:rrs-wor`` without replacement); the goal is <= 2 ms per block for traversal and block
 verification on CPU. Selective verification fits a selection rule per node and is timed for
-reference. The token-level optimal walk is left out: its exact law at this vocabulary goes
-through ``CurtainRule.choice_probabilities``, whose pieces × nodes table needs about 19 GB at
-n = 49152, K = 4 (killed by the kernel here; see ``multidraft.trees.selective.curtain_choice``
-for a per-tuple form in O(pieces of the drafted tokens)). torch runs
+reference, and so is the token walk with the optimal verifier (``token:optimal``: its exact law
+selects through ``CurtainRule.choice_probabilities`` on the rule restricted to each node's drafted
+tokens). torch runs
 single-threaded (``--threads 1``) because the machine is shared. Warm-up excluded (numba
 compiles on the first call). Writes ``benchmarks/results/trees.json`` with machine, versions,
 date, commit and load average.
@@ -98,6 +97,7 @@ def main() -> None:
         ("traversal", args.k, False),
         ("traversal", args.k, True),
         ("selective", args.k, False),
+        ("token:optimal", args.k, False),
         ("token:rrs-wor", args.k, True),
         ("block", 1, False),
         ("traversal", 1, False),

@@ -72,6 +72,13 @@ def cpu_ms_batched(function, repeats: int, inner: int = 10) -> float:
     return cpu_ms(calls, repeats) / inner
 
 
+def zipf_position(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A Zipf target (exponent 1.1) at n = N, and the draft before its cut: the target's
+    log-probs plus N(0, 0.5²) noise at temperature 1.3."""
+    p = zipf(N, exponent=1.1, rng=rng)
+    return p, softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3)
+
+
 def position_row(scheme, p: np.ndarray, q: np.ndarray, k: int, repeats: int, rng: np.random.Generator) -> dict:
     law = IID(q, k)
     drafts = law.sample(rng)
@@ -88,19 +95,25 @@ def position_row(scheme, p: np.ndarray, q: np.ndarray, k: int, repeats: int, rng
     }
 
 
-def top_k_rows(repeats: int, keeps: tuple[int, ...]) -> list[dict]:
-    scheme = get_scheme("optimal")
+def top_k_settings(keeps: tuple[int, ...]):
+    """``(p, keep, q, k, rng)``: one Zipf target at n = N (seed 0), its top-``keep`` drafts and
+    K ∈ {2, 4, 8}."""
     rng = np.random.default_rng(0)
-    p = zipf(N, exponent=1.1, rng=rng)
-    noisy = softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3)
-    rows = []
+    p, noisy = zipf_position(rng)
     for keep in keeps:
         q = top_k(noisy, keep)
         for k in (2, 4, 8):
-            row = {"n": N, "top_k": keep, **position_row(scheme, p, q, k, repeats, rng), "target_ms": TARGET_MS}
-            row["select_over_validate"] = row["select_ms"] / row["validate_p_ms"]
-            rows.append(row)
-            print_table(rows[-1:], list(rows[-1]))
+            yield p, keep, q, k, rng
+
+
+def top_k_rows(repeats: int, keeps: tuple[int, ...]) -> list[dict]:
+    scheme = get_scheme("optimal")
+    rows = []
+    for p, keep, q, k, rng in top_k_settings(keeps):
+        row = {"n": N, "top_k": keep, **position_row(scheme, p, q, k, repeats, rng), "target_ms": TARGET_MS}
+        row["select_over_validate"] = row["select_ms"] / row["validate_p_ms"]
+        rows.append(row)
+        print_table(rows[-1:], list(rows[-1]))
     return rows
 
 
@@ -109,8 +122,8 @@ def other_schemes(repeats: int, keep: int = 100, k: int = 4) -> list[dict]:
     their float paths still work on the whole vocabulary (for comparison; not part of the
     target)."""
     rng = np.random.default_rng(0)
-    p = zipf(N, exponent=1.1, rng=rng)
-    q = top_k(softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3), keep)
+    p, noisy = zipf_position(rng)
+    q = top_k(noisy, keep)
     law = IID(q, k)
     drafts = law.sample(rng)
     rows = []
@@ -163,18 +176,13 @@ def sparse_scheme_row(name: str, p: np.ndarray, law, repeats: int, rng: np.rando
 
 def sparse_schemes(repeats: int, keeps: tuple[int, ...] = (1, 10, 100, 1000)) -> list[dict]:
     """SpecInfer and SpecTr on top-k drafts at n = 131072, sparse against dense in one run."""
-    rng = np.random.default_rng(0)
-    p = zipf(N, exponent=1.1, rng=rng)
-    noisy = softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3)
     rows = []
-    for keep in keeps:
-        q = top_k(noisy, keep)
-        for k in (2, 4, 8):
-            for name in ("specinfer", "spectr"):
-                rows.append({"top_k": keep, **sparse_scheme_row(name, p, IID(q, k), repeats, rng)})
-                print_table(rows[-1:], list(rows[-1]))
+    for p, keep, q, k, rng in top_k_settings(keeps):
+        for name in ("specinfer", "spectr"):
+            rows.append({"top_k": keep, **sparse_scheme_row(name, p, IID(q, k), repeats, rng)})
+            print_table(rows[-1:], list(rows[-1]))
     drafts = [top_k(softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.0 + 0.1 * i), 100) for i in range(4)]
-    for law in (Independent(drafts), Deterministic(np.argsort(-noisy)[:4], N)):
+    for law in (Independent(drafts), Deterministic(np.argsort(-p)[:4], N)):
         rows.append({"top_k": 100 if law.name == "independent" else 1, **sparse_scheme_row("specinfer", p, law, repeats, rng)})
         print_table(rows[-1:], list(rows[-1]))
     return rows

@@ -137,10 +137,12 @@ class SequentialRule:
         """The rule of a step and residual over the whole vocabulary."""
         return cls(TargetSplit(target), step, residual)
 
-    @property
+    @cached_property
     def dense_residual(self) -> np.ndarray:
-        """The residual law over the vocabulary [n]."""
-        return self.split.dense(self.residual, self.outside)
+        """The residual law over the vocabulary [n] (built once, for :meth:`conditional`; read-only)."""
+        out = self.split.dense(self.residual, self.outside)
+        out.flags.writeable = False
+        return out
 
     @property
     def dense_step(self) -> np.ndarray:

@@ -34,8 +34,8 @@ from multidraft.theory.laws import IID, DraftLaw
 
 __all__ = ["SpecTr", "spectr_rho"]
 
-#: Bisection stops when the bracket is this narrow (relative).
-RHO_TOLERANCE = 4 * np.finfo(np.float64).eps
+#: The search for ρ* stops when its bracket is this narrow (relative).
+RHO_TOLERANCE = 4 * float(np.finfo(np.float64).eps)
 
 
 def _beta(p: np.ndarray, q: np.ndarray, rho: float) -> float:
@@ -50,28 +50,40 @@ def _some_pass(beta: float, k: int) -> float:
 
 
 def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
-    """Smallest ρ ∈ [1, K] with ``1 - (1 - β(ρ))^K <= ρ β(ρ)`` (bisection, float64).
+    """Smallest ρ ∈ [1, K] with ``1 - (1 - β(ρ))^K <= ρ β(ρ)`` (float64).
 
-    The returned value is the upper end of the final bracket, so it satisfies the condition
-    as evaluated in floating point (a valid, lossless ρ) and lies within a relative
-    ``RHO_TOLERANCE`` of ρ*. K = 1 gives ρ* = 1 (single-draft speculative sampling).
+    The gap ``ρ β(ρ) - (1 - (1 - β(ρ))^K)`` increases in ρ; Brent's method
+    (:func:`scipy.optimize.brentq`, about ten evaluations) finds its root, and a bracket of
+    relative width ``8 RHO_TOLERANCE`` around that root, certified by evaluating its ends (else
+    [1, K]), is bisected to a relative ``RHO_TOLERANCE``. The returned value is the upper end of
+    the final bracket, so it satisfies the condition as evaluated in floating point (a valid,
+    lossless ρ) and lies within a relative ``RHO_TOLERANCE`` of ρ*. K = 1 gives ρ* = 1
+    (single-draft speculative sampling).
 
     >>> round(spectr_rho(np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2), 6)
     1.584429
     """
 
-    def valid(rho: float) -> bool:
+    def gap(rho: float) -> float:
         beta = _beta(target, draft, rho)
-        return _some_pass(beta, k) <= rho * beta
+        return rho * beta - _some_pass(beta, k)
 
-    if valid(1.0):
+    if gap(1.0) >= 0:
         return 1.0
     low, high = 1.0, float(k)
-    while not valid(high):  # rounding at ρ = K: widen (the condition holds there exactly)
+    while gap(high) < 0:  # rounding at ρ = K: widen (the condition holds there exactly)
         high *= 1.0 + 1e-12
+    from scipy.optimize import brentq
+
+    root = float(brentq(gap, low, high, xtol=RHO_TOLERANCE, rtol=RHO_TOLERANCE))
+    near_low, near_high = root * (1.0 - 4 * RHO_TOLERANCE), root * (1.0 + 4 * RHO_TOLERANCE)
+    if low < near_low < high and gap(near_low) < 0:
+        low = near_low
+    if low < near_high < high and gap(near_high) >= 0:
+        high = near_high
     while high - low > RHO_TOLERANCE * high:
         middle = 0.5 * (low + high)
-        low, high = (low, middle) if valid(middle) else (middle, high)
+        low, high = (low, middle) if gap(middle) >= 0 else (middle, high)
     return high
 
 

@@ -181,3 +181,53 @@ def test_blocked_inverse_cdf(n, count):
     expected = np.searchsorted(np.cumsum(weights), levels, side="right")
     np.testing.assert_array_equal(drawn, expected)
     assert np.all(weights[draw_levels(weights, np.array([0.0, total, np.nextafter(total, 0.0)]))] > 0)
+
+
+@pytest.mark.parametrize("n, k", [(6, 2), (30, 3), (80, 4)])
+def test_choice_probabilities_row_by_row_on_the_restricted_rule_equal_the_table(n, k, monkeypatch):
+    """The two routes of ``CurtainRule.choice_probabilities``: one pieces × intervals table (small
+    rules) and, above ``_TABLE_PIECES`` pieces, each row on the rule restricted to its tokens
+    (forced here by a threshold of 0); tiny-mass tokens (point sets) included, rows sum to one."""
+    import multidraft.theory._curtain_rule as curtain_rule
+
+    rng = np.random.default_rng(n)
+    p, q = zipf(n, 1.2, rng), zipf(n, 0.9, rng)
+    q[-2:] = 1e-300  # below the resolution of positions: point sets
+    q /= q.sum()
+    rule = optimal_selection_rule(p, IID(q, k))
+    tuples = rng.choice(n, size=(20, k), p=q)
+    tuples[:4, 0] = n - 1
+    tuples[2:4, 1] = n - 2
+    table = rule.choice_probabilities(tuples)
+    monkeypatch.setattr(curtain_rule, "_TABLE_PIECES", 0)
+    rows = rule.choice_probabilities(tuples)
+    np.testing.assert_allclose(rows, table, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-12)
+    assert len(rule.restricted(tuples[0]).piece_start) < len(rule.piece_start)
+    with pytest.raises(ValueError, match=r"drafts: token ids must lie in \[0, "):
+        rule.restricted(np.array([n]))
+
+
+def test_choice_probabilities_at_a_real_vocabulary_by_sampled_selection():
+    """n = 49152, K = 4, a draft whose sets interleave (about 10^5 pieces: the pieces × intervals
+    table would need tens of gigabytes): the exact probabilities of a tuple of tokens with p/q
+    near 1 against the rule's own sampled choices, 20,000 draws (twin: the uniform choice 1/K
+    is rejected)."""
+    n, k = 49152, 4
+    rng = np.random.default_rng(5)
+    logits = np.log(zipf(n, 1.1, rng))
+    p, q = softmax(logits), softmax(logits / 1.3 + 0.3 * rng.standard_normal(n))
+    rule = optimal_selection_rule(p, IID(q, k))
+    assert len(rule.piece_start) > 50000
+    near_one = q * np.exp(-np.abs(np.log(p / q)))
+    row = rng.choice(n, size=k, p=near_one / near_one.sum())
+    exact = rule.choice_probabilities(row[None])[0]
+    np.testing.assert_allclose(exact.sum(), 1.0, atol=1e-12)
+    assert np.abs(exact - 1 / k).max() > 0.1
+    draws = 20000
+    counts = np.bincount(rule.choose(np.repeat(row[None], draws, axis=0), rng), minlength=k)
+    for probabilities, caught in ((exact, False), (np.full(k, 1 / k), True)):
+        expected = draws * probabilities
+        used = expected > 0
+        statistic = (((counts - expected) ** 2)[used] / expected[used]).sum()
+        assert (statistic > 30) == caught, (probabilities, counts)

@@ -298,27 +298,3 @@ def test_block_level_inputs_are_checked():
         evaluate("traversal", model, 2)
     with pytest.raises(ValueError, match="k: without replacement needs k <= 2"):
         list(model.trees(3, without_replacement=True))
-
-
-@pytest.mark.parametrize("n, k", [(6, 2), (30, 3), (80, 4)])
-def test_restricted_curtain_rule_keeps_the_choice_probabilities(n, k):
-    """The curtain rule restricted to a tuple's tokens (what selective verification and the
-    token walk's optimal verifier use at a real vocabulary) against the whole rule's
-    choice_probabilities, rows summing to one; tiny-mass tokens (point sets) included."""
-    from multidraft.theory.distributions import zipf
-    from multidraft.theory.laws import IID
-    from multidraft.theory.verifier import optimal_selection_rule
-    from multidraft.trees._rules import choice_probabilities, restricted_rule
-
-    rng = np.random.default_rng(n)
-    p, q = zipf(n, 1.2, rng), zipf(n, 0.9, rng)
-    q[-2:] = 1e-300  # below the resolution of positions: point sets
-    q /= q.sum()
-    rule = optimal_selection_rule(p, IID(q, k))
-    tuples = rng.choice(n, size=(20, k), p=q)
-    tuples[:4, 0] = n - 1
-    tuples[2:4, 1] = n - 2
-    ours = choice_probabilities(rule, tuples)
-    np.testing.assert_allclose(ours, rule.choice_probabilities(tuples), rtol=0, atol=1e-13)
-    np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-12)
-    assert len(restricted_rule(rule, tuples[0]).piece_start) < len(rule.piece_start)

@@ -240,6 +240,20 @@ def test_blocks_without_an_exact_expectation_are_noted(target, draft):
     assert any("token:planless: scheme 'planless': has no plans" in note for note in results.notes)
 
 
+def test_scored_verifiers_are_scored_on_the_driven_blocks_without_a_run(target, draft):
+    """``scored``: the same E[τ | tree] on the same blocks as when they also drive, but one run."""
+    common = dict(k=2, length=3, prompts=["a b"], max_new_tokens=30, baseline=False, progress=False, seed=3)
+    scored = measure(target, draft, verifiers=["token"], scored=["traversal", "selective"], **common)
+    driven = measure(target, draft, verifiers=["token", "traversal", "selective"], **common)
+    assert scored.config.verifier_names == driven.config.verifier_names == ("token:specinfer", "traversal", "selective")
+    assert [run.name for run in scored.verifiers] == ["token:specinfer"]
+    first = [r for r in driven.block_records if r.verifier == "token:specinfer"]
+    assert [r.accepted for r in scored.block_records] == [r.accepted for r in first] and len(first) >= 3
+    np.testing.assert_array_equal([r.expected for r in scored.block_records], [r.expected for r in first])
+    assert [s.verifier for s in scored.paired] == ["token:specinfer", "traversal", "selective"]
+    assert all(s.blocks == len(first) for s in scored.paired)
+
+
 BAD_VERIFIERS = [
     ("unknown", dict(verifiers=["nope"]), "verifier: unknown name 'nope'"),
     ("unknown-scheme", dict(verifiers=["token:nope"]), "verifier: unknown scheme 'nope'"),
@@ -252,6 +266,9 @@ BAD_VERIFIERS = [
      "verifier: 'traversal' takes"),
     ("scheme-law", dict(verifiers=["token:spectr"], without_replacement=True), "'spectr' supports the laws"),
     ("object", dict(verifiers=[3]), "verifier: expected a verifier name or a TreeVerifier, got 3"),
+    ("scored-twice", dict(verifiers=["token"], scored=["token:specinfer"]), "verifiers: each verifier once"),
+    ("scored-block-k2", dict(scored=["block"]), "verifier: 'block' takes K <= 1; got k=2"),
+    ("scored-unknown", dict(scored=["nope"]), "verifier: unknown name 'nope'"),
 ]  # fmt: skip
 
 
@@ -278,5 +295,10 @@ def test_cli_measure_verifier_flag(cli, tiny_dir):
     text = cli("measure", *argv, "--verifier", "traversal", "--scheme", "optimal", timeout=300)
     assert text.returncode == 0, text.stderr
     assert "traversal" in text.stdout and "realised" in text.stdout and "paired on the same" in text.stdout
+    scored = cli("measure", *argv, "--verifier", "token", "--score", "traversal", "--json", timeout=300)
+    assert scored.returncode == 0, scored.stderr
+    summary = scored.json()
+    assert summary["verifier_names"] == ["token:specinfer", "traversal"] and len(summary["verifiers"]) == 1
+    assert summary["paired"][1]["verifier"] == "traversal" and summary["paired"][1]["blocks"] == summary["verifiers"][0]["blocks"]
     refused = cli("measure", *argv, "--verifier", "block", timeout=120)
     assert refused.returncode == 2 and "'block' takes K <= 1; got k=2" in refused.stderr

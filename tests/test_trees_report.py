@@ -91,3 +91,53 @@ def test_section_table_figure_and_json(table, monkeypatch):
     assert len(data["rows"]) == len(table.rows) and data["max_deviation"] <= 1e-12
     markdown = render_markdown(Document("t", (result.section,)))
     assert "block-level optimum" in markdown and "not a real model" in markdown
+
+
+# ----------------------------------------------------------------------------------------------
+# The real-model block level (issue 23, item 6): tree verifiers on the same drafted trees.
+
+
+@pytest.mark.slow
+def test_real_block_section_on_the_bundled_model():
+    pytest.importorskip("torch")
+    from multidraft.report.real_blocks import RealBlockGrid, real_block_section
+
+    grid = RealBlockGrid(ks=(1, 2), lengths=(2,), temperatures=(1.6,), prompts=1, max_new_tokens=12)
+    real = real_block_section(ReportConfig(target="default"), grid=grid)
+    single, double = real.data["settings"]
+    assert (single["k"], double["k"]) == (1, 2) and single["blocks"] >= 3 and double["blocks"] >= 3
+    assert set(single["verifiers"]) == {"token:specinfer", "token:optimal", "traversal", "selective", "block"}
+    assert set(double["verifiers"]) == {"token:specinfer", "token:optimal", "traversal", "selective"}
+    # one draft: block = traversal = selective and token-level optimal = SpecInfer on every tree
+    assert single["single_draft_max_difference"] <= 1e-12 and "single_draft_max_difference" not in double
+    for setting in (single, double):
+        for score in setting["verifiers"].values():
+            assert score["blocks"] == setting["blocks"] and score["ci95"][0] <= score["difference"] <= score["ci95"][1]
+        assert setting["verifiers"]["token:specinfer"]["expected_block_efficiency"] == pytest.approx(
+            setting["expected_block_efficiency"]
+        )
+    table = next(block for block in real.section.blocks if isinstance(block, Table))
+    assert [row[:4] for row in table.rows] == [("1", "2", "1.6", str(single["blocks"])), ("2", "2", "1.6", str(double["blocks"]))]
+    assert table.rows[1][-1] == "—"  # block verification takes one draft
+    assert any(isinstance(block, Figure) for block in real.section.blocks)
+    assert len(real.timings["settings_seconds"]) == 2
+
+
+def test_real_block_single_draft_check_catches_a_verifier_that_differs():
+    """Twin of the K = 1 check: one block's traversal expectation moved by 0.01 shows up."""
+    from types import SimpleNamespace
+
+    from multidraft.decoding.results import BlockRecord, PairedScore, VerifierRun
+    from multidraft.report.real_blocks import _setting_data
+
+    names = ("token:specinfer", "token:optimal", "traversal", "selective", "block")
+    records = [BlockRecord("token:specinfer", 0, b, 1, (0.5, 0.5, 0.7, 0.7, 0.7), 0.2) for b in range(3)]
+    run = VerifierRun("token:specinfer", 3, 6, 2.0, 1.5, (-0.1, 0.1), 3, 1.0, float("nan"), 1.0, 0.1)
+    scores = tuple(PairedScore(name, names[0], 3, 1.5, 0.0, (0.0, 0.0), 0, 0) for name in names)
+
+    def result(records):
+        return SimpleNamespace(verifiers=(run,), config=SimpleNamespace(verifier_names=names), block_records=records, paired=scores)
+
+    assert _setting_data(1, 2, 1.6, result(records))["single_draft_max_difference"] == 0.0
+    moved = [*records[:2], BlockRecord("token:specinfer", 0, 2, 1, (0.5, 0.5, 0.71, 0.7, 0.7), 0.2)]
+    assert _setting_data(1, 2, 1.6, result(moved))["single_draft_max_difference"] == pytest.approx(0.01)

@@ -15,6 +15,11 @@ expected accepted length given the drafted tree::
 
     multidraft measure --k 2 --length 4 --verifier token traversal selective token:optimal
 
+``--score NAME ...`` adds verifiers that are scored on every block without driving a run of
+their own (one run ranks them all on the same trees)::
+
+    multidraft measure --k 4 --length 4 --verifier token --score traversal selective token:optimal
+
 Every value is checked before a model loads. The same run times plain autoregressive
 sampling of the prompts and prints the speed-up beside tokens/s (``--no-baseline`` skips it);
 ``--compile`` runs static KV caches with compiled forwards (CUDA graphs on CUDA).
@@ -67,6 +72,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "block: token (the token walk with --scheme), token:SCHEME, block (K = 1), traversal, selective "
         "(default token)",
     )  # fmt: skip
+    parser.add_argument(
+        "--score", nargs="+", default=[], metavar="NAME",
+        help="further tree verifiers scored on every block (paired with the first --verifier) without driving a run",
+    )  # fmt: skip
     parser.add_argument("--without-replacement", action="store_true", help="draw the first K draft tokens without replacement")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="new tokens per prompt (default 32)")
     parser.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable; default: four built-in prompts)")
@@ -109,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         compile=args.compile,
         baseline=not args.no_baseline,
         verifiers=args.verifier,
+        scored=args.score,
     )
     torch.set_num_threads(args.threads or default_threads())
     target = load_model(args.target or args.model or "default", device=config.device)
@@ -153,7 +163,7 @@ def _print_verifiers(results) -> None:
     """Per verifier: its own run (realised against expected block efficiency), then every
     verifier against the first on the same blocks."""
     print(f"verifiers ({results.verifiers[0].name} drove the lines above; each ran the same prompts and seeds)")
-    width = max(len(run.name) for run in results.verifiers)
+    width = max(len(name) for name in results.config.verifier_names)
     for run in results.verifiers:
         low, high = run.ci95
         print(

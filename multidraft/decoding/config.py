@@ -87,6 +87,12 @@ class MeasureConfig:
         construction (:func:`~multidraft.decoding.generation.resolve_verifier`: ``"token"`` is
         the token walk with ``scheme``); each must take the drafts (its K and how the tree is
         drafted), and a token verifier's scheme the root law.
+    scored : tuple of TreeVerifier
+        Further tree verifiers scored on every block (their ``E[τ | tree]`` in every
+        :class:`~multidraft.decoding.results.BlockRecord` and a
+        :class:`~multidraft.decoding.results.PairedScore`) without driving a run of their own:
+        ranking V verifiers on the same trees then costs one run, not V. Resolved and checked
+        like ``verifiers``; no name may appear in both.
     """
 
     k: int = 2
@@ -102,6 +108,7 @@ class MeasureConfig:
     compile: bool = False
     baseline: bool = True
     verifiers: tuple[Any, ...] = ("token",)
+    scored: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -123,12 +130,22 @@ class MeasureConfig:
             raise ValueError(f"device: expected a device name such as 'cpu' or 'cuda', got {self.device!r}")
         resolve_device(self.device)
         put(self, "scheme", resolve_scheme(self.scheme))
-        put(self, "verifiers", self._resolve_verifiers())
+        put(self, "verifiers", self._resolve_verifiers(self.verifiers, "verifiers"))
+        put(self, "scored", self._resolve_verifiers(self.scored, "scored", required=False))
+        names = self.verifier_names
+        if len(set(names)) < len(names):
+            raise ValueError(f"verifiers: each verifier once (driving or scored), got {list(names)}")
 
     @property
     def verifier_names(self) -> tuple[str, ...]:
-        """The verifiers' registry names (``token:<scheme>`` for the token walk)."""
-        return tuple(verifier.name for verifier in self.verifiers)
+        """The registry names (``token:<scheme>`` for the token walk) of every verifier scored
+        on each block: the driving ``verifiers``, then the ``scored`` ones."""
+        return tuple(verifier.name for verifier in self.scoring)
+
+    @property
+    def scoring(self) -> tuple[Any, ...]:
+        """Every verifier scored on each block: the driving ``verifiers``, then ``scored``."""
+        return self.verifiers + self.scored
 
     @property
     def scheme_name(self) -> str:
@@ -141,18 +158,14 @@ class MeasureConfig:
         (:func:`~multidraft.decoding.verification.node_law_class` of the drafts' samplings)."""
         return node_law_class(self.draft_sampling, self.without_replacement).name
 
-    def _resolve_verifiers(self) -> tuple[Any, ...]:
+    def _resolve_verifiers(self, values: Any, argument: str, required: bool = True) -> tuple[Any, ...]:
         from multidraft.trees import TokenVerifier
 
-        values = self.verifiers
         if isinstance(values, str) or not isinstance(values, Sequence):
             values = (values,)
-        if len(values) == 0:
-            raise ValueError("verifiers: give at least one verifier (e.g. 'token' for the token walk with the scheme)")
+        if required and len(values) == 0:
+            raise ValueError(f"{argument}: give at least one verifier (e.g. 'token' for the token walk with the scheme)")
         verifiers = tuple(resolve_verifier(value, self.scheme) for value in values)
-        names = [verifier.name for verifier in verifiers]
-        if len(set(names)) < len(names):
-            raise ValueError(f"verifiers: each verifier once, got {names}")
         root = node_law_class(self.draft_sampling, self.without_replacement)
         for verifier in verifiers:
             if verifier.max_k is not None and self.k > verifier.max_k:

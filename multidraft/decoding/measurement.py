@@ -89,6 +89,7 @@ def measure(
     keep_distributions: bool = False,
     progress: bool = True,
     verifiers: Sequence[Any] = ("token",),
+    scored: Sequence[Any] = (),
 ) -> Results:
     """Run multi-draft speculative sampling and compare empirical with theoretical acceptance.
 
@@ -137,6 +138,8 @@ def measure(
         walk with ``scheme``), each driving its own run on the same prompts and seeds, all
         scored on every block (:attr:`Results.verifiers`, :attr:`Results.paired`); the first
         gives the top-level fields.
+    scored : sequence of str or TreeVerifier
+        Further verifiers scored on every block (:attr:`Results.paired`) without driving a run.
 
     Returns
     -------
@@ -154,7 +157,7 @@ def measure(
     config = MeasureConfig(
         k=k, length=length, scheme=scheme, prompts=prompts, max_new_tokens=max_new_tokens, seed=seed,
         target_sampling=target_sampling, draft_sampling=draft_sampling, without_replacement=without_replacement,
-        device=device, compile=compile, baseline=baseline, verifiers=verifiers,
+        device=device, compile=compile, baseline=baseline, verifiers=verifiers, scored=scored,
     )  # fmt: skip
     target_model = _as_model(target, config.device, progress)
     draft_model = None if draft is None else _as_model(draft, config.device, progress)
@@ -279,7 +282,7 @@ def _score_block(
     driver's ``Var[τ | tree]``."""
     tree = outcome.tree(groups, config.without_replacement)
     expected, variance = [], float("nan")
-    for verifier in config.verifiers:
+    for verifier in config.scoring:
         try:
             law = verifier.law(tree, next_token=False)
         except (ValueError, MemoryError) as error:

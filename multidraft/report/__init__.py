@@ -2,8 +2,9 @@
 
 ``build_report(ReportConfig(...))`` runs the sections in :data:`~multidraft.report.build.SECTIONS`
 -- :mod:`~multidraft.report.figure2`, :mod:`~multidraft.report.gap_table`,
-:mod:`~multidraft.report.truncation`, :mod:`~multidraft.report.speedup` and, with a model,
-:mod:`~multidraft.report.real` -- each of which computes its numbers, draws its figure and
+:mod:`~multidraft.report.truncation`, :mod:`~multidraft.report.speedup`,
+:mod:`~multidraft.report.block_level` and, with a model, :mod:`~multidraft.report.real` and
+:mod:`~multidraft.report.real_blocks` -- each of which computes its numbers, draws its figure and
 writes its text; ``write_report(report, out)`` writes ``report.md``, a self-contained
 ``report.html``, ``figures/*.png`` and ``results.json``. The command ``multidraft report``
 wraps both. :mod:`~multidraft.report.instance_gap` is the experiment over random small
@@ -19,6 +20,7 @@ from multidraft.report.gap_table import PositionGapRow, PositionGapTable, positi
 from multidraft.report.instance_gap import InstanceGapRow, InstanceGapTable, instance_gap_table
 from multidraft.report.positions import PositionSet, zipf_positions
 from multidraft.report.real import RealModelGrid, RealModelSection, real_model_section, wilson_interval
+from multidraft.report.real_blocks import RealBlockGrid, RealBlockSection, real_block_section
 from multidraft.report.render import Document, Figure, Paragraph, Section, Table, render_html, render_markdown
 from multidraft.report.truncation import TruncationSweep, truncation_sweep
 
@@ -51,6 +53,9 @@ __all__ = [
     "RealModelSection",
     "real_model_section",
     "wilson_interval",
+    "RealBlockGrid",
+    "RealBlockSection",
+    "real_block_section",
     "InstanceGapRow",
     "InstanceGapTable",
     "instance_gap_table",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from multidraft.report import block_level, figure2, gap_table, real, speedup, truncation
+from multidraft.report import block_level, figure2, gap_table, real, real_blocks, speedup, truncation
 from multidraft.report.config import ReportConfig
 from multidraft.report.positions import zipf_positions
 from multidraft.report.render import Document, Paragraph, Section, prepare_output, write_report_files
@@ -32,7 +32,7 @@ __all__ = ["SECTIONS", "ReportConfig", "Report", "build_report", "write_report"]
 
 #: The sections in the order the report shows them. The real-model section (present with a
 #: model) is computed first, so that a bad model fails before the long synthetic part.
-SECTIONS = (figure2, gap_table, truncation, speedup, block_level, real)
+SECTIONS = (figure2, gap_table, truncation, speedup, block_level, real, real_blocks)
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ def build_report(config: ReportConfig = ReportConfig(), *, progress: bool = Fals
 
     Sections: Figure-2 curves, the gap table, the truncated-LP sweep, the predicted speed-up,
     the block level (tree verifiers on small exact instances) and, when ``config.target`` is
-    set, real-model measurements. ``progress`` shows one bar on stderr over the steps of every
+    set, real-model measurements (token-level acceptance, then tree verifiers on the same
+    drafted trees over K × L × draft temperature). ``progress`` shows one bar on stderr over the steps of every
     section, labelled with the stage running.
     """
     start = time.perf_counter()

@@ -27,6 +27,8 @@ __all__ = ["CurtainRule", "Layout", "fit_curtain_rule", "fit_support_rule", "FIT
 
 #: Largest accepted shortfall of the realised acceptance below P* before falling back.
 FIT_TOLERANCE = 1e-6
+#: Largest number of pieces for which choice probabilities use one pieces × intervals table.
+_TABLE_PIECES = 256
 
 
 class Layout(NamedTuple):
@@ -242,9 +244,48 @@ class CurtainRule:
         to 1e-16 only) keeps its relative accuracy. A group of length zero (draft mass below
         the resolution of positions) is the point where :meth:`positions` puts its drafts: such
         a draft wins iff every other draft lies above it, a tie of points going to the first
-        column, as ``argmin`` in :meth:`choose` does. Cost O(m · K · pieces): for enumeration
-        at small n.
+        column, as ``argmin`` in :meth:`choose` does.
+
+        The integrand involves only the drafted tokens' sets, so a rule with more than
+        ``_TABLE_PIECES`` pieces (a real vocabulary: tens of thousands, whose pieces × intervals
+        table would take gigabytes) works row by row on its restriction to the row's tokens
+        (:meth:`restricted`, at most K groups): cost O(K · pieces of those groups) per row.
+        A small rule (enumeration at small n) integrates all rows at once, O(m · K · pieces).
         """
+        tuples = np.asarray(tuples, dtype=np.int64)
+        if len(self.piece_start) <= _TABLE_PIECES:
+            return self._choice_table(tuples)
+        rows = tuples.reshape(-1, self.k)
+        out = np.empty(rows.shape)
+        for index, row in enumerate(rows):
+            out[index] = self.restricted(row)._choice_table(row[None])[0]
+        return out.reshape(tuples.shape)
+
+    def restricted(self, tokens: np.ndarray) -> CurtainRule:
+        """This rule on the support ``tokens`` alone (every other token undraftable): the same
+        position sets, hence the same :meth:`choice_probabilities` for every tuple over
+        ``tokens``. For those probabilities only: its cut and outside mass are not the
+        rule's (ValueError for a token the draft cannot propose)."""
+        tokens = np.unique(np.asarray(tokens, dtype=np.int64))
+        local = self._local(tokens)
+        groups = self.group[local]
+        kept = np.unique(groups)
+        first, last = self.group_first[kept], self.group_last[kept]
+        pieces = np.concatenate([np.arange(a, b) for a, b in zip(first, last)])
+        layout = Layout(
+            cut=np.zeros(0, dtype=np.int64),
+            group=np.searchsorted(kept, groups),
+            group_density=self.group_density[kept],
+            piece_group=np.repeat(np.arange(len(kept)), last - first),
+            piece_start=self.piece_start[pieces],
+            piece_end=self.piece_end[pieces],
+            optimum=self.optimum,
+            acceptance=self.acceptance,
+        )
+        return CurtainRule(self.k, self.n, tokens, self.support_target[local], self.support_draft[local], layout, outside_mass=0.0)
+
+    def _choice_table(self, tuples: np.ndarray) -> np.ndarray:
+        """:meth:`choice_probabilities` over the intervals between all piece ends at once."""
         edges = np.unique(np.concatenate([[0.0, 1.0], self.piece_start, self.piece_end]))
         nodes, weights = np.polynomial.legendre.leggauss(self.k // 2 + 2)
         left, width = edges[:-1], np.diff(edges)

@@ -29,12 +29,10 @@ verifier. It sees only the tree. Exact laws are in float64 (the rules' laws are 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 
 import numpy as np
 
-from multidraft.trees._rules import choice_probabilities
 from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.token import node_law
 from multidraft.trees.tree import DraftTree
@@ -105,7 +103,7 @@ class Selective(TreeVerifier):
                 selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
                 return np.asarray(selection.intermediate, dtype=np.float64), selection.selection_probabilities
         rule = optimal_selection_rule(target, law)
-        return rule.selection_law, functools.partial(choice_probabilities, rule)
+        return rule.selection_law, rule.choice_probabilities
 
     @staticmethod
     def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, np.ndarray]:

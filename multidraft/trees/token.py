@@ -27,8 +27,6 @@ from typing import Any
 import numpy as np
 
 from multidraft.theory.laws import DraftLaw, law_for
-from multidraft.theory.verifier import CurtainRule
-from multidraft.trees._rules import curtain_conditional
 from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.tree import DraftTree
 
@@ -73,19 +71,12 @@ def node_conditional(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool
     law D): the conditional law of the scheme's plan for (p, D)
     (:meth:`~multidraft.schemes.Scheme.prepare`, :meth:`~multidraft.schemes.Plan.conditional`),
     prepared once and reused for every tuple.
-
-    The optimal verifier's plan for iid drafts selects by a curtain rule, whose own choice
-    table needs gigabytes at a real vocabulary; its conditional is computed from the rule
-    restricted to each tuple's tokens (:func:`~multidraft.trees._rules.curtain_conditional`).
     """
     if not hasattr(scheme, "prepare"):
         raise ValueError(f"scheme {getattr(scheme, 'name', scheme)!r}: has no plans, so no exact law of its output")
     if exact and not scheme.capabilities.exact_output:
         raise ValueError(f"scheme {scheme.name!r}: no exact (Fraction) conditional law; use float distributions")
     plan = scheme.prepare(list(target) if exact else target, law, exact)
-    rule = getattr(plan, "rule", None)
-    if isinstance(rule, CurtainRule):
-        return lambda tuples: curtain_conditional(rule, tuples)
     return lambda tuples: plan.conditional(np.asarray(tuples, dtype=np.int64))
 
 
@@ -224,7 +215,7 @@ class TokenVerifier(TreeVerifier):
                 token = int(nodes.token[child])
                 walk(child, reach * law_y[token])
                 stop[token] = zero
-            mass = sum(stop, zero)
+            mass = stop.sum()  # numpy's sum: Python's sum(stop) walks 1e5 floats one by one
             prob[node] = reach * mass
             if rows is not None and mass > 0:
                 rows[node] = stop / mass

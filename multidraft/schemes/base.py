@@ -150,11 +150,11 @@ class SequentialRule:
         return self.split.dense(self.step, 0)
 
     def _accept(self, tuples: np.ndarray) -> np.ndarray:
-        """``step[i, x_i]`` for every draft of ``tuples [m, K]``."""
-        local = self.split.local(tuples)
-        if self.step.ndim == 1:
-            return self.step[local]
-        return self.step[np.arange(tuples.shape[1])[None, :], local]
+        """``step[i, x_i]`` for every draft of ``tuples [m, K]`` (a step of one row, or [s],
+        shared by every column)."""
+        k = tuples.shape[1]
+        step = np.broadcast_to(self.step, (k, self.step.shape[-1]))
+        return step[np.arange(k)[None, :], self.split.local(tuples)]
 
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
         """Law of Y given each tuple ``[m, K] -> [m, n]``:

@@ -12,7 +12,12 @@ outside it), so a position costs reading the target plus work in the support's s
   the target) and ``IID(q, K)`` (building the law: the caller's, not counted in ``select``).
   Target: select <= 0.3 ms.
 * The same kind of position through the other schemes' ``select`` (single-draft, SpecInfer,
-  SpecTr), whose float paths still work on the whole vocabulary: for comparison.
+  SpecTr; single-draft still works on the whole vocabulary): for comparison.
+* **SpecInfer and SpecTr on the support** (top-1/10/100/1000 iid drafts, K ∈ {2, 4, 8}; and
+  SpecInfer with independent top-100 drafts and a deterministic top-K set, K = 4): the public
+  ``select`` and ``acceptance`` (validation of p included) against the same plan forced onto
+  the whole vocabulary (the split at every token: the dense path, p validated the same way),
+  in the same run: ``dense / sparse`` ratios.
 * **Top-p 0.95 drafts at the bundled SmolLM2-135M's real positions**: every node of a
   ``measure`` run (the model drafting for itself at temperature 1.5, and its first 10 layers as
   an early-exit draft at temperature 1.0, both cut to top-p 0.95; target at temperature 1, full
@@ -29,13 +34,15 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import cached_property
 
 import numpy as np
 from _common import print_table, write_results
 
 from multidraft.schemes import get_scheme
-from multidraft.theory import IID, optimal_acceptance, softmax, top_k, zipf
+from multidraft.theory import IID, Deterministic, Independent, optimal_acceptance, softmax, top_k, zipf
 from multidraft.theory.distributions import as_distribution
+from multidraft.theory.support import TargetSplit
 from multidraft.theory.verifier import optimal_selection_rule
 
 TARGET_MS = 0.3
@@ -65,6 +72,13 @@ def cpu_ms_batched(function, repeats: int, inner: int = 10) -> float:
     return cpu_ms(calls, repeats) / inner
 
 
+def zipf_position(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A Zipf target (exponent 1.1) at n = N, and the draft before its cut: the target's
+    log-probs plus N(0, 0.5²) noise at temperature 1.3."""
+    p = zipf(N, exponent=1.1, rng=rng)
+    return p, softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3)
+
+
 def position_row(scheme, p: np.ndarray, q: np.ndarray, k: int, repeats: int, rng: np.random.Generator) -> dict:
     law = IID(q, k)
     drafts = law.sample(rng)
@@ -81,19 +95,25 @@ def position_row(scheme, p: np.ndarray, q: np.ndarray, k: int, repeats: int, rng
     }
 
 
-def top_k_rows(repeats: int, keeps: tuple[int, ...]) -> list[dict]:
-    scheme = get_scheme("optimal")
+def top_k_settings(keeps: tuple[int, ...]):
+    """``(p, keep, q, k, rng)``: one Zipf target at n = N (seed 0), its top-``keep`` drafts and
+    K ∈ {2, 4, 8}."""
     rng = np.random.default_rng(0)
-    p = zipf(N, exponent=1.1, rng=rng)
-    noisy = softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3)
-    rows = []
+    p, noisy = zipf_position(rng)
     for keep in keeps:
         q = top_k(noisy, keep)
         for k in (2, 4, 8):
-            row = {"n": N, "top_k": keep, **position_row(scheme, p, q, k, repeats, rng), "target_ms": TARGET_MS}
-            row["select_over_validate"] = row["select_ms"] / row["validate_p_ms"]
-            rows.append(row)
-            print_table(rows[-1:], list(rows[-1]))
+            yield p, keep, q, k, rng
+
+
+def top_k_rows(repeats: int, keeps: tuple[int, ...]) -> list[dict]:
+    scheme = get_scheme("optimal")
+    rows = []
+    for p, keep, q, k, rng in top_k_settings(keeps):
+        row = {"n": N, "top_k": keep, **position_row(scheme, p, q, k, repeats, rng), "target_ms": TARGET_MS}
+        row["select_over_validate"] = row["select_ms"] / row["validate_p_ms"]
+        rows.append(row)
+        print_table(rows[-1:], list(rows[-1]))
     return rows
 
 
@@ -102,8 +122,8 @@ def other_schemes(repeats: int, keep: int = 100, k: int = 4) -> list[dict]:
     their float paths still work on the whole vocabulary (for comparison; not part of the
     target)."""
     rng = np.random.default_rng(0)
-    p = zipf(N, exponent=1.1, rng=rng)
-    q = top_k(softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.3), keep)
+    p, noisy = zipf_position(rng)
+    q = top_k(noisy, keep)
     law = IID(q, k)
     drafts = law.sample(rng)
     rows = []
@@ -116,6 +136,55 @@ def other_schemes(repeats: int, keep: int = 100, k: int = 4) -> list[dict]:
     for row in rows:
         row["select_over_validate"] = row["select_ms"] / validate
     print_table(rows, list(rows[0]))
+    return rows
+
+
+def on_the_whole_vocabulary(plan_class: type) -> type:
+    """The plan class forced onto the whole vocabulary: the dense path of a support plan."""
+
+    class Dense(plan_class):
+        @cached_property
+        def split(self) -> TargetSplit:
+            return TargetSplit(self.target)
+
+    return Dense
+
+
+def sparse_scheme_row(name: str, p: np.ndarray, law, repeats: int, rng: np.random.Generator) -> dict:
+    """Public ``select`` and ``acceptance`` of one scheme against its plan on the whole
+    vocabulary (same validation of p), both timed in this run; the two acceptances agree."""
+    scheme = get_scheme(name)
+    drafts = law.sample(rng)
+    plan = scheme.prepare(p, law)
+    dense = on_the_whole_vocabulary(type(plan))
+
+    def dense_plan():
+        return dense(scheme, law.check_target(p), law, False)
+
+    row = {
+        "scheme": name, "law": law.name, "support": len(plan.split.support), "k": law.k,
+        "select_ms": cpu_ms_batched(lambda: scheme.select(p, law, drafts, rng), repeats),
+        "dense_select_ms": cpu_ms(lambda: dense_plan().select(drafts, rng), repeats),
+        "acceptance_ms": cpu_ms_batched(lambda: scheme.acceptance(p, law), repeats),
+        "dense_acceptance_ms": cpu_ms(lambda: dense_plan().acceptance, repeats),
+        "acceptance_minus_dense": plan.acceptance - dense_plan().acceptance,
+    }  # fmt: skip
+    row["select_speedup"] = row["dense_select_ms"] / row["select_ms"]
+    row["acceptance_speedup"] = row["dense_acceptance_ms"] / row["acceptance_ms"]
+    return row
+
+
+def sparse_schemes(repeats: int, keeps: tuple[int, ...] = (1, 10, 100, 1000)) -> list[dict]:
+    """SpecInfer and SpecTr on top-k drafts at n = 131072, sparse against dense in one run."""
+    rows = []
+    for p, keep, q, k, rng in top_k_settings(keeps):
+        for name in ("specinfer", "spectr"):
+            rows.append({"top_k": keep, **sparse_scheme_row(name, p, IID(q, k), repeats, rng)})
+            print_table(rows[-1:], list(rows[-1]))
+    drafts = [top_k(softmax(np.log(p) + rng.normal(size=N) * 0.5, temperature=1.0 + 0.1 * i), 100) for i in range(4)]
+    for law in (Independent(drafts), Deterministic(np.argsort(-p)[:4], N)):
+        rows.append({"top_k": 100 if law.name == "independent" else 1, **sparse_scheme_row("specinfer", p, law, repeats, rng)})
+        print_table(rows[-1:], list(rows[-1]))
     return rows
 
 
@@ -177,15 +246,19 @@ def main() -> None:
     args = parser.parse_args()
     print(f"Top-k drafts at n = {N}: fit + one selection through Optimal().select (target <= {TARGET_MS} ms)")
     rows = top_k_rows(args.repeats, (1, 10, 100, 1000))
-    print("\nThe same kind of position through the other schemes (dense float paths; for comparison)")
+    print("\nThe same kind of position through the other schemes (for comparison)")
     others = other_schemes(max(3, args.repeats // 5))
+    print(f"\nSpecInfer and SpecTr at n = {N}: on the drafts' support against the whole vocabulary, one run")
+    schemes = sparse_schemes(max(5, args.repeats // 2))
     real, table = [], []
     if not args.quick:
         print("\nTop-p 0.95 drafts at the bundled model's real positions (K = 4)")
         real = real_positions(args.positions, args.repeats)
         table = summary(real)
         print_table(table, list(table[0]))
-    path = write_results("sparse", rows, other_schemes=others, real_positions=real, real_summary=table, target_ms=TARGET_MS)
+    path = write_results(
+        "sparse", rows, other_schemes=others, sparse_schemes=schemes, real_positions=real, real_summary=table, target_ms=TARGET_MS
+    )
     print(f"\nwrote {path}")
 
 

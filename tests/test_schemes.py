@@ -324,7 +324,11 @@ def test_spectr_within_one_minus_inverse_e_of_optimum():
 
 
 def test_spectr_rho_solves_the_validity_equation():
-    from multidraft.schemes.spectr import spectr_rho
+    from multidraft.schemes.spectr import RHO_TOLERANCE, _beta, _some_pass, spectr_rho
+
+    def valid(p, q, k, rho):
+        beta = _beta(p, q, rho)
+        return _some_pass(beta, k) <= rho * beta
 
     rng = np.random.default_rng(5)
     for k in (2, 3, 5):
@@ -333,6 +337,15 @@ def test_spectr_rho_solves_the_validity_equation():
         beta = np.minimum(q, p / rho).sum()
         assert 1 <= rho <= k
         np.testing.assert_allclose(1 - (1 - beta) ** k, rho * beta, rtol=1e-12)
+    # Valid as evaluated, and the smallest such up to the tolerance: a step of 2 RHO_TOLERANCE
+    # below is invalid (the gap increases in ρ), for sparse, peaked and disjoint instances.
+    for trial in range(60):
+        n, k = int(rng.integers(2, 400)), int(rng.integers(1, 9))
+        p, q = rng.dirichlet(np.full(n, [0.05, 0.5, 2.0][trial % 3])), rng.dirichlet(np.full(n, 0.3))
+        rho = spectr_rho(p, q, k)
+        assert valid(p, q, k, rho)
+        assert rho == 1.0 or not valid(p, q, k, rho * (1 - 2 * RHO_TOLERANCE))
+    assert spectr_rho(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 3) == 1.0  # disjoint: β = 0 at every ρ
 
 
 def test_greedy_scheme_reaches_the_greedy_optimum_and_beats_nothing_else():

@@ -24,7 +24,7 @@ from scipy import stats
 from multidraft.schemes import SCHEMES, get_scheme
 from multidraft.schemes.rrs_wor import RRSWithoutReplacement
 from multidraft.schemes.specinfer import RRSPlan, SpecInfer, rrs_residuals
-from multidraft.schemes.base import safe_divide
+from multidraft.schemes.base import SequentialRule, safe_divide
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement
 
 N = 30_000
@@ -123,10 +123,9 @@ class RRSWithoutRenormalisation(RRSWithoutReplacement):
 
 class _WrongResidualPlan(RRSPlan):
     @cached_property
-    def rule(self):
-        drafts = self.law.marginals(self.exact)
-        residuals = rrs_residuals(self.target, np.roll(drafts, -1, axis=0))
-        return np.minimum(safe_divide(residuals[:-1], drafts), 1), residuals[-1]
+    def sequential_rule(self):
+        residuals, scales = rrs_residuals(self.split.inside, np.roll(self.drafts, -1, axis=0), self.split.outside_mass)
+        return SequentialRule(self.split, np.minimum(safe_divide(residuals[:-1], self.drafts), 1), residuals[-1], scales[-1])
 
 
 class SpecInferWrongResidual(SpecInfer):

@@ -26,7 +26,7 @@ import pytest
 
 from multidraft.theory import IID, WithoutReplacement, optimal_acceptance, softmax, top_k, top_p, zipf
 from multidraft.theory._curtain import density_order
-from multidraft.theory._curtain_rule import _BLOCK, _draw
+from multidraft.theory.support import BLOCK, draw_levels
 from multidraft.theory._kernels import iid_prefix_containment, ratio_order, wor_prefix_containment
 from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
@@ -167,7 +167,7 @@ def test_packed_sort_orders_like_argsort():
     assert np.all(np.diff(negative_zero[order]) >= 0)
 
 
-@pytest.mark.parametrize("n", [100, 20 * _BLOCK + 17])
+@pytest.mark.parametrize("n", [100, 20 * BLOCK + 17])
 @pytest.mark.parametrize("count", [1, 7, 5000])
 def test_blocked_inverse_cdf(n, count):
     """Levels spread evenly over [0, total) land on each index in proportion to its weight
@@ -176,11 +176,11 @@ def test_blocked_inverse_cdf(n, count):
     weights = np.where(rng.random(n) < 0.3, 0.0, rng.random(n))
     total = float(np.cumsum(weights)[-1])
     levels = (np.arange(count) + 0.5) / count * total
-    drawn = _draw(weights, levels)
+    drawn = draw_levels(weights, levels)
     assert np.all(weights[drawn] > 0)
     expected = np.searchsorted(np.cumsum(weights), levels, side="right")
     np.testing.assert_array_equal(drawn, expected)
-    assert np.all(weights[_draw(weights, np.array([0.0, total, np.nextafter(total, 0.0)]))] > 0)
+    assert np.all(weights[draw_levels(weights, np.array([0.0, total, np.nextafter(total, 0.0)]))] > 0)
 
 
 @pytest.mark.parametrize("n, k", [(6, 2), (30, 3), (80, 4)])

@@ -42,19 +42,20 @@ import numpy as np
 from multidraft.theory import canonical_step, field, normalise, positive_part, safe_divide
 from multidraft.theory.laws import DraftLaw, check_law, membership
 from multidraft.theory.limits import ProblemTooLargeError
+from multidraft.theory.support import TargetSplit
 
 __all__ = [
     "Selection",
     "Capabilities",
     "Plan",
     "SequentialPlan",
+    "SupportPlan",
     "Scheme",
     "positive_part",
     "safe_divide",
     "normalise",
     "sample_rows",
-    "sequential_conditional",
-    "sequential_sample",
+    "SequentialRule",
     "canonical_step",
     "single_draft_step",
 ]
@@ -105,40 +106,86 @@ def sample_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.sum(cumulative <= level, axis=-1).astype(np.int64)
 
 
-def sequential_conditional(step: np.ndarray, residual: np.ndarray, tuples: np.ndarray) -> np.ndarray:
-    """Law of Y given each tuple for a scheme that tests the drafts in order with acceptance
-    probabilities ``step[i, y]`` at position i and falls back to one residual law:
+@dataclass(frozen=True, eq=False)
+class SequentialRule:
+    """A scheme that tests the drafts in order and falls back to one residual law, held on a
+    support S of the vocabulary (:class:`~multidraft.theory.support.TargetSplit`): draft i is
+    accepted with probability ``step[i, x_i]`` (0 off S: no draft lies there), and the
+    residual is ``residual`` on S and ``outside · p`` off S (the residuals of these schemes equal
+    p up to a scale wherever no draft can be). A split at the whole vocabulary is the dense
+    rule (:meth:`dense`).
 
-        P(Y = y | x) = Σ_i 1[x_i = y] a_i(x_i) Π_{j<i} (1 - a_j(x_j)) + Π_j (1 - a_j(x_j)) res(y).
-
-    ``step`` is [K, n] (or [n], shared by all positions), ``residual`` [n], ``tuples`` [m, K];
-    returns [m, n] in the dtype of the inputs (float or Fraction objects).
+    Attributes
+    ----------
+    split : TargetSplit
+        The target and the support S.
+    step : ndarray [K, s] or [s]
+        Acceptance probability of each token of S at each tested position (or shared).
+    residual : ndarray [s]
+        The residual law on S.
+    outside : float or Fraction
+        The residual off S is ``outside · p`` (0 for a full support).
     """
-    m, k = tuples.shape
-    step = np.broadcast_to(step, (k, residual.shape[-1]))
-    arithmetic = field(residual.dtype == object)
-    out = arithmetic.zeros((m, residual.shape[-1]))
-    reach = arithmetic.ones(m)
-    rows = np.arange(m)
-    for i in range(k):
-        accept = step[i][tuples[:, i]]
-        out[rows, tuples[:, i]] += reach * accept
-        reach = reach * (1 - accept)
-    return out + reach[:, None] * residual[None, :]
 
+    split: TargetSplit
+    step: np.ndarray
+    residual: np.ndarray
+    outside: float | Fraction = 0.0
 
-def sequential_sample(step: np.ndarray, residual: np.ndarray, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Run the sequential test of :func:`sequential_conditional` on ``tuples [N, K]``:
-    accept ``x_i`` iff ``U_i < a_i(x_i)`` for the first such i, else draw from the residual."""
-    n_rows, k = tuples.shape
-    step = np.broadcast_to(np.asarray(step, dtype=np.float64), (k, residual.shape[-1]))
-    accept = rng.random((n_rows, k)) < step[np.arange(k)[None, :], tuples]
-    first = np.argmax(accept, axis=-1)
-    tokens = tuples[np.arange(n_rows), first].copy()
-    rejected = ~accept.any(axis=-1)
-    if rejected.any():
-        tokens[rejected] = rng.choice(len(residual), size=int(rejected.sum()), p=np.asarray(residual, dtype=np.float64))
-    return tokens
+    @classmethod
+    def dense(cls, target: np.ndarray, step: np.ndarray, residual: np.ndarray) -> SequentialRule:
+        """The rule of a step and residual over the whole vocabulary."""
+        return cls(TargetSplit(target), step, residual)
+
+    @cached_property
+    def dense_residual(self) -> np.ndarray:
+        """The residual law over the vocabulary [n] (built once, for :meth:`conditional`; read-only)."""
+        out = self.split.dense(self.residual, self.outside)
+        out.flags.writeable = False
+        return out
+
+    @property
+    def dense_step(self) -> np.ndarray:
+        """The step over the vocabulary, ``[K, n]`` or ``[n]`` (0 off S)."""
+        return self.split.dense(self.step, 0)
+
+    def _accept(self, tuples: np.ndarray) -> np.ndarray:
+        """``step[i, x_i]`` for every draft of ``tuples [m, K]`` (a step of one row, or [s],
+        shared by every column)."""
+        k = tuples.shape[1]
+        step = np.broadcast_to(self.step, (k, self.step.shape[-1]))
+        return step[np.arange(k)[None, :], self.split.local(tuples)]
+
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        """Law of Y given each tuple ``[m, K] -> [m, n]``:
+
+            P(Y = y | x) = Σ_i 1[x_i = y] a_i(x_i) Π_{j<i} (1 - a_j(x_j)) + Π_j (1 - a_j(x_j)) res(y),
+
+        in the arithmetic of the rule (floats or Fractions)."""
+        m, k = tuples.shape
+        accept = self._accept(tuples)
+        arithmetic = field(accept.dtype == object)
+        hits = arithmetic.zeros((m, k))
+        reach = arithmetic.ones(m)
+        for i in range(k):
+            hits[:, i] = reach * accept[:, i]
+            reach = reach * (1 - accept[:, i])
+        out = reach[:, None] * self.dense_residual[None, :]
+        rows = np.repeat(np.arange(m), k)
+        np.add.at(out, (rows, tuples.reshape(-1)), hits.reshape(-1))
+        return out
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Run the test on ``tuples [N, K]``: accept ``x_i`` iff ``U_i < a_i(x_i)`` for the first
+        such i, else draw from the residual (:meth:`TargetSplit.draw`: on S, or from p off S)."""
+        n_rows, k = tuples.shape
+        accept = rng.random((n_rows, k)) < np.asarray(self._accept(tuples), dtype=np.float64)
+        tokens = tuples[np.arange(n_rows), np.argmax(accept, axis=-1)].copy()
+        rejected = np.flatnonzero(~accept.any(axis=-1))
+        if len(rejected):
+            residual = np.asarray(self.residual, dtype=np.float64)
+            tokens[rejected] = self.split.draw(residual, float(self.outside), rng.random(len(rejected)))
+        return tokens
 
 
 # ----------------------------------------------------------------------------------------------
@@ -293,9 +340,9 @@ class Plan(ABC):
 
 class SequentialPlan(Plan):
     """A plan that tests the drafts in order against acceptance probabilities and falls back
-    to one residual law (:func:`sequential_conditional`, :func:`sequential_sample`):
-    ``rule = (step [K, n] or [n], residual [n])``, computed on first use, applied to the
-    ``columns`` of each tuple (all drafts by default)."""
+    to one residual law: ``rule = (step [K, n] or [n], residual [n])``, computed on first use,
+    applied to the ``columns`` of each tuple (all drafts by default) as a
+    :class:`SequentialRule` (:attr:`sequential_rule`)."""
 
     columns: ClassVar[slice] = slice(None)
 
@@ -305,11 +352,47 @@ class SequentialPlan(Plan):
         """``(step, residual)``: the acceptance probability of each token at each tested
         position, and the law sampled when every draft is rejected."""
 
+    @cached_property
+    def sequential_rule(self) -> SequentialRule:
+        """The rule that runs: :attr:`rule` over the whole vocabulary."""
+        return SequentialRule.dense(self.target, *self.rule)
+
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
-        return sequential_conditional(*self.rule, tuples[:, self.columns])
+        return self.sequential_rule.conditional(tuples[:, self.columns])
 
     def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return sequential_sample(*self.rule, tuples[:, self.columns], rng)
+        return self.sequential_rule.sample(tuples[:, self.columns], rng)
+
+
+class SupportPlan(SequentialPlan):
+    """A sequential plan held on the drafts' support S plus the target's mass outside it
+    (:class:`~multidraft.theory.support.TargetSplit`): for the schemes whose residuals equal p
+    up to a scale wherever no draft can be, so that everything after reading p costs O(|S|).
+    Subclasses compute :attr:`sequential_rule` on S; :attr:`rule` is its dense view. The split
+    is the whole vocabulary in an exact plan and when the drafts cover it (the same rule as the
+    optimal verifier's fit, :func:`multidraft.theory.verifier.fit_curtain_rule`)."""
+
+    @cached_property
+    def split(self) -> TargetSplit:
+        """p split at the law's support (:meth:`~multidraft.theory.laws.DraftLaw.support_tokens`)."""
+        return TargetSplit(self.target) if self.exact else TargetSplit(self.target, self.law.support_tokens())
+
+    @cached_property
+    def drafts(self) -> np.ndarray:
+        """The K marginals on S, ``[K, s]`` (the law's own rows when S is everything)."""
+        if self.split.whole:
+            return self.law.marginals(self.exact)
+        return self.law.marginals_on(self.split.support, self.exact)
+
+    @property
+    @abstractmethod
+    def sequential_rule(self) -> SequentialRule:
+        """The rule on S."""
+
+    @property
+    def rule(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dense view ``(step [K, n] or [n], residual [n])`` of :attr:`sequential_rule` (O(n))."""
+        return self.sequential_rule.dense_step, self.sequential_rule.dense_residual
 
 
 class Scheme(ABC):

@@ -12,7 +12,10 @@ non-identical drafts, and a deterministic draft set (q_i one-hot: a top-k tree).
 
 The product telescopes (:func:`rrs_acceptance`), so the acceptance costs one pass of four
 vector operations per draft and never forms the per-step acceptance matrix, which only the
-sampler needs.
+sampler needs. Off the drafts' support S every q_i is 0, so every residual there is p up to a
+scale: the float plans work on S and the one number ``p(Ω ∖ S)``
+(:class:`~multidraft.schemes.base.SupportPlan`), and draw the residual's part off S from p
+restricted there (:class:`~multidraft.theory.support.TargetSplit`).
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, normalise, positive_part, safe_divide
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialRule, SupportPlan, positive_part, safe_divide
+from multidraft.theory import field
 from multidraft.theory.laws import IID, Deterministic, DraftLaw, Independent
 
 __all__ = ["SpecInfer", "rrs_acceptance", "rrs_residuals"]
 
 
-def rrs_acceptance(p: np.ndarray, drafts) -> float | Fraction:
+def rrs_acceptance(p: np.ndarray, drafts, outside: float | Fraction = 0.0) -> float | Fraction:
     """Acceptance of recursive rejection sampling with draft laws ``q_1, ..., q_K``:
 
         1 - Π_i (1 - Σ_y min(r_{i-1}(y), q_i(y))) = 1 - Π_i σ_i,
@@ -37,58 +41,83 @@ def rrs_acceptance(p: np.ndarray, drafts) -> float | Fraction:
     ``v_{i-1}/σ_{i-1}`` is the residual ``r_{i-1}`` and ``1 - Σ min(r_{i-1}, q_i) =
     Σ (r_{i-1} - q_i)_+ = σ_i``. A residual of zero mass gives a factor 0 and ends the
     product. ``drafts`` is any sequence of K arrays [n], float64 or Fraction object arrays alike.
-    Float cost: one array allocated, then four in-place O(n) passes per draft (the published
-    form, written directly, allocates several arrays per draft, and large fresh allocations
-    cost page faults).
+
+    On a support S of the drafts (every q_i = 0 off S), ``p`` and ``drafts`` may be given on S
+    alone with ``outside = p(Ω ∖ S)``: off S, ``v_i = p / (σ_1 ⋯ σ_{i-1})`` (nothing is subtracted
+    there), so that part of ``σ_i`` is ``outside / (σ_1 ⋯ σ_{i-1})``. Float cost: one array
+    allocated, then four in-place O(|S|) passes per draft (the published form, written
+    directly, allocates several arrays per draft, and large fresh allocations cost page faults).
 
     >>> round(rrs_acceptance(np.array([0.5, 0.5, 0.0]), [np.full(3, 1 / 3)] * 2), 12)
     0.888888888889
+    >>> round(rrs_acceptance(np.array([0.5, 0.0]), [np.full(2, 1 / 2)] * 2, outside=0.5), 12)
+    0.5
     """
     if p.dtype == object:
-        miss, residual = Fraction(1), p
+        miss, residual, rest = Fraction(1), p, Fraction(outside)
         for q in drafts:
             residual = positive_part(residual - q)
-            mass = residual.sum()
-            miss, residual = miss * mass, residual / mass if mass else residual
+            mass = residual.sum() + rest
+            miss = miss * mass
+            if mass:
+                residual, rest = residual / mass, rest / mass
         return 1 - miss
-    miss, weights = 1.0, None
+    miss, weights, rest = 1.0, None, float(outside)
     for q in drafts:
         if weights is None:
             weights = np.subtract(p, q)  # the only allocation
         else:
             weights /= mass
             weights -= q
+            rest /= mass
         np.maximum(weights, 0.0, out=weights)
-        mass = float(weights.sum())
+        mass = float(weights.sum()) + rest
         miss *= mass
         if mass == 0.0:
             break
     return 1.0 - miss
 
 
-def rrs_residuals(p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
-    """Residuals ``r_0 = p, r_i = norm((r_{i-1} - q_i)_+)`` for drafts ``[K, n]`` -> ``[K+1, n]``.
+def rrs_residuals(p: np.ndarray, drafts: np.ndarray, outside: float | Fraction | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Residuals ``r_0 = p, r_i = norm((r_{i-1} - q_i)_+)`` for drafts ``[K, s]`` on a support S
+    of theirs, with p on S and ``outside = p(Ω ∖ S)`` (none: S is everything): returns
+    ``(residuals [K+1, s], scales [K+1])``, ``r_i = residuals[i]`` on S and ``scales[i] · p`` off S
+    (q_i = 0 there, so each residual is p scaled by the normalisers so far).
 
     A residual of zero mass (reached with probability zero) repeats the previous one.
+
+    >>> residuals, scales = rrs_residuals(np.array([0.5, 0.0]), np.array([[0.5, 0.5]]), outside=0.5)
+    >>> residuals.tolist(), scales.tolist()
+    ([[0.5, 0.0], [0.0, 0.0]], [1.0, 2.0])
     """
-    residuals = [p]
+    arithmetic = field(p.dtype == object)
+    outside = arithmetic.zero if outside is None else outside
+    residuals, scales = [p], [arithmetic.one]
     for q in drafts:
-        residuals.append(normalise(positive_part(residuals[-1] - q), residuals[-1]))
-    return np.stack(residuals)
+        excess = positive_part(residuals[-1] - q)
+        mass = excess.sum() + scales[-1] * outside
+        if mass > 0:
+            residuals.append(excess / mass)
+            scales.append(scales[-1] / mass)
+        else:
+            residuals.append(residuals[-1])
+            scales.append(scales[-1])
+    return np.stack(residuals), arithmetic.array(scales)
 
 
-class RRSPlan(SequentialPlan):
-    """Recursive rejection sampling with the drafts' laws q_i: step i accepts with
-    ``min(1, r_{i-1}/q_i)``; the residual is r_K."""
+class RRSPlan(SupportPlan):
+    """Recursive rejection sampling with the drafts' laws q_i on their support S plus the
+    target's mass outside it: step i accepts with ``min(1, r_{i-1}/q_i)``; the residual is r_K
+    (on S, and p scaled off S)."""
 
     @cached_property
-    def rule(self) -> tuple[np.ndarray, np.ndarray]:
-        drafts = self.law.marginals(self.exact)
-        residuals = rrs_residuals(self.target, drafts)
-        return np.minimum(safe_divide(residuals[:-1], drafts), 1), residuals[-1]
+    def sequential_rule(self) -> SequentialRule:
+        residuals, scales = rrs_residuals(self.split.inside, self.drafts, self.split.outside_mass)
+        step = np.minimum(safe_divide(residuals[:-1], self.drafts), 1)
+        return SequentialRule(self.split, step, residuals[-1], scales[-1])
 
     def closed_form(self) -> float | Fraction:
-        return rrs_acceptance(self.target, self.law.marginals(self.exact))
+        return rrs_acceptance(self.split.inside, self.drafts, self.split.outside_mass)
 
 
 class SpecInfer(Scheme):

@@ -16,6 +16,10 @@ accepted with probability ``1 - (1 - β(ρ*))^K >= (1 - 1/e) P*``; the residual 
 
 with ``v(y) = q(y) - min(q(y), p(y)/ρ)`` the chance of drawing y and rejecting it (at ρ* the
 residual vanishes wherever v > 0, so the extra term is zero up to rounding).
+
+Off the draft's support S, q = 0: β is a sum over S, the residual there is p up to its
+normaliser and v = 0, so the plan works on S and the one number ``p(Ω ∖ S)``
+(:class:`~multidraft.schemes.base.SupportPlan`).
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ from functools import cached_property
 
 import numpy as np
 
-from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, normalise, positive_part, safe_divide
+from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialRule, SupportPlan, positive_part, safe_divide
 from multidraft.theory.laws import IID, DraftLaw
 
 __all__ = ["SpecTr", "spectr_rho"]
 
-#: Bisection stops when the bracket is this narrow (relative).
-RHO_TOLERANCE = 4 * np.finfo(np.float64).eps
+#: The search for ρ* stops when its bracket is this narrow (relative).
+RHO_TOLERANCE = 4 * float(np.finfo(np.float64).eps)
 
 
 def _beta(p: np.ndarray, q: np.ndarray, rho: float) -> float:
@@ -46,59 +50,81 @@ def _some_pass(beta: float, k: int) -> float:
 
 
 def spectr_rho(target: np.ndarray, draft: np.ndarray, k: int) -> float:
-    """Smallest ρ ∈ [1, K] with ``1 - (1 - β(ρ))^K <= ρ β(ρ)`` (bisection, float64).
+    """Smallest ρ ∈ [1, K] with ``1 - (1 - β(ρ))^K <= ρ β(ρ)`` (float64).
 
-    The returned value is the upper end of the final bracket, so it satisfies the condition
-    as evaluated in floating point (a valid, lossless ρ) and lies within a relative
-    ``RHO_TOLERANCE`` of ρ*. K = 1 gives ρ* = 1 (single-draft speculative sampling).
+    The gap ``ρ β(ρ) - (1 - (1 - β(ρ))^K)`` increases in ρ; Brent's method
+    (:func:`scipy.optimize.brentq`, about ten evaluations) finds its root, and a bracket of
+    relative width ``8 RHO_TOLERANCE`` around that root, certified by evaluating its ends (else
+    [1, K]), is bisected to a relative ``RHO_TOLERANCE``. The returned value is the upper end of
+    the final bracket, so it satisfies the condition as evaluated in floating point (a valid,
+    lossless ρ) and lies within a relative ``RHO_TOLERANCE`` of ρ*. K = 1 gives ρ* = 1
+    (single-draft speculative sampling).
 
     >>> round(spectr_rho(np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2), 6)
     1.584429
     """
 
-    def valid(rho: float) -> bool:
+    def gap(rho: float) -> float:
         beta = _beta(target, draft, rho)
-        return _some_pass(beta, k) <= rho * beta
+        return rho * beta - _some_pass(beta, k)
 
-    if valid(1.0):
+    if gap(1.0) >= 0:
         return 1.0
     low, high = 1.0, float(k)
-    while not valid(high):  # rounding at ρ = K: widen (the condition holds there exactly)
+    while gap(high) < 0:  # rounding at ρ = K: widen (the condition holds there exactly)
         high *= 1.0 + 1e-12
+    from scipy.optimize import brentq
+
+    root = float(brentq(gap, low, high, xtol=RHO_TOLERANCE, rtol=RHO_TOLERANCE))
+    near_low, near_high = root * (1.0 - 4 * RHO_TOLERANCE), root * (1.0 + 4 * RHO_TOLERANCE)
+    if low < near_low < high and gap(near_low) < 0:
+        low = near_low
+    if low < near_high < high and gap(near_high) >= 0:
+        high = near_high
     while high - low > RHO_TOLERANCE * high:
         middle = 0.5 * (low + high)
-        low, high = (low, middle) if valid(middle) else (middle, high)
+        low, high = (low, middle) if gap(middle) >= 0 else (middle, high)
     return high
 
 
 @dataclass(frozen=True)
 class _Fit:
+    """ρ*, β(ρ*), and on the draft's support S: the step, the residual (``outside · p`` off S)
+    and v."""
+
     rho: float
     beta: float
-    step: np.ndarray  # [n]: min(1, p/(ρ q))
-    residual: np.ndarray  # [n]
-    rejected: np.ndarray  # [n]: v(y) = q(y) - min(q(y), p(y)/ρ)
+    step: np.ndarray  # [s]: min(1, p/(ρ q))
+    residual: np.ndarray  # [s]
+    outside: float
+    rejected: np.ndarray  # [s]: v(y) = q(y) - min(q(y), p(y)/ρ)
 
 
-class _SpecTrPlan(SequentialPlan):
+class _SpecTrPlan(SupportPlan):
+    """K-SEQ on the draft's support S plus the target's mass outside it: off S, q = 0, so
+    ``min(q, p/ρ) = 0`` (β sums over S), the step is never asked and the residual is p scaled."""
+
     @cached_property
     def fit(self) -> _Fit:
-        """ρ*, β(ρ*), the step, the residual and v (module docstring)."""
-        p, q, k = self.target, self.law.draft, self.law.k
+        """ρ*, β(ρ*), the step, the residual and v (module docstring), on S."""
+        p, q, k = self.split.inside, self.drafts[0], self.law.k
         rho = spectr_rho(p, q, k)
         kept = np.minimum(q, p / rho)
         beta = float(kept.sum())
         # β = 0 (disjoint supports): no draft is ever accepted, γ -> K and the residual is p.
         gamma = _some_pass(beta, k) / beta if beta > 0 else float(k)
-        residual = normalise(positive_part(p - kept * gamma), p)
+        excess = positive_part(p - kept * gamma)
+        mass = float(excess.sum()) + self.split.outside_mass
+        residual, outside = (excess / mass, 1.0 / mass) if mass > 0 else (p, 1.0)
         step = np.minimum(safe_divide(p, rho * q), 1.0)
-        return _Fit(rho, beta, step, residual, q - kept)
+        return _Fit(rho, beta, step, residual, outside, q - kept)
 
-    @property
-    def rule(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.fit.step, self.fit.residual
+    @cached_property
+    def sequential_rule(self) -> SequentialRule:
+        return SequentialRule(self.split, self.fit.step, self.fit.residual, self.fit.outside)
 
     def closed_form(self) -> float:
+        """The module docstring's ``P(Y ∈ set(X))``; off S, v = 0 and the extra term vanishes."""
         fit, k = self.fit, self.law.k
         miss = (1.0 - fit.beta) ** k
         hits = miss - np.clip(1.0 - fit.beta - fit.rejected, 0.0, None) ** k

@@ -15,21 +15,18 @@ runs selection, acceptance and the residual draw without building them.
 
 from __future__ import annotations
 
-import functools
-import itertools
 from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
 
 from multidraft.theory._curtain import curtain_fit
+from multidraft.theory.support import OutsideTarget, draw_levels, every_token, support_index
 
-__all__ = ["CurtainRule", "Layout", "OutsideTarget", "fit_curtain_rule", "fit_support_rule", "FIT_TOLERANCE"]
+__all__ = ["CurtainRule", "Layout", "fit_curtain_rule", "fit_support_rule", "FIT_TOLERANCE"]
 
 #: Largest accepted shortfall of the realised acceptance below P* before falling back.
 FIT_TOLERANCE = 1e-6
-#: Tokens per block of the blocked inverse-CDF draw from the target outside the support.
-_BLOCK = 2048
 #: Largest number of pieces for which choice probabilities use one pieces × intervals table.
 _TABLE_PIECES = 256
 
@@ -179,17 +176,7 @@ class CurtainRule:
 
     def _local(self, tokens: np.ndarray) -> np.ndarray:
         """Support indices of token ids (ValueError for a token the draft cannot propose)."""
-        tokens = np.asarray(tokens, dtype=np.int64)
-        if len(self.support) == self.n:
-            if tokens.size and (tokens.min() < 0 or tokens.max() >= self.n):
-                raise ValueError(f"drafts: token ids must lie in [0, {self.n})")
-            return tokens
-        local = np.searchsorted(self.support, tokens)
-        inside = (tokens >= 0) & (local < len(self.support))
-        inside[inside] = self.support[local[inside]] == tokens[inside]
-        if not inside.all():
-            raise ValueError("drafts: a draft token has draft probability zero")
-        return local
+        return support_index(self.support, self.n, tokens)
 
     def positions(self, tuples: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
         """The position of every draft of ``tuples [N, K]`` given ``uniforms`` of the same shape
@@ -231,7 +218,7 @@ class CurtainRule:
             level = uniforms[rejected, self.k + 1] * (inside + outside)
             within = level < inside
             if within.any():
-                tokens[rejected[within]] = self.support[_draw(weights, level[within])]
+                tokens[rejected[within]] = self.support[draw_levels(weights, level[within])]
             tokens[rejected[~within]] = -1
         return tokens
 
@@ -349,83 +336,14 @@ class CurtainRule:
         return np.where(point[group], np.prod(survive, axis=-1), 0.0)
 
 
-class OutsideTarget:
-    """The target p restricted to the tokens outside a support, drawn by inverse CDF in blocks of
-    ``_BLOCK`` tokens without copying p: one pass of block sums (the support's entries taken
-    out), then one block's cumsum per draw.
-
-    Attributes
-    ----------
-    mass : float
-        ``p(Ω ∖ support)`` (block sums; 0 when the support is everything).
-    """
-
-    def __init__(self, target: np.ndarray, support: np.ndarray) -> None:
-        self.target, self.support = target, support
-        blocks = np.add.reduceat(target, np.arange(0, len(target), _BLOCK))
-        blocks -= np.bincount(support // _BLOCK, target[support], minlength=len(blocks))
-        self.blocks = np.maximum(blocks, 0.0)  # rounding of the subtraction: never negative
-        self.ends = np.cumsum(self.blocks)
-        self.mass = float(self.ends[-1])
-
-    def _weights(self, block: int) -> np.ndarray:
-        """p on one block with the support's entries zeroed."""
-        start, stop = block * _BLOCK, min((block + 1) * _BLOCK, len(self.target))
-        weights = self.target[start:stop].copy()
-        first, last = np.searchsorted(self.support, (start, stop))
-        weights[self.support[first:last] - start] = 0.0
-        return weights
-
-    def draw(self, uniforms: np.ndarray) -> np.ndarray:
-        """One token per uniform in [0, 1), with probability ``p(y) / p(Ω ∖ support)`` for y
-        outside the support (never a token of zero mass)."""
-        levels = np.minimum(np.asarray(uniforms) * self.mass, np.nextafter(self.mass, 0.0))
-        out = np.empty(len(levels), dtype=np.int64)
-        for i, block in enumerate(np.searchsorted(self.ends, levels, side="right")):
-            offset = levels[i] - (self.ends[block - 1] if block else 0.0)
-            within = np.cumsum(self._weights(block))
-            if within[-1] <= 0:  # the block's mass was rounding residue: the nearest one that holds some
-                later, earlier = range(block + 1, len(self.blocks)), range(block - 1, -1, -1)
-                block = next(b for b in itertools.chain(later, earlier) if self._weights(b).sum() > 0)
-                within, offset = np.cumsum(self._weights(block)), 0.0
-            offset = min(offset, np.nextafter(within[-1], 0.0))
-            out[i] = block * _BLOCK + int(np.searchsorted(within, offset, side="right"))
-        return out
-
-
-def _draw(weights: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """The indices whose cumulative weight interval ``[W_{i-1}, W_i)`` holds each level in
-    ``[0, Σ weights)`` (inverse CDF; an index of weight zero is never returned). Few levels
-    over a long vector go by blocks: one vectorised sum per block, then one block's cumsum."""
-    if len(levels) * _BLOCK >= len(weights):
-        cumulative = np.cumsum(weights)
-        return np.searchsorted(cumulative, np.minimum(levels, np.nextafter(cumulative[-1], 0.0)), side="right")
-    ends = np.cumsum(np.add.reduceat(weights, np.arange(0, len(weights), _BLOCK)))
-    levels = np.minimum(levels, np.nextafter(ends[-1], 0.0))
-    out = np.empty(len(levels), dtype=np.int64)
-    for i, block in enumerate(np.searchsorted(ends, levels, side="right")):  # a block of positive mass
-        within = np.cumsum(weights[block * _BLOCK : (block + 1) * _BLOCK])
-        offset = min(levels[i] - (ends[block - 1] if block else 0.0), np.nextafter(within[-1], 0.0))
-        out[i] = block * _BLOCK + int(np.searchsorted(within, offset, side="right"))
-    return out
-
-
 def fit_curtain_rule(p: np.ndarray, q: np.ndarray, k: int) -> CurtainRule:
     """The optimal iid verifier's rule for a validated target p and draft q (both [n]): the
     support of q (O(n)), then :func:`fit_support_rule` on it."""
     n = len(p)
     support = np.flatnonzero(q > 0)  # ~20 µs at n = 131072 (np.flatnonzero(q) on floats: ~200 µs)
     if len(support) == n:
-        return fit_support_rule(p, q, _every_token(n), n, k, target=p, draft=q, outside_mass=0.0)
+        return fit_support_rule(p, q, every_token(n), n, k, target=p, draft=q, outside_mass=0.0)
     return fit_support_rule(p[support], q[support], support, n, k, target=p, draft=q)
-
-
-@functools.lru_cache(maxsize=8)
-def _every_token(n: int) -> np.ndarray:
-    """``arange(n)``, read-only and shared: the support of a full-support draft."""
-    out = np.arange(n)
-    out.flags.writeable = False
-    return out
 
 
 def fit_support_rule(ps, qs, support, n, k, *, target=None, draft=None, outside_mass=None) -> CurtainRule:

@@ -259,6 +259,16 @@ class DraftLaw(ABC):
         """
         return np.stack([self.marginal(i, exact) for i in range(self.k)])
 
+    def marginals_on(self, tokens: np.ndarray, exact: bool = False) -> np.ndarray:
+        """The K marginals at the token ids ``tokens`` only: ``marginals(exact)[:, tokens]``,
+        ``[k, len(tokens)]``. The laws holding their draft distributions read them there
+        directly, without building ``[k, n]``."""
+        return self.marginals(exact)[:, np.asarray(tokens, dtype=np.int64)]
+
+    def support_tokens(self) -> np.ndarray:
+        """The token ids of :attr:`support`, ascending (int64)."""
+        return np.flatnonzero(self.support)
+
     def _check_position(self, position: int) -> int:
         position = check_count(position, "position", minimum=0)
         if position >= self.k:

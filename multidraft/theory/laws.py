@@ -188,6 +188,12 @@ class IID(_RatioPrefixLaw):
             return super().marginals(exact)
         return np.broadcast_to(self.draft, (self.k, self.n))
 
+    def marginals_on(self, tokens: np.ndarray, exact: bool = False) -> np.ndarray:
+        """q at ``tokens`` in every row (float mode: a read-only view of one gather)."""
+        if exact:
+            return super().marginals_on(tokens, exact)
+        return np.broadcast_to(self.draft[np.asarray(tokens, dtype=np.int64)], (self.k, len(tokens)))
+
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
     ) -> np.ndarray:
@@ -288,6 +294,12 @@ class Independent(DraftLaw):
         view = self.drafts.view()
         view.flags.writeable = False
         return view
+
+    def marginals_on(self, tokens: np.ndarray, exact: bool = False) -> np.ndarray:
+        """The drafts q_i at ``tokens`` (float mode: one gather of the rows)."""
+        if exact:
+            return super().marginals_on(tokens, exact)
+        return self.drafts[:, np.asarray(tokens, dtype=np.int64)]
 
     def containment_all_subsets(
         self, exact: bool = False, active: np.ndarray | None = None, forced: np.ndarray | None = None
@@ -518,12 +530,22 @@ class Deterministic(DraftLaw):
     def support(self) -> np.ndarray:
         return self.draft_set.copy()
 
+    def support_tokens(self) -> np.ndarray:
+        """The distinct draft tokens, ascending (no pass over the vocabulary)."""
+        return np.unique(self.tokens)
+
     def tuple_count(self, merged: bool = False) -> int:
         return 1
 
     def marginal(self, position: int, exact: bool = False) -> np.ndarray:
         """One-hot on ``tokens[position]``."""
         return self._one_hot(self.tokens[self._check_position(position)], exact)
+
+    def marginals_on(self, tokens: np.ndarray, exact: bool = False) -> np.ndarray:
+        """Row i one-hot on ``tokens[i]`` among ``tokens`` (no row of length n)."""
+        hits = self.tokens[:, None] == np.asarray(tokens, dtype=np.int64)[None, :]
+        arithmetic = self._field(exact)
+        return np.where(hits, arithmetic.one, arithmetic.zero) if exact else hits.astype(np.float64)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
         count = self._sample_count(rng, size)

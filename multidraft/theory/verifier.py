@@ -46,8 +46,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory._curtain_rule import CurtainRule, OutsideTarget, fit_curtain_rule, fit_support_rule
+from multidraft.theory._curtain_rule import CurtainRule, fit_curtain_rule, fit_support_rule
 from multidraft.theory.laws import IID, DraftLaw, WithoutReplacement, check_law
+from multidraft.theory.support import OutsideTarget
 
 __all__ = [
     "SelectionRule",

@@ -1,0 +1,195 @@
+"""The target split at a draft's support: p on the tokens the drafts can propose, and the rest as
+one mass.
+
+A token no draft can propose (q_i(y) = 0 for every i) is never drafted, so a verifier never
+accepts it, and every residual a scheme forms there is p up to its normaliser (``(w - c·q)_+ = w``
+where q = 0). So a scheme whose acceptance is a sum over the drafts' support S needs p only on S
+and the single number ``p(Ω ∖ S)``; its residual law is ``(weights on S, c·p off S)``, drawn by
+choosing the part by mass and, off S, drawing from p restricted to ``Ω ∖ S``
+(:class:`OutsideTarget`, blocked inverse CDF without copying p). Reading p stays O(n) (one pass
+of block sums for the outside mass); everything else is O(|S|).
+
+:class:`TargetSplit` holds that split for the schemes (SpecInfer, SpecTr; the optimal verifier's
+:class:`~multidraft.theory.verifier.CurtainRule` uses the same pieces). A support that is the
+whole vocabulary is the dense case: p itself, nothing outside, nothing copied.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from fractions import Fraction
+from functools import cached_property
+
+import numpy as np
+
+__all__ = ["TargetSplit", "OutsideTarget", "draw_levels", "support_index", "every_token"]
+
+#: Tokens per block of the blocked inverse-CDF draws.
+BLOCK = 2048
+
+
+@functools.lru_cache(maxsize=8)
+def every_token(n: int) -> np.ndarray:
+    """``arange(n)``, read-only and shared: the support of a full-support draft."""
+    out = np.arange(n)
+    out.flags.writeable = False
+    return out
+
+
+def support_index(support: np.ndarray, n: int, tokens: object) -> np.ndarray:
+    """The positions in ``support`` (ascending token ids of a vocabulary of n) of the token ids
+    ``tokens`` (any shape): one binary search, the identity for a full support.
+
+    Raises ValueError for a token outside the support (a draft of draft probability zero).
+    """
+    tokens = np.asarray(tokens, dtype=np.int64)
+    if len(support) == n:
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= n):
+            raise ValueError(f"drafts: token ids must lie in [0, {n})")
+        return tokens
+    local = np.searchsorted(support, tokens)
+    inside = (tokens >= 0) & (local < len(support))
+    inside[inside] = support[local[inside]] == tokens[inside]
+    if not inside.all():
+        raise ValueError("drafts: a draft token has draft probability zero")
+    return local
+
+
+def draw_levels(weights: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """The indices whose cumulative weight interval ``[W_{i-1}, W_i)`` holds each level in
+    ``[0, Σ weights)`` (inverse CDF; an index of weight zero is never returned). Few levels
+    over a long vector go by blocks: one vectorised sum per block, then one block's cumsum."""
+    if len(levels) * BLOCK >= len(weights):
+        cumulative = np.cumsum(weights)
+        return np.searchsorted(cumulative, np.minimum(levels, np.nextafter(cumulative[-1], 0.0)), side="right")
+    ends = np.cumsum(np.add.reduceat(weights, np.arange(0, len(weights), BLOCK)))
+    levels = np.minimum(levels, np.nextafter(ends[-1], 0.0))
+    out = np.empty(len(levels), dtype=np.int64)
+    for i, block in enumerate(np.searchsorted(ends, levels, side="right")):  # a block of positive mass
+        within = np.cumsum(weights[block * BLOCK : (block + 1) * BLOCK])
+        offset = min(levels[i] - (ends[block - 1] if block else 0.0), np.nextafter(within[-1], 0.0))
+        out[i] = block * BLOCK + int(np.searchsorted(within, offset, side="right"))
+    return out
+
+
+class OutsideTarget:
+    """The target p restricted to the tokens outside a support, drawn by inverse CDF in blocks of
+    ``BLOCK`` tokens without copying p: one pass of block sums (the support's entries taken
+    out), then one block's cumsum per draw (or, for as many draws as blocks, one masked cumsum
+    of p for all of them).
+
+    Attributes
+    ----------
+    mass : float
+        ``p(Ω ∖ support)`` (block sums; 0 when the support is everything).
+    """
+
+    def __init__(self, target: np.ndarray, support: np.ndarray) -> None:
+        self.target, self.support = target, support
+        blocks = np.add.reduceat(target, np.arange(0, len(target), BLOCK))
+        blocks -= np.bincount(support // BLOCK, target[support], minlength=len(blocks))
+        self.blocks = np.maximum(blocks, 0.0)  # rounding of the subtraction: never negative
+        self.ends = np.cumsum(self.blocks)
+        self.mass = float(self.ends[-1])
+
+    def _weights(self, block: int) -> np.ndarray:
+        """p on one block with the support's entries zeroed."""
+        start, stop = block * BLOCK, min((block + 1) * BLOCK, len(self.target))
+        weights = self.target[start:stop].copy()
+        first, last = np.searchsorted(self.support, (start, stop))
+        weights[self.support[first:last] - start] = 0.0
+        return weights
+
+    def draw(self, uniforms: np.ndarray) -> np.ndarray:
+        """One token per uniform in [0, 1), with probability ``p(y) / p(Ω ∖ support)`` for y
+        outside the support (never a token of zero mass)."""
+        uniforms = np.asarray(uniforms, dtype=np.float64)
+        if len(uniforms) >= len(self.blocks):  # many draws: one masked pass over p
+            weights = self.target.copy()
+            weights[self.support] = 0.0
+            return draw_levels(weights, uniforms * float(weights.sum()))
+        levels = np.minimum(uniforms * self.mass, np.nextafter(self.mass, 0.0))
+        out = np.empty(len(levels), dtype=np.int64)
+        for i, block in enumerate(np.searchsorted(self.ends, levels, side="right")):
+            offset = levels[i] - (self.ends[block - 1] if block else 0.0)
+            within = np.cumsum(self._weights(block))
+            if within[-1] <= 0:  # the block's mass was rounding residue: the nearest one that holds some
+                later, earlier = range(block + 1, len(self.blocks)), range(block - 1, -1, -1)
+                block = next(b for b in itertools.chain(later, earlier) if self._weights(b).sum() > 0)
+                within, offset = np.cumsum(self._weights(block)), 0.0
+            offset = min(offset, np.nextafter(within[-1], 0.0))
+            out[i] = block * BLOCK + int(np.searchsorted(within, offset, side="right"))
+        return out
+
+
+class TargetSplit:
+    """A target p split at a support S (ascending token ids): p on S, and p off S as one mass.
+
+    A law on the vocabulary that equals ``c · p`` off S (a residual) is held as ``(weights on S,
+    c)``: :meth:`dense` writes it out, :meth:`draw` samples it in O(|S|) plus one block of p.
+
+    Attributes
+    ----------
+    target : ndarray [n]
+        p (the caller's array, not copied; float64, or Fractions with a full support).
+    support : ndarray [s] int64
+        S; ``every_token(n)`` when S is the whole vocabulary.
+    inside : ndarray [s]
+        p on S (p itself for a full support).
+    whole : bool
+        S is the whole vocabulary (the dense case).
+    """
+
+    def __init__(self, target: np.ndarray, support: np.ndarray | None = None) -> None:
+        self.target, self.n = target, len(target)
+        self.whole = support is None or len(support) == self.n
+        if self.whole:
+            self.support, self.inside = every_token(self.n), target
+        else:
+            if target.dtype == object:
+                raise ValueError("target: a split at a strict support is for float targets (exact plans stay dense)")
+            self.support, self.inside = np.asarray(support, dtype=np.int64), target[support]
+
+    @cached_property
+    def outside(self) -> OutsideTarget:
+        """p restricted to ``Ω ∖ S`` (for draws there)."""
+        return OutsideTarget(self.target, self.support)
+
+    @cached_property
+    def outside_mass(self) -> float | Fraction:
+        """``p(Ω ∖ S)``: 0 (in the target's arithmetic) for a full support, else one pass of
+        block sums."""
+        if self.whole:
+            return Fraction(0) if self.target.dtype == object else 0.0
+        return self.outside.mass
+
+    def local(self, tokens: object) -> np.ndarray:
+        """Positions in S of token ids (ValueError for a token outside S)."""
+        return support_index(self.support, self.n, tokens)
+
+    def dense(self, weights: np.ndarray, scale: float | Fraction) -> np.ndarray:
+        """The law ``weights`` on S, ``scale · p`` off S, written out over the vocabulary ([..., n],
+        a fresh array)."""
+        if self.whole:
+            return np.array(weights, copy=True)
+        out = np.broadcast_to(self.target * scale, (*np.shape(weights)[:-1], self.n)).copy()
+        out[..., self.support] = weights
+        return out
+
+    def draw(self, weights: np.ndarray, scale: float, uniforms: np.ndarray) -> np.ndarray:
+        """One token per uniform in [0, 1) from the law ``weights`` on S, ``scale · p`` off S (up to
+        its normaliser): the part chosen by mass, then inverse CDF on S (:func:`draw_levels`) or
+        from p off S (:class:`OutsideTarget`, the uniform rescaled to that part). Never a token
+        of zero mass; the law must have positive mass."""
+        weights = np.asarray(weights, dtype=np.float64)
+        inside = float(weights.sum())
+        outside = float(scale) * self.outside_mass if not self.whole else 0.0
+        levels = np.asarray(uniforms, dtype=np.float64) * (inside + outside)
+        within = levels < inside if outside > 0 else np.ones(len(levels), dtype=bool)
+        out = np.empty(len(levels), dtype=np.int64)
+        if within.any():
+            out[within] = self.support[draw_levels(weights, levels[within])]
+        if not within.all():
+            out[~within] = self.outside.draw((levels[~within] - inside) / outside)
+        return out

@@ -21,6 +21,7 @@ largest per-block difference among them is reported and must be rounding.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -153,8 +154,6 @@ def real_block_section(
     Setting i is seeded with ``config.seed + i``; torch runs on
     :func:`multidraft.decoding.models.default_threads` CPU threads, restored afterwards.
     """
-    import time  # noqa: PLC0415
-
     from multidraft.decoding import DEFAULT_PROMPTS, Sampling, load_model, measure  # noqa: PLC0415
     from multidraft.decoding.models import cpu_threads  # noqa: PLC0415
 

@@ -108,6 +108,28 @@ def test_specinfer_on_the_support_equals_the_full_vocabulary(kind, keep, k):
     np.testing.assert_allclose(output_law(law.marginals(), step, rule_residual), p, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("law_name, keep", [("iid", 10), ("iid", 0.95), ("wor", 100), ("greedy", 1000)])
+def test_single_draft_on_the_support_equals_the_canonical_step(law_name, keep):
+    """``single`` (any law with K = 1) runs SpecInfer's plan on the support: its acceptance,
+    step and residual against the canonical single-draft step over all n tokens,
+    ``(min(1, p/q), norm((p - q)_+))``, and ``Σ min(p, q)``; the output law is p."""
+    from multidraft.theory import canonical_step
+    from multidraft.theory.laws import LAWS
+
+    rng = np.random.default_rng(len(law_name))
+    p = zipf_target(N, rng)
+    law = LAWS[law_name](noisy_draft(p, keep, 1.3, rng), 1)
+    plan = get_scheme("single").prepare(p, law)
+    q = law.marginal(0)
+    assert not plan.split.whole and len(plan.split.support) == np.count_nonzero(q)
+    step, residual = canonical_step(p, q)
+    assert plan.acceptance == pytest.approx(np.minimum(p, q).sum(), abs=1e-12)
+    rule_step, rule_residual = plan.rule
+    np.testing.assert_allclose(rule_step[0], step, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rule_residual, residual, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(output_law(q[None], rule_step, rule_residual), p, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("keep, k", [(1, 2), (10, 2), (100, 4), (1000, 8), (0.95, 4), (0.5, 8)])
 def test_spectr_on_the_support_equals_the_full_vocabulary(keep, k):
     rng = np.random.default_rng(10 + k)

@@ -3,30 +3,21 @@
 Accept the draft X ~ q with probability ``min(1, p(X)/q(X))``; otherwise sample from the
 residual ``norm((p - q)_+)``. Output law exactly p; acceptance ``Σ_y min(p(y), q(y)) =
 1 - TV(p, q)`` (theory.md, "Single draft").
+
+This is recursive rejection sampling with one draft, so the plan is SpecInfer's
+(:class:`~multidraft.schemes.specinfer.RRSPlan`): held on the draft's support plus the target's
+mass outside it, so a sparse draft costs O(support) after reading p.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
-from functools import cached_property
-
 import numpy as np
 
-from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialPlan, canonical_step
+from multidraft.schemes.base import Capabilities, Plan, Scheme
+from multidraft.schemes.specinfer import RRSPlan
 from multidraft.theory.laws import LAWS, DraftLaw
-from multidraft.theory.optimal import single_draft_acceptance
 
 __all__ = ["Single"]
-
-
-class _SinglePlan(SequentialPlan):
-    @cached_property
-    def rule(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(min(1, p/q) [n], norm((p - q)_+) [n])``."""
-        return canonical_step(self.target, self.law.marginal(0, self.exact))
-
-    def closed_form(self) -> float | Fraction:
-        return single_draft_acceptance(list(self.target), list(self.law.marginal(0, self.exact)), exact=self.exact)
 
 
 class Single(Scheme):
@@ -50,7 +41,7 @@ class Single(Scheme):
     )
 
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
-        return _SinglePlan(self, p, law, exact)
+        return RRSPlan(self, p, law, exact)
 
     def select_batch(self, target, drafts, tokens, generator):
         """Batched single-draft step: ``target [B, n]``, ``drafts [B, 1, n]``, ``tokens [B, 1]``

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The decoding tests again on the oldest transformers release that pyproject.toml admits
 # ("transformers>=X"), in a side environment that shares every other installed package with
-# the one running this script (so only transformers, and whatever it pins, is installed anew).
+# the project environment (so only transformers, and whatever it pins, is installed anew).
+#   bash scripts/test_oldest_transformers.sh [VENV]   (default .venv, as the Makefile makes it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="${1:-.venv}/bin/python"
 oldest=$(sed -n 's/.*"transformers>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 [ -n "$oldest" ] || { echo "pyproject.toml names no transformers>=X" >&2; exit 1; }
 side=$(mktemp -d)/venv
-python3 -m venv "$side"
-shared=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
+"$py" -m venv "$side"
+shared=$("$py" -c "import sysconfig; print(sysconfig.get_path('purelib'))")
 echo "$shared" > "$("$side/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")/_shared.pth"
 "$side/bin/python" -m pip install -q -c constraints.txt "transformers==$oldest"
 "$side/bin/python" -m pip install -q --no-deps -e .

@@ -65,7 +65,7 @@ TENTHS = ",".join(["1/10"] * 10)
 
 CLI_CASES = [
     # acceptance
-    CliCase("probabilities that do not sum to one", ("acceptance", "--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"), "target: entries sum to 1.1"),
+    CliCase("probabilities that do not sum to one", ("acceptance", "--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"), "target: entries sum to 1 + 0.1"),
     CliCase("an entry that is not a number", ("acceptance", "--target", "0.5,x", "--draft", "0.5,0.5", "--k", "2"), "target: cannot parse entry 1 'x'"),
     CliCase("a NaN entry", ("acceptance", "--target", "nan,0.5", "--draft", "0.5,0.5", "--k", "2"), "target: cannot parse entry 0 'nan'"),
     CliCase("a negative probability", ("acceptance", "--target", "1.5,-0.5", "--draft", "0.5,0.5", "--k", "2"), "target: contains negative entries"),

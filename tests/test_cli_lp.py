@@ -74,7 +74,7 @@ def test_plan_text(cli):
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--draft", "0.1,0.9", "--law", "wor"], "repeated --draft means"),
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "2", "--solver", "NOPE"], "solver: 'NOPE' is not"),
         (["--target", "0.5,0.5", "--draft", "0.8,0.2", "--k", "2", "--solver", "SCS"], "solver: 'SCS' is not offered for the certified LPs (a first-order"),
-        (["--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"], "target: entries sum to 1.1"),
+        (["--target", "0.5,0.6", "--draft", "0.5,0.5", "--k", "2"], "target: entries sum to 1 + 0.1"),
         (["--target", "0.5,x", "--draft", "0.5,0.5", "--k", "2"], "target: cannot parse entry 1"),
         (["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "0"], "k: the number of drafts must be an integer >= 1"),
         (["--target", ",".join(["1/150"] * 150), "--draft", ",".join(["1/150"] * 150), "--k", "3"], "exceed the limit"),

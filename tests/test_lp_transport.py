@@ -149,7 +149,7 @@ def test_too_large_is_refused_before_building():
     ("target", "solver", "message"),
     [
         ([0.5, 0.5], "HIGHS", "length 2 does not match"),
-        ([0.5, 0.6, 0.1], "HIGHS", "target: entries sum to 1.2"),
+        ([0.5, 0.6, 0.1], "HIGHS", r"target: entries sum to 1 \+ 0.2"),
         ([0.5, -0.1, 0.6], "HIGHS", "target: contains negative"),
         ([0.2, 0.3, 0.5], "NOT_A_SOLVER", "solver: 'NOT_A_SOLVER' is not an installed cvxpy solver"),
     ],

@@ -101,7 +101,7 @@ def test_setup_is_exactly_the_two_make_commands():
     assert commands == ["make report", "make test"]
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^report:", makefile, flags=re.M) and re.search(r"^test:", makefile, flags=re.M)
-    assert "multidraft report" in makefile
+    assert "/multidraft\" report" in makefile
 
 
 def _listed_commands() -> list[list[str]]:

@@ -43,7 +43,10 @@ COMMAND_MODULES = (
 ROUNDING = 1e-12
 
 #: Advice in library messages that has different words on the command line.
-_CLI_WORDING = (("; pass normalize=True to rescale", "; give entries that sum to 1 (e.g. fractions such as 1/3)"),)
+_CLI_WORDING = (
+    ("; rescale it with as_distribution(..., normalize=True) if that error is expected", "; give entries that sum to 1 (e.g. fractions such as 1/3)"),
+    ("; rescale it with as_exact_distribution(..., normalize=True) if that is expected", "; give entries that sum to 1"),
+)
 
 
 class LazyHelp:

@@ -21,6 +21,7 @@ CPU. Nothing here shards by hand.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
 import os
 import re
@@ -223,6 +224,7 @@ def loading_bars(show: bool) -> Iterator[None]:
     bars stay as they were when ``show`` (a download can take minutes) and are off otherwise.
     The previous settings are restored afterwards."""
     from huggingface_hub import utils as hub_utils
+    from transformers import modeling_gguf_pytorch_utils as gguf_loading
     from transformers.utils import logging as hf_logging
 
     ours = hf_logging.is_progress_bar_enabled()
@@ -230,9 +232,15 @@ def loading_bars(show: bool) -> Iterator[None]:
     hf_logging.disable_progress_bar()  # transformers' bars and, with them, the hub's
     if show and downloads:
         hub_utils.enable_progress_bars()
+    # The GGUF de-quantising bar is a plain tqdm that transformers' switch does not reach.
+    gguf_bar = getattr(gguf_loading, "tqdm", None)
+    if gguf_bar is not None:
+        gguf_loading.tqdm = functools.partial(gguf_bar, disable=True)
     try:
         yield
     finally:
+        if gguf_bar is not None:
+            gguf_loading.tqdm = gguf_bar
         if ours:
             hf_logging.enable_progress_bar()
         if downloads:

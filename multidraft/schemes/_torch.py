@@ -10,9 +10,22 @@ from __future__ import annotations
 
 import torch
 
+from multidraft.theory import check_row_sums
 
-#: Largest accepted ``|Σ_y p(y) - 1|`` of a target row (float32 rounding over 1e5 tokens fits).
-ROW_SUM_TOLERANCE = 1e-3
+
+def check_sums(values: torch.Tensor, name: str, rows: str = "a row's entries") -> None:
+    """Refuse the rows of ``values [..., n]`` whose sums are off by more than the rounding of
+    their dtype at length n (:func:`~multidraft.theory.sum_tolerance`, the package's one
+    tolerance policy); NaN or infinite entries and negative ones are refused first. Accepted rows
+    are used as given: the rules normalise every residual they sample from, so a sum within
+    rounding of one changes no law beyond rounding."""
+    sums = values.sum(dim=-1, dtype=torch.float64).reshape(-1)
+    if not bool(torch.isfinite(sums).all()):
+        raise ValueError(f"{name}: entries must be finite")
+    if float(values.min()) < 0:
+        raise ValueError(f"{name}: entries must be non-negative")
+    worst = float(sums[(sums - 1).abs().argmax()])
+    check_row_sums(worst, name, dtype=values.dtype, n=values.shape[-1], rows=rows)
 
 
 def check_generator(generator: object) -> torch.Generator:
@@ -28,14 +41,7 @@ def check_batch(target: torch.Tensor, drafts: torch.Tensor, tokens: torch.Tensor
         raise ValueError(f"target: expected a tensor [B, n], got {getattr(target, 'shape', type(target).__name__)}")
     batch, n = target.shape
     if batch and n:
-        # Two cheap reductions: a NaN or infinity makes its row sum non-finite.
-        sums = target.sum(dim=-1)
-        if not bool(torch.isfinite(sums).all()):
-            raise ValueError("target: entries must be finite")
-        if float(target.min()) < 0:
-            raise ValueError("target: entries must be non-negative")
-        if float((sums.double() - 1).abs().max()) > ROW_SUM_TOLERANCE:
-            raise ValueError(f"target: every row must sum to 1 (tolerance {ROW_SUM_TOLERANCE:g})")
+        check_sums(target, "target")
     if not isinstance(drafts, torch.Tensor) or drafts.ndim != 3 or drafts.shape[0] != batch or drafts.shape[2] != n:
         raise ValueError(f"drafts: expected a tensor [B={batch}, K, n={n}], got {getattr(drafts, 'shape', None)}")
     if not isinstance(tokens, torch.Tensor) or tokens.shape != drafts.shape[:2]:

@@ -20,6 +20,14 @@ token of probability zero is refused). Exact (Fraction) inputs are never floored
 copies keep a positive entry at ``MASS_FLOOR`` at least, so that the float and the exact law
 agree on the support.
 
+**Sums off by rounding** (the one tolerance policy for float inputs, stated here and applied by
+:func:`check_row_sums` everywhere a float row is validated: distributions, draft laws, schemes'
+batched rows, draft trees and sequence models): a row of n probabilities held in a float dtype is
+accepted when ``|Σ p − 1| <= sum_tolerance(dtype, n)``, the most that dtype's rounding explains at
+that length, and then divided by its sum; a larger error is refused, with the error in the message
+(``sum = 1 + 3.6e-06``). A ``float32`` softmax over 128,256 tokens (off by a few 1e-6) and any
+``bfloat16`` one (off by up to 2^-8) pass; logits, unnormalised weights or a truncated row do not.
+
 Accepted inputs: sequences and numpy arrays of numbers, Fractions and ``"a/b"`` strings, and
 torch tensors of any float dtype and device (recognised by their methods, so this module does
 not import torch; converted to float64 on the CPU). Mappings and sets are refused with a
@@ -41,7 +49,10 @@ import numpy as np
 
 __all__ = [
     "SUM_TOLERANCE",
+    "UNIT_ROUNDOFF",
     "MASS_FLOOR",
+    "sum_tolerance",
+    "check_row_sums",
     "check_count",
     "check_number",
     "check_generator",
@@ -56,8 +67,14 @@ __all__ = [
     "zipf",
 ]
 
-#: Largest accepted ``|sum(p) - 1|`` for a float distribution; pass ``normalize=True`` to rescale.
+#: Smallest tolerance of :func:`sum_tolerance`: the float64 one (float64 rows often carry the
+#: rounding of a float32 computation), and a floor for short rows of every dtype.
 SUM_TOLERANCE = 1e-6
+#: Unit roundoff ``u = 2^-p`` (``p`` significand bits) of the float dtypes a row may arrive in, by
+#: name (numpy's and torch's: ``torch.bfloat16`` is ``"bfloat16"``, so torch need not be imported).
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+#: How a row that is off by more than its rounding can be rescaled, ending every such message.
+RESCALE_HINT = "; rescale it with as_distribution(..., normalize=True) if that error is expected"
 #: Smallest positive probability a float distribution keeps; :func:`as_distribution` sets
 #: smaller entries to zero (the tiny-mass policy of the module docstring).
 MASS_FLOOR = 1e-300
@@ -137,6 +154,78 @@ def check_number(value: object, name: str, rule: str, inside: Callable[[float], 
     return float(value)
 
 
+def dtype_name(values: object) -> str:
+    """The float dtype a row arrives in, by name (``"float32"``, ``"bfloat16"``, ...), read off a
+    numpy array or a torch tensor; ``"float64"`` for anything else (lists, Fractions, integers),
+    whose entries are read as float64."""
+    name = str(getattr(values, "dtype", "float64")).removeprefix("torch.")
+    return name if name in UNIT_ROUNDOFF else "float64"
+
+
+def sum_tolerance(dtype: object, n: int) -> float:
+    r"""Largest ``|Σ_i p_i − 1|`` that rounding alone explains for n probabilities held in ``dtype``:
+
+    .. math:: \mathrm{tol}(d, n) = \max\bigl(10^{-6},\; 2\,(u_d + \sqrt{n}\, u_a)\bigr),
+
+    with ``u_d`` the unit roundoff of ``d`` (:data:`UNIT_ROUNDOFF`) and ``u_a`` that of the
+    accumulation, float32 for dtypes of 32 bits or fewer (torch and numpy sum half precision in
+    float32) and float64 otherwise. Rounding each entry of a non-negative row to ``d`` moves its
+    sum by at most ``u_d Σ p_i = u_d``; the softmax normaliser accumulated over n terms carries a
+    relative error of order ``√n u_a`` (the probabilistic bound of Higham and Mary, "A new approach
+    to probabilistic rounding error analysis", SIAM J. Sci. Comput. 41(5), 2019, Theorem 3.1),
+    and the factor 2 covers the exponential and the division. The floor
+    :data:`SUM_TOLERANCE` keeps float64's long-standing tolerance for rows that were computed in
+    float32 and cast.
+
+    Parameters
+    ----------
+    dtype : str, numpy dtype or torch dtype
+        The row's dtype; names outside :data:`UNIT_ROUNDOFF` count as float64.
+    n : int
+        The row's length (the vocabulary size).
+
+    Examples
+    --------
+    >>> print(f"{sum_tolerance('float64', 3):.1e} {sum_tolerance('float32', 128256):.1e} {sum_tolerance('bfloat16', 128256):.1e}")
+    1.0e-06 4.3e-05 7.9e-03
+    """
+    name = str(dtype).removeprefix("torch.")
+    unit = UNIT_ROUNDOFF.get(name, UNIT_ROUNDOFF["float64"])
+    accumulation = UNIT_ROUNDOFF["float64"] if unit <= UNIT_ROUNDOFF["float64"] else UNIT_ROUNDOFF["float32"]
+    return max(SUM_TOLERANCE, 2.0 * (unit + float(np.sqrt(n)) * accumulation))
+
+
+def check_row_sums(
+    worst_sum: float, name: str, *, dtype: object, n: int, tolerance: float | None = None, rows: str = "entries"
+) -> None:
+    """Refuse a row whose sum ``worst_sum`` (the farthest from one among the rows checked) is off
+    by more than ``tolerance``, by default :func:`sum_tolerance` of its dtype and length: the one
+    tolerance policy of the package (module docstring).
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: <rows> sum to 1 + 3.6e-06, more than float32 rounding explains at n = 128256
+        (tolerance 4.3e-05); rescale it with as_distribution(..., normalize=True) if that error is
+        expected"``.
+
+    >>> check_row_sums(1 + 3.6e-6, "target", dtype="float32", n=128256)
+    >>> check_row_sums(1.1, "target", dtype="float64", n=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: target: entries sum to 1 + 0.1, more than float64 rounding explains at n = 2 (tolerance 1e-06); rescale it with as_distribution(..., normalize=True) if that error is expected
+    """
+    limit = sum_tolerance(dtype, n) if tolerance is None else tolerance
+    error = float(worst_sum) - 1.0
+    if abs(error) > limit:
+        sign = "+" if error > 0 else "-"
+        kind = str(dtype).removeprefix("torch.")
+        raise ValueError(
+            f"{name}: {rows} sum to 1 {sign} {abs(error):.2g}, more than {kind} rounding explains at n = {n} "
+            f"(tolerance {limit:.2g}){RESCALE_HINT}"
+        )
+
+
 def check_generator(rng: object, name: str = "rng") -> np.random.Generator:
     """``rng`` if it is a ``numpy.random.Generator``, else a ``TypeError`` saying how to make one
     (the one check of every random generator argument)."""
@@ -169,15 +258,16 @@ def as_distribution(
     name: str = "distribution",
     *,
     normalize: bool = False,
-    tolerance: float = SUM_TOLERANCE,
+    tolerance: float | None = None,
     batched: bool = False,
 ) -> np.ndarray:
     """Validate ``values`` as a probability vector and return a fresh float64 copy.
 
     Checks, in order: a sequence, array or tensor (not a mapping or set), numeric and 1-D
     (``[..., n]`` when ``batched``), non-empty, no NaN, no infinity, no negative entry, and
-    ``|sum - 1| <= tolerance`` (or rescale when ``normalize=True``; an all-zero vector cannot
-    be rescaled). An accepted vector is divided by its sum, so later computations may rely on
+    ``|sum - 1| <= tolerance``, by default the rounding of the input's dtype at its length
+    (:func:`sum_tolerance`: 1e-6 for float64, 4.3e-5 for a float32 row of 128,256 tokens, 7.9e-3
+    for bfloat16), or rescale when ``normalize=True`` (an all-zero vector cannot be rescaled). An accepted vector is divided by its sum, so later computations may rely on
     ``sum == 1`` up to rounding, and then every entry below :data:`MASS_FLOOR` (1e-300) is set
     to zero (the module's tiny-mass policy). The caller's array is never
     modified.
@@ -191,8 +281,9 @@ def as_distribution(
         Argument name used in error messages (``"target"``, ``"draft"``, ...).
     normalize : bool
         Divide by the sum instead of rejecting a sum that is off.
-    tolerance : float
-        Largest accepted deviation of the sum from one.
+    tolerance : float, optional
+        Largest accepted deviation of the sum from one; default :func:`sum_tolerance` of the
+        input's dtype and length (the module's one tolerance policy).
     batched : bool
         Accept a stack of distributions along the last axis.
 
@@ -219,13 +310,15 @@ def as_distribution(
     >>> as_distribution([0.5, 0.6], "draft")
     Traceback (most recent call last):
     ...
-    ValueError: draft: entries sum to 1.1, not 1 (tolerance 1e-06); pass normalize=True to rescale
+    ValueError: draft: entries sum to 1 + 0.1, more than float64 rounding explains at n = 2 (tolerance 1e-06); rescale it with as_distribution(..., normalize=True) if that error is expected
     """
     if isinstance(values, str):
         values = parse_distribution(values, name)
+    dtype = dtype_name(values)
     values = _plain(values, name)
-    tolerance = check_number(tolerance, "tolerance", ">= 0", lambda t: t >= 0)
-    fast = _fast_path(values, batched, normalize, tolerance)
+    if tolerance is not None:
+        tolerance = check_number(tolerance, "tolerance", ">= 0", lambda t: t >= 0)
+    fast = _fast_path(values, batched, normalize, SUM_TOLERANCE if tolerance is None else tolerance)
     if fast is not None:
         return fast
     try:
@@ -242,13 +335,8 @@ def as_distribution(
         if (total <= 0).any():
             raise ValueError(f"{name}: all entries are zero, cannot normalize")
         return _floored(array / total)
-    deviation = np.abs(total - 1.0)
-    if (deviation > tolerance).any():
-        worst = float(total.reshape(-1)[int(np.argmax(deviation))])
-        raise ValueError(
-            f"{name}: entries sum to {worst:.6g}, not 1 (tolerance {tolerance:g}); "
-            "pass normalize=True to rescale"
-        )
+    worst = float(total.reshape(-1)[int(np.argmax(np.abs(total - 1.0)))])
+    check_row_sums(worst, name, dtype=dtype, n=array.shape[-1], tolerance=tolerance)
     return _floored(array / total)
 
 
@@ -344,7 +432,7 @@ def as_exact_distribution(
     >>> as_exact_distribution(["1/3", "1/3"], "draft")
     Traceback (most recent call last):
     ...
-    ValueError: draft: exact entries sum to 2/3, not 1; pass normalize=True to rescale
+    ValueError: draft: exact entries sum to 2/3, not 1; rescale it with as_exact_distribution(..., normalize=True) if that is expected
     """
     if isinstance(values, str):
         values = values.split(",")
@@ -375,7 +463,10 @@ def as_exact_distribution(
             raise ValueError(f"{name}: all entries are zero, cannot normalize")
         return tuple(e / total for e in entries)
     if total != 1:
-        raise ValueError(f"{name}: exact entries sum to {total}, not 1; pass normalize=True to rescale")
+        raise ValueError(
+            f"{name}: exact entries sum to {total}, not 1; "
+            "rescale it with as_exact_distribution(..., normalize=True) if that is expected"
+        )
     return tuple(entries)
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.trees.base import BatchVerification
-from multidraft.trees.tree import ROW_SUM_TOLERANCE, DraftTree, _merge, live_law_class
+from multidraft.trees.tree import DraftTree, _merge, live_law_class
 
 __all__ = ["TreeBatch", "check", "host_rng", "host_batch", "block_batch", "traversal_batch", "token_batch"]
 
@@ -76,7 +76,7 @@ def check(tokens, target, draft, generator, without_replacement: bool, validate:
     one group)."""
     import torch
 
-    from multidraft.schemes._torch import check_generator
+    from multidraft.schemes._torch import check_generator, check_sums
 
     check_generator(generator)
     if not isinstance(tokens, torch.Tensor) or tokens.ndim != 3 or tokens.dtype != torch.long:
@@ -94,11 +94,7 @@ def check(tokens, target, draft, generator, without_replacement: bool, validate:
             raise ValueError(f"{name}: expected a floating tensor, got {values.dtype}")
         if not validate:
             continue
-        sums = values.sum(dim=-1)
-        if not bool(torch.isfinite(sums).all()) or float(values.min()) < 0:
-            raise ValueError(f"{name}: entries must be finite and non-negative")
-        if float((sums.double() - 1).abs().max()) > ROW_SUM_TOLERANCE:
-            raise ValueError(f"{name}: every distribution must sum to 1 (tolerance {ROW_SUM_TOLERANCE:g})")
+        check_sums(values, name, rows="a distribution's entries")
     if target.device != draft.device or tokens.device != target.device:
         raise ValueError("tokens, target, draft: expected one device")
     if int(tokens.min()) < 0 or int(tokens.max()) >= n:

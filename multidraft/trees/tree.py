@@ -35,13 +35,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from multidraft.theory import check_row_sums
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
 
 __all__ = ["DraftTree", "TreeNodes", "live_law_class"]
-
-#: Largest accepted ``|Σ p - 1|`` of a float distribution in a tree (float32 rounding over
-#: 1e5 tokens fits, as for the schemes' batched inputs).
-ROW_SUM_TOLERANCE = 1e-3
 
 
 def live_law_class(labels: Sequence[object], without_replacement: bool) -> type[DraftLaw]:
@@ -155,7 +152,11 @@ def _as_tokens(tokens: object) -> np.ndarray:
 
 
 def _as_table(values: object, name: str, shape: tuple[int, ...], validate: bool) -> np.ndarray:
-    array = np.asarray(values)
+    if callable(getattr(values, "detach", None)):  # a torch tensor (bfloat16 has no numpy twin)
+        dtype, array = values.dtype, values.detach().cpu().double().numpy()
+    else:
+        array = np.asarray(values)
+        dtype = array.dtype
     exact = array.dtype == object
     if not exact:
         array = np.ascontiguousarray(array, dtype=np.float64)
@@ -179,9 +180,8 @@ def _as_table(values: object, name: str, shape: tuple[int, ...], validate: bool)
         raise ValueError(f"{name}: entries must be finite")
     if array.min() < 0:
         raise ValueError(f"{name}: contains negative entries")
-    if np.abs(sums - 1).max() > ROW_SUM_TOLERANCE:
-        raise ValueError(f"{name}: every distribution must sum to 1 (tolerance {ROW_SUM_TOLERANCE:g})")
-    return array
+    check_row_sums(sums.reshape(-1)[np.argmax(np.abs(sums - 1))], name, dtype=dtype, n=array.shape[2], rows="a distribution's entries")
+    return array / sums[..., None]
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,8 +204,9 @@ class DraftTree:
         Rows with equal labels share one draft model and sampling (default: all rows do, the
         iid case).
     validate : bool
-        Check that every distribution is non-negative and sums to 1 (float tolerance
-        1e-3, exactly 1 in Fractions). Shapes, token ids and the drafted tokens' positive draft
+        Check that every distribution is non-negative and sums to 1 (floats: within the
+        rounding of their dtype, :func:`~multidraft.theory.sum_tolerance`, then rescaled; exactly 1
+        in Fractions). Shapes, token ids and the drafted tokens' positive draft
         probability are always checked.
 
     Raises

@@ -39,6 +39,8 @@ from urllib.parse import urlparse
 
 import torch
 
+from multidraft.schemes._threads import cpu_threads, default_threads
+
 __all__ = [
     "LoadedModel",
     "default_model_path",
@@ -183,38 +185,6 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if device.type == "mps" and not _mps_available():
         raise ValueError("MPS requested but torch reports no MPS device")
     return device
-
-
-def default_threads() -> int:
-    """CPU threads for torch that are never the slow choice on a shared machine.
-
-    torch's default, one thread per core, makes every parallel region wait for its slowest
-    core: where other processes hold cores, a decode step of a small model takes many times
-    longer (``multidraft measure`` on a busy 2-core machine: 5 min 33 s against 40 s with one
-    thread, the same numbers). So the default is the cores this process may run on (its CPU
-    affinity) minus the busy ones (the 1-minute load average, rounded), at least 1 and at
-    most torch's own default: one thread on a busy machine, every idle core on an idle one.
-    """
-    default = torch.get_num_threads()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    busy = int(os.getloadavg()[0] + 0.5) if hasattr(os, "getloadavg") else 0
-    return max(1, min(default, usable - busy))
-
-
-@contextmanager
-def cpu_threads(count: int | None = None) -> Iterator[int]:
-    """Within the block torch uses ``count`` CPU threads (default :func:`default_threads`);
-    the previous setting is restored afterwards. Yields the count."""
-    if count is None:
-        count = default_threads()
-    elif isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"threads: must be an integer >= 1, got {count!r}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield count
-    finally:
-        torch.set_num_threads(before)
 
 
 @contextmanager

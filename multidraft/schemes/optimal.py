@@ -37,6 +37,7 @@ from functools import cached_property
 import numpy as np
 
 from multidraft.schemes._importance import ImportancePlan, ImportanceScheme
+from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
@@ -175,6 +176,7 @@ class Optimal(ImportanceScheme):
             return _VerifierPlan(self, p, law, exact)
         return _OptimumPlan(self, p, law, exact)
 
+    @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):
         """Batched optimal verifier for iid drafts: ``target [B, n]``, ``drafts [B, K, n]`` (only
         ``drafts[:, 0]`` = q is used), ``tokens [B, K]`` -> ``(output [B], accepted [B])``.

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan, Scheme, normalise, positive_part, safe_divide, sample_rows
 from multidraft.theory import field
 from multidraft.theory.laws import DraftLaw, WithoutReplacement
@@ -240,6 +241,7 @@ class RRSWithoutReplacement(Scheme):
         restricted = np.where(available, draft[None, :], 0)
         return restricted / restricted.sum(axis=-1, keepdims=True)
 
+    @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):
         """Batched RRS without replacement: ``target [B, n]``, ``drafts [B, K, n]`` (only
         ``drafts[:, 0]`` = q is used: later laws are q renormalised off the earlier drafts),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan, Scheme
 from multidraft.schemes.specinfer import RRSPlan
 from multidraft.theory.laws import LAWS, DraftLaw
@@ -43,6 +44,7 @@ class Single(Scheme):
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
         return RRSPlan(self, p, law, exact)
 
+    @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):
         """Batched single-draft step: ``target [B, n]``, ``drafts [B, 1, n]``, ``tokens [B, 1]``
         -> ``(output [B], accepted [B])``. Work beyond O(B) gathers is done only for the

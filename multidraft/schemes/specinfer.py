@@ -25,6 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
+from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialRule, SupportPlan, positive_part, safe_divide
 from multidraft.theory import field
 from multidraft.theory.laws import IID, Deterministic, DraftLaw, Independent
@@ -136,6 +137,7 @@ class SpecInfer(Scheme):
     def _prepare(self, p: np.ndarray, law: DraftLaw, exact: bool) -> Plan:
         return RRSPlan(self, p, law, exact)
 
+    @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):
         """Batched RRS: ``target [B, n]``, ``drafts [B, K, n]`` (q_i per row), ``tokens [B, K]``
         -> ``(output [B], accepted [B])``.

@@ -29,6 +29,7 @@ from functools import cached_property
 
 import numpy as np
 
+from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialRule, SupportPlan, positive_part, safe_divide
 from multidraft.theory.laws import IID, DraftLaw
 
@@ -150,6 +151,7 @@ class SpecTr(Scheme):
         passes its test (a lower bound on :meth:`acceptance`)."""
         return 1.0 - (1.0 - self.prepare(target, law).fit.beta) ** law.k
 
+    @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):
         """Batched K-SEQ: ``target [B, n]``, ``drafts [B, K, n]`` (iid: only ``drafts[:, 0]`` is
         used), ``tokens [B, K]`` -> ``(output [B], accepted [B])``.

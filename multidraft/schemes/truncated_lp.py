@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.schemes._importance import ImportanceScheme
+from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities
 from multidraft.theory.distributions import check_count
 from multidraft.theory.laws import IID, DraftLaw, Independent
@@ -41,6 +42,7 @@ class TruncatedLP(ImportanceScheme):
 
         return truncated_selection(target, law, s=self.s, rank_key=self.rank_key)
 
+    @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):
         """Batched form: ``target [B, n]``, ``drafts [B, K, n]`` (iid: ``drafts[:, 0]`` is used),
         ``tokens [B, K]`` -> ``(output [B], accepted [B])``, with the same selection and law r

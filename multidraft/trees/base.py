@@ -34,6 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from multidraft.schemes._threads import on_idle_cores
 from multidraft.trees.tree import DraftTree
 
 __all__ = ["TreeVerifier", "TreeLaw", "Verification", "BatchVerification", "sample_index"]
@@ -204,6 +205,7 @@ class TreeVerifier(ABC):
         path = nodes.path(node)
         return Verification(len(path), int(node), int(nodes.row[node]), int(next_token), (*path, int(next_token)))
 
+    @on_idle_cores
     def verify_batch(
         self,
         tokens,

@@ -41,8 +41,8 @@ import numpy as np
 
 from multidraft.theory import canonical_step, field, normalise, positive_part, safe_divide
 from multidraft.theory.laws import DraftLaw, check_law, membership
-from multidraft.theory.limits import ProblemTooLargeError
-from multidraft.theory.support import TargetSplit
+from multidraft.theory.laws import ProblemTooLargeError
+from multidraft.theory.verifier import TargetSplit
 
 __all__ = [
     "Selection",
@@ -109,7 +109,7 @@ def sample_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class SequentialRule:
     """A scheme that tests the drafts in order and falls back to one residual law, held on a
-    support S of the vocabulary (:class:`~multidraft.theory.support.TargetSplit`): draft i is
+    support S of the vocabulary (:class:`~multidraft.theory.verifier.TargetSplit`): draft i is
     accepted with probability ``step[i, x_i]`` (0 off S: no draft lies there), and the
     residual is ``residual`` on S and ``outside · p`` off S (the residuals of these schemes equal
     p up to a scale wherever no draft can be). A split at the whole vocabulary is the dense
@@ -366,7 +366,7 @@ class SequentialPlan(Plan):
 
 class SupportPlan(SequentialPlan):
     """A sequential plan held on the drafts' support S plus the target's mass outside it
-    (:class:`~multidraft.theory.support.TargetSplit`): for the schemes whose residuals equal p
+    (:class:`~multidraft.theory.verifier.TargetSplit`): for the schemes whose residuals equal p
     up to a scale wherever no draft can be, so that everything after reading p costs O(|S|).
     Subclasses compute :attr:`sequential_rule` on S; :attr:`rule` is its dense view. The split
     is the whole vocabulary in an exact plan and when the drafts cover it (the same rule as the

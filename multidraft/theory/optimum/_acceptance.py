@@ -34,10 +34,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory._field import Field, field
-from multidraft.theory._independent import product_cut
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_number
-from multidraft.theory.limits import optimum_advice
+from multidraft.theory.laws import Field, field
+from multidraft.theory.optimum._independent import product_cut
+from multidraft.theory.laws import as_distribution, as_exact_distribution, check_number
+from multidraft.theory.laws import optimum_advice
 from multidraft.theory.laws import (
     IID,
     LAWS,
@@ -299,7 +299,7 @@ def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) 
 
 
 def _threshold(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
-    """The threshold-set search of :func:`~multidraft.theory._independent.product_cut` on the
+    """The threshold-set search of :func:`~multidraft.theory.optimum._independent.product_cut` on the
     law's draft marginals; the value is recomputed from the certificate as :func:`cut_value` does."""
     certificate = _certificate(product_cut(p, law.marginals(exact=exact), exact=exact).certificate, law.n)
     value = field(exact).probability(_cut(p, law, certificate, field(exact)))

@@ -528,8 +528,6 @@ class Scheme(ABC):
     def select_batch(self, target, drafts, tokens, generator):
         """Batched torch form: ``target [B, n]``, ``drafts [B, K, n]`` (the draft distribution
         of each draft), ``tokens [B, K]`` -> ``(output [B] long, accepted [B] bool)``."""
-        from multidraft.schemes import SCHEMES
-
         capable = ", ".join(name for name, cls in SCHEMES.items() if cls.has_batch_form())
         raise ValueError(f"scheme {self.name!r} has no batched torch form; schemes with one: {capable}")
 
@@ -557,3 +555,9 @@ def _check_tuples(law: DraftLaw, drafts: object, require_rows: bool = False) -> 
     for row in unique:
         law.check_tuple(row)
     return array.astype(np.int64), single
+
+
+#: Scheme classes by registry name: the built-in ones (filled in by :mod:`multidraft.schemes`),
+#: then those added with :func:`~multidraft.schemes.register_scheme`. Kept here, with the
+#: interface, so that the interface can name the registered schemes without importing the package.
+SCHEMES: dict[str, type[Scheme]] = {}

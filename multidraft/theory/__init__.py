@@ -14,8 +14,8 @@ In rooms, imports pointing one way (laws <- optimum <- verifier):
 
 import os as _os
 
-# The module paths from before the rooms (multidraft.theory.distributions, .limits, .optimal,
-# .support) still import for one release, with a DeprecationWarning: their aliases are in
+# The module paths from before the rooms (theory's distributions, limits, optimal and support
+# modules) still import for one release, with a DeprecationWarning: their aliases are in
 # _deprecated/, searched after this directory.
 __path__.append(_os.path.join(_os.path.dirname(__file__), "_deprecated"))
 

@@ -26,9 +26,8 @@ import pytest
 
 from multidraft.theory import IID, WithoutReplacement, optimal_acceptance, softmax, top_k, top_p, zipf
 from multidraft.theory.verifier._curtain import density_order
-from multidraft.theory.verifier import BLOCK, draw_levels
+from multidraft.theory.verifier import BLOCK, CurtainRule, draw_levels, optimal_selection_rule
 from multidraft.theory.laws import iid_prefix_containment, ratio_order, wor_prefix_containment
-from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
 from rule_checks import law_through_actual_positions
 

@@ -25,13 +25,18 @@ import sympy
 from sympy.polys.rings import PolyRing
 
 from multidraft.theory.laws import (
+    IID,
+    DraftLaw,
+    Independent,
+    SizeEstimate,
+    WithoutReplacement,
     as_distribution,
     as_exact_distribution,
     check_count,
+    check_k,
+    check_size,
     is_exact_input,
 )
-from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement, check_k
-from multidraft.theory.laws import SizeEstimate, check_size
 
 __all__ = [
     "CONE_LAWS",

@@ -50,8 +50,7 @@ from multidraft.lp._solve import (
     solve_certified,
 )
 from multidraft.lp.transport import TransportSolution, law_tuples
-from multidraft.theory.laws import IID, DraftLaw, Independent, check_law
-from multidraft.theory.laws import optimum_advice
+from multidraft.theory.laws import IID, DraftLaw, Independent, check_law, optimum_advice
 
 __all__ = [
     "ImportanceSelection",

@@ -40,8 +40,7 @@ from typing import ClassVar
 import numpy as np
 
 from multidraft.theory import canonical_step, field, normalise, positive_part, safe_divide
-from multidraft.theory.laws import DraftLaw, check_law, membership
-from multidraft.theory.laws import ProblemTooLargeError
+from multidraft.theory.laws import DraftLaw, ProblemTooLargeError, check_law, membership
 from multidraft.theory.verifier import TargetSplit
 
 __all__ = [

@@ -40,8 +40,7 @@ from multidraft.schemes._importance import ImportancePlan, ImportanceScheme
 from multidraft.schemes.base import Capabilities, Plan
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
-from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
-from multidraft.theory.laws import ProblemTooLargeError
+from multidraft.theory.laws import IID, DraftLaw, Independent, ProblemTooLargeError, WithoutReplacement
 from multidraft.theory.optimum import optimal_acceptance
 from multidraft.theory.verifier import (
     PROVEN_OPTIMAL_LAWS,

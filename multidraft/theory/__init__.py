@@ -20,19 +20,31 @@ import os as _os
 __path__.append(_os.path.join(_os.path.dirname(__file__), "_deprecated"))
 
 from multidraft.theory.laws import (
+    EXACT,
+    FLOAT,
+    IID,
+    Deterministic,
+    DraftLaw,
+    Field,
+    Greedy,
+    Independent,
+    ProblemTooLargeError,
+    WithoutReplacement,
     as_distribution,
     as_exact_distribution,
+    canonical_step,
     check_count,
     dirichlet,
+    field,
+    normalise,
     parse_distribution,
+    positive_part,
+    safe_divide,
     softmax,
     top_k,
     top_p,
     zipf,
 )
-from multidraft.theory.laws import EXACT, FLOAT, Field, canonical_step, field, normalise, positive_part, safe_divide
-from multidraft.theory.laws import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement
-from multidraft.theory.laws import ProblemTooLargeError
 from multidraft.theory.optimum import (
     OptimalAcceptance,
     UnitAcceptance,

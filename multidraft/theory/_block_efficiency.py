@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multidraft.theory.laws import check_count
-from multidraft.theory.laws import SizeEstimate, check_size
+from multidraft.theory.laws import SizeEstimate, check_count, check_size
 
 #: Largest number of (K, L) points -- numbers of drafts times the largest draft length -- that
 #: :func:`tree_block_efficiency` and :func:`best_configuration` evaluate before refusing (the

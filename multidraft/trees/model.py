@@ -22,8 +22,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory.laws import as_distribution, as_exact_distribution, check_count, dirichlet, softmax
-from multidraft.theory.laws import SizeEstimate, check_size
+from multidraft.theory.laws import (
+    SizeEstimate,
+    as_distribution,
+    as_exact_distribution,
+    check_count,
+    check_size,
+    dirichlet,
+    softmax,
+)
 from multidraft.trees.tree import DraftTree
 
 __all__ = ["SequenceModel", "sun_example", "TREE_LIMIT"]

@@ -34,22 +34,25 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory.laws import Field, field
-from multidraft.theory.optimum._independent import product_cut
-from multidraft.theory.laws import as_distribution, as_exact_distribution, check_number
-from multidraft.theory.laws import optimum_advice
 from multidraft.theory.laws import (
     IID,
     LAWS,
-    DraftLaw,
     SUBSETS_LIMIT,
+    DraftLaw,
+    Field,
     WithoutReplacement,
+    as_distribution,
+    as_exact_distribution,
     check_k,
     check_law,
+    check_number,
+    field,
     law_class,
+    optimum_advice,
     ratio_order,
     subset_sums,
 )
+from multidraft.theory.optimum._independent import product_cut
 
 __all__ = [
     "OptimalAcceptance",

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from _common import print_table, provenance, write_json
 
-from multidraft.theory.distributions import dirichlet
+from multidraft.theory.laws import dirichlet
 from multidraft.trees import SequenceModel, block_gap, sun_example, tree_only_bound
 from multidraft.trees.model import _exact_row
 

@@ -24,7 +24,7 @@ import numpy as np
 from _common import measure, print_table, timed, write_results
 
 from multidraft.theory import Independent, dirichlet, optimal_acceptance, softmax, zipf
-from multidraft.theory._independent import product_cut
+from multidraft.theory.optimum import product_cut
 
 SIZES = (49152, 131072)
 EXPONENTS = (0.9, 1.3)

@@ -1,4 +1,4 @@
-"""Calibration of the size guard (multidraft.theory.limits) and the cost of silent solvers.
+"""Calibration of the size guard (multidraft.theory.laws) and the cost of silent solvers.
 
 For LPs of growing size, each solved in a fresh process (so that peak memory is its own):
 wall time, peak resident memory above the process's baseline, the number of variables and

@@ -41,9 +41,8 @@ from _common import print_table, write_results
 
 from multidraft.schemes import get_scheme
 from multidraft.theory import IID, Deterministic, Independent, optimal_acceptance, softmax, top_k, zipf
-from multidraft.theory.distributions import as_distribution
-from multidraft.theory.support import TargetSplit
-from multidraft.theory.verifier import optimal_selection_rule
+from multidraft.theory.laws import as_distribution
+from multidraft.theory.verifier import TargetSplit, optimal_selection_rule
 
 TARGET_MS = 0.3
 N = 131072

@@ -37,7 +37,7 @@ from multidraft.theory import (
     softmax,
     zipf,
 )
-from multidraft.theory._kernels import race_step, wor_prefix_containment
+from multidraft.theory.laws._kernels import race_step, wor_prefix_containment
 
 
 def race_accuracy(rng: np.random.Generator) -> float:

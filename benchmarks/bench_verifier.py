@@ -29,8 +29,8 @@ import numpy as np
 from _common import measure, print_table, write_results
 
 from multidraft.theory import IID, WithoutReplacement, optimal_acceptance, softmax, top_k, zipf
-from multidraft.theory._curtain import curtain_fit, density_order
-from multidraft.theory.distributions import as_distribution
+from multidraft.theory.verifier._curtain import curtain_fit, density_order
+from multidraft.theory.laws import as_distribution
 from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
 TARGET_RATIO = 1.5  # fit <= 1.5 x argsort of the same vector (issue 22, item 2)

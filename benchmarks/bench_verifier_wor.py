@@ -1,4 +1,4 @@
-"""The verifier for drafts without replacement (multidraft.theory._wor_rule): fit time, acceptance
+"""The verifier for drafts without replacement (multidraft.theory.verifier._wor_rule): fit time, acceptance
 against P*, and the shipped front/back rule as the baseline measured in the same run.
 
 * Zipf targets (exponent 1.1) at n = 49152, drafts q = softmax(log p / T) for T in 0.5..2.0 and

@@ -13,7 +13,7 @@ __all__ = ["__version__", "ProblemTooLargeError"]
 def __getattr__(name: str) -> object:
     """``multidraft.ProblemTooLargeError``, imported on first use so ``import multidraft`` stays light."""
     if name == "ProblemTooLargeError":
-        from multidraft.theory.limits import ProblemTooLargeError
+        from multidraft.theory.laws import ProblemTooLargeError
 
         return ProblemTooLargeError
     raise AttributeError(f"module 'multidraft' has no attribute {name!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multidraft.theory._curtain import interval_weight
+from multidraft.theory.verifier._curtain import interval_weight
 from multidraft.theory.verifier import CurtainRule, SelectionRule
 
 

@@ -392,7 +392,7 @@ def _table(run: Runner) -> str:
 
 
 def _extreme_section() -> list[str]:
-    from multidraft.theory.distributions import MASS_FLOOR
+    from multidraft.theory.laws import MASS_FLOOR
 
     def shown(value) -> str:
         return np.array2string(np.asarray(value, dtype=float), precision=12, separator=", ", max_line_width=10**4) if np.ndim(value) else f"{float(value):.12g}"

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from multidraft.theory.limits import ProblemTooLargeError
+from multidraft.theory.laws import ProblemTooLargeError
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -2,7 +2,7 @@
 and 4): masses from 1e-12 down to the floor 1e-300 and below it, exact zeros next to them,
 ties, one-hot vectors, p = q, disjoint supports, float32 arrays, n = 1 and 2.
 
-The policy under test (``multidraft.theory.distributions``, module docstring): a float
+The policy under test (``multidraft.theory.laws``, module docstring): a float
 probability below ``MASS_FLOOR = 1e-300`` is set to zero by ``as_distribution``; every other
 entry is kept, and every number computed from it must be right:
 
@@ -43,7 +43,7 @@ from multidraft.theory import (
     optimal_acceptance,
     unit_acceptance,
 )
-from multidraft.theory.distributions import MASS_FLOOR
+from multidraft.theory.laws import MASS_FLOOR
 
 LAWS = ("iid", "independent", "wor", "greedy", "deterministic")
 

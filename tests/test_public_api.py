@@ -8,7 +8,18 @@ import sys
 
 import pytest
 
-SUBPACKAGES = ["multidraft", "multidraft.theory", "multidraft.lp", "multidraft.schemes", "multidraft.trees", "multidraft.decoding", "multidraft.report"]
+SUBPACKAGES = [
+    "multidraft",
+    "multidraft.theory",
+    "multidraft.theory.laws",
+    "multidraft.theory.optimum",
+    "multidraft.theory.verifier",
+    "multidraft.lp",
+    "multidraft.schemes",
+    "multidraft.trees",
+    "multidraft.decoding",
+    "multidraft.report",
+]
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)

@@ -26,7 +26,7 @@ from multidraft.schemes import get_scheme
 from multidraft.schemes.specinfer import RRSPlan
 from multidraft.schemes.spectr import _SpecTrPlan, spectr_rho
 from multidraft.theory import IID, Deterministic, Independent, softmax, top_k, top_p, zipf
-from multidraft.theory.support import BLOCK, OutsideTarget, TargetSplit, draw_levels
+from multidraft.theory.verifier import BLOCK, OutsideTarget, TargetSplit, draw_levels
 
 N = 131072
 

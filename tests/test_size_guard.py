@@ -23,7 +23,7 @@ from multidraft.lp import (
 from multidraft.lp._solve import check_solver
 from multidraft.lp.cones import acceptance_formulas, unit_inequalities
 from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, zipf
-from multidraft.theory.limits import MAX_VARIABLES, SizeEstimate, check_size
+from multidraft.theory.laws import MAX_VARIABLES, SizeEstimate, check_size
 
 N = 49152
 BIG_P, BIG_Q = zipf(N, 1.1), zipf(N, 0.9)

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import as_float, exact_distributions
 
-import multidraft.theory._independent as independent
+import multidraft.theory.optimum._independent as independent
 from multidraft.theory import IID, Independent, WithoutReplacement, cut_value, dirichlet, optimal_acceptance, softmax, zipf
-from multidraft.theory._independent import product_cut
+from multidraft.theory.optimum import product_cut
 
 
 @st.composite

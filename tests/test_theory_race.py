@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from multidraft.theory import dirichlet
-from multidraft.theory._kernels import _wor_race, race_step, wor_prefix_containment
+from multidraft.theory.laws._kernels import _wor_race, race_step, wor_prefix_containment
 
 ACCURACY = 1e-12
 

@@ -214,8 +214,8 @@ def test_sampled_output_is_the_target_and_a_broken_twin_is_caught():
 def test_failed_fit_falls_back_to_an_exact_law(monkeypatch):
     """A layout gone wrong (here: NaN densities) must not give a wrong output law: the rule falls
     back to one shared position set (a uniformly chosen draft, law q) and says so."""
-    from multidraft.theory import _curtain_rule
-    from multidraft.theory._curtain import curtain_fit
+    from multidraft.theory.verifier import _curtain_rule
+    from multidraft.theory.verifier._curtain import curtain_fit
 
     def broken_fit(p, q, k):
         fit = curtain_fit(p, q, k)
@@ -281,8 +281,8 @@ def test_stack_pass_patterns_match_group_by_group(k, temperature):
     group: the same pieces to rounding and the same realised densities, on both parts (U's
     chain at P* = 1, T*'s rows and chains over a deeper stack); and a twin whose pieces are
     shifted by the size of the agreement asked for is caught."""
-    from multidraft.theory import _curtain
-    from multidraft.theory import _curtain_kernels as kernels
+    from multidraft.theory.verifier import _curtain
+    from multidraft.theory.verifier import _curtain_kernels as kernels
 
     n = 3000
     p = zipf(n, exponent=1.1, rng=np.random.default_rng(k))

@@ -25,10 +25,9 @@ import numpy as np
 import pytest
 
 from multidraft.theory import IID, WithoutReplacement, optimal_acceptance, softmax, top_k, top_p, zipf
-from multidraft.theory._curtain import density_order
-from multidraft.theory.support import BLOCK, draw_levels
-from multidraft.theory._kernels import iid_prefix_containment, ratio_order, wor_prefix_containment
-from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
+from multidraft.theory.verifier._curtain import density_order
+from multidraft.theory.verifier import BLOCK, CurtainRule, draw_levels, optimal_selection_rule
+from multidraft.theory.laws import iid_prefix_containment, ratio_order, wor_prefix_containment
 
 from rule_checks import law_through_actual_positions
 
@@ -188,7 +187,7 @@ def test_choice_probabilities_row_by_row_on_the_restricted_rule_equal_the_table(
     """The two routes of ``CurtainRule.choice_probabilities``: one pieces × intervals table (small
     rules) and, above ``_TABLE_PIECES`` pieces, each row on the rule restricted to its tokens
     (forced here by a threshold of 0); tiny-mass tokens (point sets) included, rows sum to one."""
-    import multidraft.theory._curtain_rule as curtain_rule
+    import multidraft.theory.verifier._curtain_rule as curtain_rule
 
     rng = np.random.default_rng(n)
     p, q = zipf(n, 1.2, rng), zipf(n, 0.9, rng)

@@ -1,4 +1,4 @@
-"""The verifier for drafts without replacement (multidraft.theory._wor_rule and its parts).
+"""The verifier for drafts without replacement (multidraft.theory.verifier._wor_rule and its parts).
 
 Independent routes compared here:
 
@@ -23,9 +23,9 @@ import pytest
 from hypothesis import assume, given
 
 from multidraft.theory import WithoutReplacement, optimal_acceptance, softmax, zipf
-from multidraft.theory._front_back import front_back_nodes, front_back_pass
-from multidraft.theory._wor_race import full_scan_cut, j_law, optimal_cut
-from multidraft.theory._wor_rule import WithoutReplacementRule, _stream_outcomes, optimal_wor_law
+from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
+from multidraft.theory.optimum._wor_race import full_scan_cut, j_law, optimal_cut
+from multidraft.theory.verifier._wor_rule import WithoutReplacementRule, _stream_outcomes, optimal_wor_law
 from multidraft.theory.verifier import optimal_selection_rule
 
 from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
@@ -292,7 +292,7 @@ def test_first_draft_when_it_accepts_more(monkeypatch):
     """A fit that accepts less than the first draft (here: passes that return α = 0, the
     always-last rule, on an instance with T* = Ω) is replaced by the first draft, whose law q
     is exact; a failed fit (NaN) likewise, and says so."""
-    from multidraft.theory import _wor_rule
+    from multidraft.theory.verifier import _wor_rule
 
     fitted_pass = _wor_rule.front_back_pass
 
@@ -325,7 +325,7 @@ def test_j_curtain_fitted_to_r_star_tiles_when_its_condition_fails():
     the stack pass to r* itself on instances where the condition fails, the pieces of positive
     length tile [0, 1) and the formula law equals the law from the actual position
     distributions (enumeration over J and the marks)."""
-    from multidraft.theory._wor_curtain import Layout, _groups, _stack_pass, clipped_layout, point_win_probabilities
+    from multidraft.theory.verifier._wor_curtain import Layout, _groups, _stack_pass, clipped_layout, point_win_probabilities
 
     checked = 0
     for kind, p, q, k in adversarial(seed=11, count=400, max_n=5):
@@ -392,7 +392,7 @@ def test_uniform_tail_law_and_output_by_enumeration(monkeypatch):
     says front): its law by the power series against every ordered draft tuple enumerated with
     the rule's choice probabilities (absolute 1e-12 and, on the tiny tail tokens, relative
     1e-11), the output is p, and the acceptance is never below the rule without a tail."""
-    from multidraft.theory import _wor_rule
+    from multidraft.theory.verifier import _wor_rule
 
     monkeypatch.setattr(_wor_rule, "MIN_TAIL", 2)
     for p, law, rule in _tail_instances(seed=0, per_k=3):
@@ -414,8 +414,8 @@ def test_uniform_tail_series_is_the_direct_integral(k):
     """n = 20000, drafts hotter than the target (T* nearly everything): the tail's law by its
     power series in q equals the same integral evaluated token by token (relative 1e-13), the
     rule's law sums to one, and the acceptance is P* (sorted scan)."""
-    from multidraft.theory._front_back import front_back_head
-    from multidraft.theory._wor_tail import tail_law, tail_law_direct, tail_polynomials, tail_products
+    from multidraft.theory.verifier._front_back import front_back_head
+    from multidraft.theory.verifier._wor_tail import tail_law, tail_law_direct, tail_polynomials, tail_products
 
     p = zipf(20000, exponent=1.1, rng=np.random.default_rng(k))
     q = softmax(np.log(p), temperature=1.6)
@@ -486,7 +486,7 @@ def test_front_back_nodes_sum_the_spread():
     (and β, the least of those): with q = (0.6, 0.4, 1e-30) the old form ``1 - M_{K-1}`` is 0,
     and its step (about 0.004 over 80 units of log t) asked for ~20,000 nodes; the law still
     sums to one with the few hundred nodes of the summed form."""
-    from multidraft.theory._kernels import race_step
+    from multidraft.theory.laws._kernels import race_step
 
     k = 3
     q = np.array([0.6, 0.4, 1e-30])

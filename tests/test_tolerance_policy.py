@@ -1,4 +1,4 @@
-"""One tolerance policy for float inputs (theory.distributions' module docstring): a row within
+"""One tolerance policy for float inputs (theory/laws/_distributions.py's module docstring): a row within
 the rounding of its dtype at its length is accepted and rescaled; a larger error is refused with
 the error in the message and a keyword that exists. Model outputs as they come (a float32 softmax
 over 128,256 tokens, any bfloat16 or float16 softmax) pass everywhere: distributions, draft laws,

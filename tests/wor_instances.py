@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from multidraft.theory._front_back import front_back_nodes, front_back_pass
-from multidraft.theory._wor_race import optimal_cut
+from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
+from multidraft.theory.optimum._wor_race import optimal_cut
 
 KINDS = ("dir01", "dir02", "dir05", "dir1", "near-q", "ties", "zeros", "p-equals-q", "disjoint")
 

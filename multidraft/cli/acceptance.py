@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     """Compute and print the acceptance of each requested scheme."""
     from multidraft.schemes import SCHEMES, schemes_for
     from multidraft.theory import parse_distribution
-    from multidraft.theory.limits import ProblemTooLargeError
+    from multidraft.theory.laws import ProblemTooLargeError
 
     if args.target is None and args.draft is None:
         target_text, drafts, k = EXAMPLE_TARGET, [EXAMPLE_DRAFT], args.k or EXAMPLE_K

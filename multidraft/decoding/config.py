@@ -11,8 +11,7 @@ from multidraft.decoding.generation import check_without_replacement, resolve_sc
 from multidraft.decoding.models import resolve_device
 from multidraft.decoding.verification import node_law_class
 from multidraft.schemes.base import Scheme
-from multidraft.theory.distributions import check_count
-from multidraft.theory.laws import check_k
+from multidraft.theory.laws import check_count, check_k
 
 __all__ = ["DEFAULT_PROMPTS", "MeasureConfig", "check_prompts"]
 

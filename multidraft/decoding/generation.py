@@ -20,7 +20,7 @@ from multidraft.decoding.drafting import DraftSpec, Sampling, draft_block, proce
 from multidraft.decoding.models import LoadedModel, check_compatible
 from multidraft.decoding.state import ModelState
 from multidraft.decoding.verification import BlockOutcome, verify_block, verify_tree
-from multidraft.theory.distributions import check_count
+from multidraft.theory.laws import check_count
 
 __all__ = [
     "Generation",

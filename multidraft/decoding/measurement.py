@@ -36,7 +36,7 @@ from multidraft.decoding.models import LoadedModel, load_model
 from multidraft.decoding.results import BlockRecord, PositionRecord, Results, Tally, aggregate
 from multidraft.decoding.verification import BlockOutcome, NodeStep, spec_groups
 from multidraft.theory.laws import DraftLaw
-from multidraft.theory.optimal import optimal_acceptance
+from multidraft.theory.optimum import optimal_acceptance
 
 __all__ = ["DEFAULT_PROMPTS", "encode_prompt", "node_optimal_acceptance", "measure", "run_measurement"]
 

@@ -32,8 +32,7 @@ import numpy as np
 import torch
 
 from multidraft.decoding.models import CACHE_KEYWORD, forward_with_cache
-from multidraft.theory.distributions import check_count
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.theory.laws import SizeEstimate, check_count, check_size
 from multidraft.theory.speed import LatencyModel
 
 __all__ = ["LatencyGrid", "LatencyProfile", "profile_latency", "profile_memory", "available_memory"]

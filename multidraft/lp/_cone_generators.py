@@ -24,7 +24,7 @@ from multidraft.lp._structure import (
     draft_structure,
     unit_count,
 )
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.theory.laws import SizeEstimate, check_size
 
 #: Size limits of the cones handed to the double description method; larger ones are refused
 #: with the estimate. Measured on the 2-core development machine: the iid dual with n = 7,
@@ -88,7 +88,7 @@ class _ConeSize:
 
     def refuse_if_large(self, max_variables: int, max_constraints: int) -> None:
         """Refuse a cone too large to enumerate in reasonable time (the one size guard of
-        :mod:`multidraft.theory.limits`), giving its size. Memory is not the binding limit here:
+        :mod:`multidraft.theory.laws`), giving its size. Memory is not the binding limit here:
         the double description of a cone this small fits in a few MiB, time is what explodes."""
         what = "acceptance-one cone" if self.unit else "dual polyhedron"
         estimate = SizeEstimate(f"{what} (n={self.n}, k={self.k}, law={self.law})", self.variables, 0, self.constraints)

@@ -26,7 +26,7 @@ to -1e-7, values up to 2.7e-7 above P* once clipped), so every HiGHS route tight
 and dual feasibility tolerances to 1e-10, its smallest setting.
 
 **Size.** Before anything is built, each LP estimates its variables, constraints and memory
-(:func:`lp_size`) and refuses through the one guard of :mod:`multidraft.theory.limits`
+(:func:`lp_size`) and refuses through the one guard of :mod:`multidraft.theory.laws`
 (:class:`ProblemTooLargeError`, naming the limit and the faster route).
 
 **Silence.** Solvers print nothing unless asked: every solve runs with the process's file
@@ -58,7 +58,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from multidraft.theory.limits import (
+from multidraft.theory.laws import (
     MAX_MEMORY,
     MAX_VARIABLES,
     ProblemTooLargeError,
@@ -124,7 +124,7 @@ def lp_size(
     bytes_per_variable: int = CVXPY_BYTES_PER_VARIABLE,
 ) -> SizeEstimate:
     """Estimate an LP's size and refuse it (:class:`ProblemTooLargeError`) beyond ``max_variables``
-    variables or :data:`~multidraft.theory.limits.MAX_MEMORY` bytes, before anything is built."""
+    variables or :data:`~multidraft.theory.laws.MAX_MEMORY` bytes, before anything is built."""
     estimate = SizeEstimate(what, int(variables), int(variables) * bytes_per_variable, int(constraints))
     return check_size(estimate, alternative, max_variables=max_variables, max_memory=MAX_MEMORY)
 
@@ -418,7 +418,7 @@ def min_cut_bound(target: np.ndarray, law):
     """The min-cut optimum P* of ``law`` against the (validated) ``target``, with its certificate
     set: :func:`multidraft.theory.optimal_acceptance` (``auto``; all subsets if the threshold
     search stops at its limit). Raises :class:`SolverError` if neither settles it."""
-    from multidraft.theory.optimal import optimal_acceptance
+    from multidraft.theory.optimum import optimal_acceptance
 
     try:
         return optimal_acceptance(target, law)

@@ -24,14 +24,19 @@ import numpy as np
 import sympy
 from sympy.polys.rings import PolyRing
 
-from multidraft.theory.distributions import (
+from multidraft.theory.laws import (
+    IID,
+    DraftLaw,
+    Independent,
+    SizeEstimate,
+    WithoutReplacement,
     as_distribution,
     as_exact_distribution,
     check_count,
+    check_k,
+    check_size,
     is_exact_input,
 )
-from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement, check_k
-from multidraft.theory.limits import SizeEstimate, check_size
 
 __all__ = [
     "CONE_LAWS",

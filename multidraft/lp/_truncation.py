@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.lp._min_norm_point import min_norm_split, projection_by_solver
-from multidraft.theory.limits import MAX_MEMORY, SizeEstimate, check_size
+from multidraft.theory.laws import MAX_MEMORY, SizeEstimate, check_size
 
 #: Ranking keys of the truncated selection (:func:`rank_key_values`).
 RANK_KEYS = ("published", "ratio")

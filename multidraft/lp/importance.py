@@ -50,8 +50,7 @@ from multidraft.lp._solve import (
     solve_certified,
 )
 from multidraft.lp.transport import TransportSolution, law_tuples
-from multidraft.theory.laws import IID, DraftLaw, Independent, check_law
-from multidraft.theory.limits import optimum_advice
+from multidraft.theory.laws import IID, DraftLaw, Independent, check_law, optimum_advice
 
 __all__ = [
     "ImportanceSelection",
@@ -383,7 +382,7 @@ def drafts_law(draft: object, draft2: object | None = None, *, k: int | None = N
     """The law of drafts given as distributions: ``draft`` alone (K = ``k`` iid drafts, default
     2) or ``draft`` and ``draft2`` (two independent drafts); a bad distribution is named
     ``draft`` or ``draft2``."""
-    from multidraft.theory.distributions import as_distribution
+    from multidraft.theory.laws import as_distribution
 
     if draft2 is None:
         return IID(draft, 2 if k is None else k)

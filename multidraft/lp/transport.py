@@ -33,8 +33,7 @@ from multidraft.lp._solve import (
     min_cut_bound,
     solve_certified,
 )
-from multidraft.theory.laws import check_law, membership
-from multidraft.theory.limits import SizeEstimate, optimum_advice
+from multidraft.theory.laws import SizeEstimate, check_law, membership, optimum_advice
 
 __all__ = ["TransportSolution", "transport_lp", "transport_size", "transport_problem", "feasible_plan", "law_tuples"]
 

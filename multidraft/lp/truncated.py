@@ -45,9 +45,7 @@ from multidraft.lp._truncation import (
     split_rows,
 )
 from multidraft.lp.importance import ImportanceSelection, _acceptance, _certified_intermediate, _check_drafts, drafts_law
-from multidraft.theory.distributions import check_count
-from multidraft.theory.laws import IID, DraftLaw, Independent, check_law
-from multidraft.theory.limits import MAX_MEMORY
+from multidraft.theory.laws import IID, MAX_MEMORY, DraftLaw, Independent, check_count, check_law
 
 __all__ = [
     "RANK_KEYS",

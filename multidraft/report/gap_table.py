@@ -29,7 +29,7 @@ from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
 from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, optimal_acceptance_batch
 from multidraft.theory.laws import law_for
-from multidraft.theory.optimal import BATCH_LAWS
+from multidraft.theory.optimum import BATCH_LAWS
 from multidraft.theory.verifier import VERIFIER_LAWS, optimal_selection_rule
 
 __all__ = [

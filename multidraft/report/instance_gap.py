@@ -23,9 +23,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from multidraft.theory.distributions import dirichlet, softmax, zipf
-from multidraft.theory.laws import IID
-from multidraft.theory.optimal import optimal_acceptance
+from multidraft.theory.laws import IID, dirichlet, softmax, zipf
+from multidraft.theory.optimum import optimal_acceptance
 
 __all__ = ["FAMILIES", "DEFAULT_SCHEMES", "InstanceGapRow", "InstanceGapTable", "instance_gap_table", "draw_pair"]
 

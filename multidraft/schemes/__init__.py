@@ -24,7 +24,7 @@ Fraction(8, 9)
 
 from __future__ import annotations
 
-from multidraft.schemes.base import Capabilities, Plan, Scheme, Selection
+from multidraft.schemes.base import SCHEMES, Capabilities, Plan, Scheme, Selection
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
 from multidraft.schemes.is_lp import ImportanceLP
@@ -58,9 +58,8 @@ __all__ = [
     "GreedyVerifier",
 ]
 
-#: Scheme classes by registry name.
-SCHEMES: dict[str, type[Scheme]] = {
-    cls.name: cls
+SCHEMES.update(
+    (cls.name, cls)
     for cls in (
         Single,
         SpecInfer,
@@ -73,7 +72,7 @@ SCHEMES: dict[str, type[Scheme]] = {
         DeterministicSet,
         GreedyVerifier,
     )
-}
+)
 
 
 def get_scheme(name: str, **options: object) -> Scheme:

@@ -20,8 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from multidraft.schemes.base import Plan, Scheme, sample_rows, canonical_step
-from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw, SizeEstimate, check_size
 
 __all__ = ["ImportanceScheme", "ImportancePlan", "RECOMPUTE_LIMIT"]
 

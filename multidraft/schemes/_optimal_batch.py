@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory.support import OutsideTarget
-from multidraft.theory.verifier import fit_support_rule
+from multidraft.theory.verifier import OutsideTarget, fit_support_rule
 
 __all__ = ["select_batch_iid", "CompactRow", "host_rows", "device_rows", "on_host"]
 

@@ -40,9 +40,8 @@ from typing import ClassVar
 import numpy as np
 
 from multidraft.theory import canonical_step, field, normalise, positive_part, safe_divide
-from multidraft.theory.laws import DraftLaw, check_law, membership
-from multidraft.theory.limits import ProblemTooLargeError
-from multidraft.theory.support import TargetSplit
+from multidraft.theory.laws import DraftLaw, ProblemTooLargeError, check_law, membership
+from multidraft.theory.verifier import TargetSplit
 
 __all__ = [
     "Selection",
@@ -109,7 +108,7 @@ def sample_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class SequentialRule:
     """A scheme that tests the drafts in order and falls back to one residual law, held on a
-    support S of the vocabulary (:class:`~multidraft.theory.support.TargetSplit`): draft i is
+    support S of the vocabulary (:class:`~multidraft.theory.verifier.TargetSplit`): draft i is
     accepted with probability ``step[i, x_i]`` (0 off S: no draft lies there), and the
     residual is ``residual`` on S and ``outside · p`` off S (the residuals of these schemes equal
     p up to a scale wherever no draft can be). A split at the whole vocabulary is the dense
@@ -366,7 +365,7 @@ class SequentialPlan(Plan):
 
 class SupportPlan(SequentialPlan):
     """A sequential plan held on the drafts' support S plus the target's mass outside it
-    (:class:`~multidraft.theory.support.TargetSplit`): for the schemes whose residuals equal p
+    (:class:`~multidraft.theory.verifier.TargetSplit`): for the schemes whose residuals equal p
     up to a scale wherever no draft can be, so that everything after reading p costs O(|S|).
     Subclasses compute :attr:`sequential_rule` on S; :attr:`rule` is its dense view. The split
     is the whole vocabulary in an exact plan and when the drafts cover it (the same rule as the
@@ -528,8 +527,6 @@ class Scheme(ABC):
     def select_batch(self, target, drafts, tokens, generator):
         """Batched torch form: ``target [B, n]``, ``drafts [B, K, n]`` (the draft distribution
         of each draft), ``tokens [B, K]`` -> ``(output [B] long, accepted [B] bool)``."""
-        from multidraft.schemes import SCHEMES
-
         capable = ", ".join(name for name, cls in SCHEMES.items() if cls.has_batch_form())
         raise ValueError(f"scheme {self.name!r} has no batched torch form; schemes with one: {capable}")
 
@@ -557,3 +554,9 @@ def _check_tuples(law: DraftLaw, drafts: object, require_rows: bool = False) -> 
     for row in unique:
         law.check_tuple(row)
     return array.astype(np.int64), single
+
+
+#: Scheme classes by registry name: the built-in ones (filled in by :mod:`multidraft.schemes`),
+#: then those added with :func:`~multidraft.schemes.register_scheme`. Kept here, with the
+#: interface, so that the interface can name the registered schemes without importing the package.
+SCHEMES: dict[str, type[Scheme]] = {}

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from multidraft.schemes._importance import ImportanceScheme
 from multidraft.schemes.base import Capabilities
-from multidraft.theory.distributions import check_count
-from multidraft.theory.laws import IID, DraftLaw, Independent
+from multidraft.theory.laws import IID, DraftLaw, Independent, check_count
 
 __all__ = ["Multistage"]
 

@@ -41,9 +41,8 @@ from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan
 from multidraft.schemes.deterministic import DeterministicSet
 from multidraft.schemes.greedy import GreedyVerifier
-from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
-from multidraft.theory.limits import ProblemTooLargeError
-from multidraft.theory.optimal import optimal_acceptance
+from multidraft.theory.laws import IID, DraftLaw, Independent, ProblemTooLargeError, WithoutReplacement
+from multidraft.theory.optimum import optimal_acceptance
 from multidraft.theory.verifier import (
     PROVEN_OPTIMAL_LAWS,
     VERIFIER_LAWS,

@@ -15,7 +15,7 @@ vector operations per draft and never forms the per-step acceptance matrix, whic
 sampler needs. Off the drafts' support S every q_i is 0, so every residual there is p up to a
 scale: the float plans work on S and the one number ``p(Ω ∖ S)``
 (:class:`~multidraft.schemes.base.SupportPlan`), and draw the residual's part off S from p
-restricted there (:class:`~multidraft.theory.support.TargetSplit`).
+restricted there (:class:`~multidraft.theory.verifier.TargetSplit`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,7 @@ import numpy as np
 from multidraft.schemes._importance import ImportanceScheme
 from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities
-from multidraft.theory.distributions import check_count
-from multidraft.theory.laws import IID, DraftLaw, Independent
+from multidraft.theory.laws import IID, DraftLaw, Independent, check_count
 
 __all__ = ["TruncatedLP"]
 

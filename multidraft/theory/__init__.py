@@ -3,25 +3,51 @@
 Imports neither cvxpy nor torch. The public face: distributions and their validation, the one
 arithmetic of float and exact computations (:class:`Field`) with the canonical single-draft
 step, draft laws, and the optimal acceptance with its min-cut certificate.
+
+In rooms, imports pointing one way (laws <- optimum <- verifier):
+
+* :mod:`multidraft.theory.laws` -- distributions, the draft laws, the size guard, the field;
+* :mod:`multidraft.theory.optimum` -- the optimal acceptance P* for every law, its certificate;
+* :mod:`multidraft.theory.verifier` -- selection rules that sample at the optimum;
+* :mod:`multidraft.theory.speed` -- block efficiency, walltime and throughput models.
 """
 
-from multidraft.theory.distributions import (
+import os as _os
+
+# The module paths from before the rooms (theory's distributions, limits, optimal and support
+# modules) still import for one release, with a DeprecationWarning: their aliases are in
+# _deprecated/, searched after this directory.
+__path__.append(_os.path.join(_os.path.dirname(__file__), "_deprecated"))
+
+from multidraft.theory.laws import (
+    EXACT,
+    FLOAT,
+    IID,
+    Deterministic,
+    DraftLaw,
+    Field,
+    Greedy,
+    Independent,
+    ProblemTooLargeError,
+    WithoutReplacement,
     as_distribution,
     as_exact_distribution,
+    canonical_step,
     check_count,
     check_row_sums,
     dirichlet,
+    field,
+    normalise,
     parse_distribution,
+    positive_part,
+    safe_divide,
     softmax,
     sum_tolerance,
     top_k,
     top_p,
     zipf,
 )
-from multidraft.theory._field import EXACT, FLOAT, Field, canonical_step, field, normalise, positive_part, safe_divide
-from multidraft.theory.laws import IID, Deterministic, DraftLaw, Greedy, Independent, WithoutReplacement
-from multidraft.theory.limits import ProblemTooLargeError
-from multidraft.theory.optimal import (
+from multidraft.theory.optimum import (
     OptimalAcceptance,
     UnitAcceptance,
     cut_value,

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multidraft.theory.distributions import check_count
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.theory.laws import SizeEstimate, check_count, check_size
 
 #: Largest number of (K, L) points -- numbers of drafts times the largest draft length -- that
 #: :func:`tree_block_efficiency` and :func:`best_configuration` evaluate before refusing (the
@@ -27,7 +26,7 @@ _BYTES_PER_POINT = 100
 
 def _check_grid(ks: int, length: int) -> None:
     """Refuse, through the size guard, ``ks`` numbers of drafts × draft lengths up to ``length``
-    beyond :data:`MAX_GRID_POINTS`, before any work (:mod:`multidraft.theory.limits`)."""
+    beyond :data:`MAX_GRID_POINTS`, before any work (:mod:`multidraft.theory.laws`)."""
     points = ks * length
     estimate = SizeEstimate(
         f"speed model ({ks} value{'s' if ks > 1 else ''} of K, draft lengths up to L={length:,})",

@@ -48,7 +48,7 @@ from multidraft.theory._block_efficiency import (
     tree_block_efficiency,
     walltime_improvement,
 )
-from multidraft.theory.distributions import check_count
+from multidraft.theory.laws import check_count
 
 __all__ = [
     "MAX_GRID_POINTS",

@@ -15,9 +15,9 @@ randomness comes only from the caller's ``torch.Generator``.
   all trees in lockstep; the state of the nodes on the current root-to-node path is kept per
   depth (a residual is only ever updated at an ancestor of the node being processed), and a
   node's target row is read in place until its first update;
-* :func:`token_batch` -- the token walk, depth by depth, running the scheme's ``select_batch``
-  on all trees whose nodes have the same number of live drafts (its numpy ``select`` where it
-  has no batched form).
+* the token walk's batched form is with the token walk, :func:`multidraft.trees.token.token_batch`.
+
+Every form returns a :class:`BatchVerification`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.trees.base import BatchVerification
 from multidraft.trees.tree import DraftTree, _merge, live_law_class
 
-__all__ = ["TreeBatch", "check", "host_rng", "host_batch", "block_batch", "traversal_batch", "token_batch"]
+__all__ = ["BatchVerification", "TreeBatch", "check", "host_rng", "host_batch", "block_batch", "traversal_batch"]
+
+@dataclass(frozen=True)
+class BatchVerification:
+    """Outcomes of a batched run: torch long tensors ``[B]`` on the input device.
+
+    ``accepted`` (τ per tree), ``row`` (a draft row carrying the accepted path) and
+    ``next_token``; the emitted tokens of tree b are ``tokens[b, row[b], :accepted[b]]``
+    followed by ``next_token[b]``. ``steps``: for the token walk, the nodes it verified in
+    each tree (:class:`~multidraft.trees.token.NodeStep`, root first); None for verifiers
+    that do not verify node by node.
+    """
+
+    accepted: object
+    row: object
+    next_token: object
+    steps: tuple | None = None
+
 
 # Event kinds of the traversal schedule.
 _NONE, _ENTER, _TEST = 0, 1, 2
@@ -305,98 +321,3 @@ def traversal_batch(batch: TreeBatch, generator) -> BatchVerification:
         left[b, d] = draft_left - q_x
     rows = residual_weights(every, accepted_depth)
     return BatchVerification(accepted_depth, accepted_row, _sample(rows, generator))
-
-
-# ------------------------------------------------------------------------------------------
-
-
-def token_batch(scheme, batch: TreeBatch, generator, rng: np.random.Generator | None = None) -> BatchVerification:
-    """The token walk over B trees with ``scheme`` (:class:`~multidraft.trees.TokenVerifier`),
-    depth by depth, recording every node it verifies (:class:`~multidraft.trees.token.NodeStep`).
-
-    At each depth the trees' current nodes are grouped by the class of their live drafts' law
-    and their number; per group the scheme runs once in its batched torch form where it has one
-    for that law (:func:`~multidraft.trees.token.node_scheme`), else its plan for each node,
-    prepared on the host, selects with ``rng`` (an object with ``select`` only: that). The
-    drafts carrying the output token stay live; a tree whose output is no live draft stops
-    with it, and after L accepted tokens a bonus token is drawn from the target.
-
-    Raises
-    ------
-    RuntimeError
-        When the scheme's ``accepted`` disagrees with whether its token is a live draft.
-    """
-    import torch
-
-    from multidraft.trees.token import NodeStep, node_scheme
-
-    target, draft, tokens = batch.target, batch.draft, batch.tokens
-    device = target.device
-    size, k, length = batch.size, batch.k, batch.length
-    host = tokens.cpu().numpy()
-    rng = host_rng(generator) if rng is None else rng
-    live = [list(range(k)) for _ in range(size)]
-    done = np.zeros(size, dtype=bool)
-    accepted = np.zeros(size, dtype=np.int64)
-    output = np.zeros(size, dtype=np.int64)
-    steps: list[list[NodeStep]] = [[] for _ in range(size)]
-    for depth in range(length):
-        nodes: dict[tuple, list[int]] = {}
-        for b in np.flatnonzero(~done):
-            law_class = live_law_class([batch.groups[r] for r in live[b]], batch.without_replacement)
-            nodes.setdefault((law_class, len(live[b])), []).append(int(b))
-        for (law_class, count), members in nodes.items():
-            chosen, batched = node_scheme(scheme, law_class, count)
-            if len(members) == 1 and count == k:  # decoding's case: views of the block's tensors
-                b = members[0]
-                p, q, x = target[b, 0, depth][None], draft[b, :, depth][None], tokens[b, :, depth][None]
-            else:
-                index = torch.as_tensor(members, device=device)
-                rows = torch.as_tensor([live[b] for b in members], device=device)  # [G, count]
-                p = target[index, rows[:, 0], depth]  # [G, n]
-                q = draft[index[:, None], rows, depth]  # [G, count, n]
-                x = tokens[index[:, None], rows, depth]  # [G, count]
-            if batched:
-                token, flag = (v.cpu().numpy() for v in chosen.select_batch(p, q, x, generator))
-                plans = [None] * len(members)
-            else:
-                token, flag, plans = zip(*(_host_select(chosen, law_class, p[g], q[g], x[g], rng) for g in range(len(members))))
-            for g, b in enumerate(members):
-                drafted = tuple(int(host[b, r, depth]) for r in live[b])
-                carriers = [r for r, t in zip(live[b], drafted) if t == int(token[g])]
-                if bool(flag[g]) != bool(carriers):
-                    raise RuntimeError(
-                        f"scheme {getattr(scheme, 'name', scheme)!r} reported accepted={bool(flag[g])} "
-                        f"for token {int(token[g])} with drafts {list(drafted)}"
-                    )
-                steps[b].append(
-                    NodeStep(depth + 1, tuple(live[b]), drafted, int(token[g]), bool(carriers), p[g], q[g], law_class, chosen, plans[g])
-                )
-                if carriers:
-                    live[b] = carriers
-                else:
-                    done[b], accepted[b], output[b] = True, depth, int(token[g])
-    rest = np.flatnonzero(~done)
-    first = torch.as_tensor([live[b][0] for b in range(size)], device=device)
-    if len(rest):
-        index = torch.as_tensor(rest, device=device)
-        output[rest] = _sample(target[index, first[index], length], generator).cpu().numpy()
-        accepted[rest] = length
-    return BatchVerification(
-        torch.as_tensor(accepted, device=device), first, torch.as_tensor(output, device=device), tuple(map(tuple, steps))
-    )
-
-
-def _host_select(scheme, law_class, p, q, x, rng: np.random.Generator) -> tuple[int, bool, object]:
-    """Run ``scheme`` at one node on the host: ``(token, accepted, its plan or None)``. A
-    :class:`~multidraft.schemes.Scheme` prepares its plan for (p, law) and the plan selects;
-    another object's ``select`` runs."""
-    from multidraft.schemes import Scheme
-
-    target, law = p.double().cpu().numpy(), law_class.from_drafts(q.double().cpu().numpy(), normalize=True)
-    if isinstance(scheme, Scheme):
-        plan = scheme.prepare(target, law)
-        selection = plan.select(x.cpu().numpy(), rng)
-        return int(selection.token), bool(selection.accepted), plan
-    selection = scheme.select(target, law, x.cpu().numpy(), rng)
-    return int(selection.token), bool(selection.accepted), None

@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from multidraft.schemes._threads import on_idle_cores
+from multidraft.trees._batch import BatchVerification
 from multidraft.trees.tree import DraftTree
 
 __all__ = ["TreeVerifier", "TreeLaw", "Verification", "BatchVerification", "sample_index"]
@@ -63,23 +64,6 @@ class Verification:
     row: int
     next_token: int
     tokens: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BatchVerification:
-    """Outcomes of a batched run: torch long tensors ``[B]`` on the input device.
-
-    ``accepted`` (τ per tree), ``row`` (a draft row carrying the accepted path) and
-    ``next_token``; the emitted tokens of tree b are ``tokens[b, row[b], :accepted[b]]``
-    followed by ``next_token[b]``. ``steps``: for the token walk, the nodes it verified in
-    each tree (:class:`~multidraft.trees.token.NodeStep`, root first); None for verifiers
-    that do not verify node by node.
-    """
-
-    accepted: object
-    row: object
-    next_token: object
-    steps: tuple | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,8 +22,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_count, dirichlet, softmax
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.theory.laws import (
+    SizeEstimate,
+    as_distribution,
+    as_exact_distribution,
+    check_count,
+    check_size,
+    dirichlet,
+    softmax,
+)
 from multidraft.trees.tree import DraftTree
 
 __all__ = ["SequenceModel", "sun_example", "TREE_LIMIT"]
@@ -223,7 +230,7 @@ class SequenceModel:
 
         iid: ordered K-tuples of independent sequences, ``P = Π_k draft(x_k)``. Without
         replacement: K distinct first tokens by successive sampling from ``draft(· | ε)``,
-        each row continued independently. Refuses (:class:`~multidraft.theory.limits.ProblemTooLargeError`)
+        each row continued independently. Refuses (:class:`~multidraft.theory.laws.ProblemTooLargeError`)
         beyond ``max_trees`` trees, counted before anything is listed.
         """
         k = check_count(k, "k", meaning="the number of drafts")

@@ -54,7 +54,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory.limits import SizeEstimate, check_size
+from multidraft.theory.laws import SizeEstimate, check_size
 from multidraft.trees.model import SequenceModel
 
 __all__ = ["BlockOptimum", "block_optimum", "tail_optimum", "single_path_optimum", "tree_classes", "FORMS", "ANTICHAIN_LIMIT"]

@@ -88,7 +88,7 @@ class Selective(TreeVerifier):
         """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
         selection for ``(target, law)``."""
         from multidraft.theory.laws import WithoutReplacement
-        from multidraft.theory.limits import ProblemTooLargeError
+        from multidraft.theory.laws import ProblemTooLargeError
         from multidraft.theory.verifier import optimal_selection_rule
 
         if isinstance(law, WithoutReplacement):

@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from multidraft.theory.laws import DraftLaw, law_for
-from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, sample_index
-from multidraft.trees.tree import DraftTree
+from multidraft.trees._batch import BatchVerification, TreeBatch, _sample, host_rng
+from multidraft.trees.base import TreeLaw, TreeVerifier, sample_index
+from multidraft.trees.tree import DraftTree, live_law_class
 
-__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme"]
+__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "token_batch"]
 
 #: Plans a :class:`TokenVerifier` keeps (oldest dropped first), for vocabularies up to
 #: :data:`REMEMBER_BELOW`: the exact evaluation of a small sequence model meets each node's
@@ -239,6 +240,97 @@ class TokenVerifier(TreeVerifier):
         return node, sample_index(tree.target_at(node), rng)
 
     def _verify_batch(self, batch, generator, rng) -> BatchVerification:
-        from multidraft.trees._batch import token_batch
-
         return token_batch(self.scheme, batch, generator, rng)
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def token_batch(scheme, batch: TreeBatch, generator, rng: np.random.Generator | None = None) -> BatchVerification:
+    """The token walk over B trees with ``scheme`` (:class:`~multidraft.trees.TokenVerifier`),
+    depth by depth, recording every node it verifies (:class:`NodeStep`).
+
+    At each depth the trees' current nodes are grouped by the class of their live drafts' law
+    and their number; per group the scheme runs once in its batched torch form where it has one
+    for that law (:func:`node_scheme`), else its plan for each node,
+    prepared on the host, selects with ``rng`` (an object with ``select`` only: that). The
+    drafts carrying the output token stay live; a tree whose output is no live draft stops
+    with it, and after L accepted tokens a bonus token is drawn from the target.
+
+    Raises
+    ------
+    RuntimeError
+        When the scheme's ``accepted`` disagrees with whether its token is a live draft.
+    """
+    import torch
+
+    target, draft, tokens = batch.target, batch.draft, batch.tokens
+    device = target.device
+    size, k, length = batch.size, batch.k, batch.length
+    host = tokens.cpu().numpy()
+    rng = host_rng(generator) if rng is None else rng
+    live = [list(range(k)) for _ in range(size)]
+    done = np.zeros(size, dtype=bool)
+    accepted = np.zeros(size, dtype=np.int64)
+    output = np.zeros(size, dtype=np.int64)
+    steps: list[list[NodeStep]] = [[] for _ in range(size)]
+    for depth in range(length):
+        nodes: dict[tuple, list[int]] = {}
+        for b in np.flatnonzero(~done):
+            law_class = live_law_class([batch.groups[r] for r in live[b]], batch.without_replacement)
+            nodes.setdefault((law_class, len(live[b])), []).append(int(b))
+        for (law_class, count), members in nodes.items():
+            chosen, batched = node_scheme(scheme, law_class, count)
+            if len(members) == 1 and count == k:  # decoding's case: views of the block's tensors
+                b = members[0]
+                p, q, x = target[b, 0, depth][None], draft[b, :, depth][None], tokens[b, :, depth][None]
+            else:
+                index = torch.as_tensor(members, device=device)
+                rows = torch.as_tensor([live[b] for b in members], device=device)  # [G, count]
+                p = target[index, rows[:, 0], depth]  # [G, n]
+                q = draft[index[:, None], rows, depth]  # [G, count, n]
+                x = tokens[index[:, None], rows, depth]  # [G, count]
+            if batched:
+                token, flag = (v.cpu().numpy() for v in chosen.select_batch(p, q, x, generator))
+                plans = [None] * len(members)
+            else:
+                token, flag, plans = zip(*(_host_select(chosen, law_class, p[g], q[g], x[g], rng) for g in range(len(members))))
+            for g, b in enumerate(members):
+                drafted = tuple(int(host[b, r, depth]) for r in live[b])
+                carriers = [r for r, t in zip(live[b], drafted) if t == int(token[g])]
+                if bool(flag[g]) != bool(carriers):
+                    raise RuntimeError(
+                        f"scheme {getattr(scheme, 'name', scheme)!r} reported accepted={bool(flag[g])} "
+                        f"for token {int(token[g])} with drafts {list(drafted)}"
+                    )
+                steps[b].append(
+                    NodeStep(depth + 1, tuple(live[b]), drafted, int(token[g]), bool(carriers), p[g], q[g], law_class, chosen, plans[g])
+                )
+                if carriers:
+                    live[b] = carriers
+                else:
+                    done[b], accepted[b], output[b] = True, depth, int(token[g])
+    rest = np.flatnonzero(~done)
+    first = torch.as_tensor([live[b][0] for b in range(size)], device=device)
+    if len(rest):
+        index = torch.as_tensor(rest, device=device)
+        output[rest] = _sample(target[index, first[index], length], generator).cpu().numpy()
+        accepted[rest] = length
+    return BatchVerification(
+        torch.as_tensor(accepted, device=device), first, torch.as_tensor(output, device=device), tuple(map(tuple, steps))
+    )
+
+
+def _host_select(scheme, law_class, p, q, x, rng: np.random.Generator) -> tuple[int, bool, object]:
+    """Run ``scheme`` at one node on the host: ``(token, accepted, its plan or None)``. A
+    :class:`~multidraft.schemes.Scheme` prepares its plan for (p, law) and the plan selects;
+    another object's ``select`` runs."""
+    from multidraft.schemes import Scheme
+
+    target, law = p.double().cpu().numpy(), law_class.from_drafts(q.double().cpu().numpy(), normalize=True)
+    if isinstance(scheme, Scheme):
+        plan = scheme.prepare(target, law)
+        selection = plan.select(x.cpu().numpy(), rng)
+        return int(selection.token), bool(selection.accepted), plan
+    selection = scheme.select(target, law, x.cpu().numpy(), rng)
+    return int(selection.token), bool(selection.accepted), None

@@ -1,7 +1,7 @@
 """The draft-law interface (:class:`DraftLaw`) and the routes every law inherits: answers by
 enumerating its tuples (and, for laws of independent coordinates, by their product), written
-once for float and exact arithmetic through a :class:`~multidraft.theory._field.Field`. The laws themselves and their registry are in
-:mod:`multidraft.theory.laws`, which re-exports everything public here.
+once for float and exact arithmetic through a :class:`~multidraft.theory.laws.Field`. The laws themselves and their registry are in
+the other modules of :mod:`multidraft.theory.laws`, which re-exports everything public here.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory._field import EXACT, FLOAT, Field
-from multidraft.theory._kernels import subset_sums, zeta_transform
-from multidraft.theory.distributions import (
+from multidraft.theory.laws._field import EXACT, FLOAT, Field
+from multidraft.theory.laws._kernels import subset_sums, zeta_transform
+from multidraft.theory.laws._distributions import (
     MASS_FLOOR,
     as_distribution,
     as_exact_distribution,
@@ -23,12 +23,10 @@ from multidraft.theory.distributions import (
     check_generator,
     is_exact_input,
 )
-from multidraft.theory.limits import SizeEstimate, check_size, optimum_advice
+from multidraft.theory.laws._limits import SUBSETS_LIMIT, SizeEstimate, check_size, optimum_advice
 
 #: Most draft tuples :meth:`DraftLaw.enumerate` will list before refusing.
 ENUMERATION_LIMIT = 2_000_000
-#: Largest vocabulary for which all 2^n token sets are enumerated.
-SUBSETS_LIMIT = 22
 
 
 def check_law(law: object, name: str = "law") -> DraftLaw:
@@ -56,7 +54,7 @@ def check_k(k: int) -> int:
 def validated_draft(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
     """Float copy of a draft distribution plus its exact Fractions when given exactly.
 
-    A positive exact entry below :data:`~multidraft.theory.distributions.MASS_FLOOR` (1e-300)
+    A positive exact entry below :data:`~multidraft.theory.laws.MASS_FLOOR` (1e-300)
     is kept as ``MASS_FLOOR`` in the float copy, so that every support
     decision made on it (enumeration, support masks, K <= support size) agrees with the exact
     law, and the float copy keeps the invariants of :func:`as_distribution`.
@@ -155,14 +153,12 @@ class DraftLaw(ABC):
             raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={self.n}")
         return p
 
+    @abstractmethod
     def single_draft(self) -> DraftLaw:
         """The law of one draft from the same draft model: ``IID(q, 1)`` with q the first
         draft's distribution before the law's rule (q itself for the laws of one draft
         distribution, q_1 for ``Independent``); exact when this law is. The baseline that
         single-draft speculative sampling runs on."""
-        from multidraft.theory.laws import IID
-
-        return IID(self._first_distribution(), 1)
 
     def _first_distribution(self) -> object:
         """The distribution the first draft model drafts from (exact Fractions when given)."""
@@ -188,7 +184,7 @@ class DraftLaw(ABC):
         """
 
     def _enumeration_guard(self, count: int) -> None:
-        """Refuse (:class:`~multidraft.theory.limits.ProblemTooLargeError`) to list more than
+        """Refuse (:class:`~multidraft.theory.laws.ProblemTooLargeError`) to list more than
         ``ENUMERATION_LIMIT`` tuples: ``count`` rows of K int64 tokens and a float64 probability."""
         estimate = SizeEstimate(
             f"enumerating the {self.name} law (n={self.n}, k={self.k})", count, count * 8 * (self.k + 1), unit="draft tuples"

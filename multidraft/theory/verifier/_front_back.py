@@ -38,13 +38,13 @@ import math
 
 import numpy as np
 
-from multidraft.theory._kernels import race_step
+from multidraft.theory.laws._kernels import race_step
 from multidraft.theory._numba import compile_in_place
 
 __all__ = ["front_back_nodes", "front_back_pass", "front_back_head"]
 
 #: Largest trapezoid step in u = log t (0.2: the law agreed with exact enumeration to 5e-14 on
-#: 2,000 random instances; :func:`~multidraft.theory._kernels.race_step` may ask for less).
+#: 2,000 random instances; :func:`~multidraft.theory.laws._kernels.race_step` may ask for less).
 MAX_STEP = 0.2
 
 

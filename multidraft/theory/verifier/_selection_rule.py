@@ -15,15 +15,15 @@ decreasing-q/p order, :func:`multidraft.theory.optimal_acceptance`) and U = Ω �
 
 lies in B(h) and ``Σ min(p, r*) = r*(U) + p(T*) = P*`` (r* <= p on U, r* >= p on T*).
 
-**Its realisation** ("curtain"; :mod:`multidraft.theory._curtain`, fitted on the draft's
-support, :mod:`multidraft.theory._curtain_rule`): every draft draws a
+**Its realisation** ("curtain"; :mod:`multidraft.theory.verifier._curtain`, fitted on the draft's
+support, :mod:`multidraft.theory.verifier._curtain_rule`): every draft draws a
 position uniformly from its token's set of [0, 1) and the draft with the smallest position is
 selected; U's sets tile [0, q(U)) and T*'s tile [q(U), 1), laid out by the nested stack pass.
 The law the rule *actually* has is computed from its sets and is the r used in the
 accept/residual step, so the output is exactly the target and only the acceptance carries
 rounding.
 
-**Drafts without replacement** (:mod:`multidraft.theory._wor_rule`). The clipped form is
+**Drafts without replacement** (:mod:`multidraft.theory.verifier._wor_rule`). The clipped form is
 optimal for this law too (proof in docs/optimal_verifier.md §7), computed by a pruned exact
 scan. The rule realising it: U and T* decouple (U is tight); on U the *J-curtain* (the iid
 curtain on the U-points of the drafts' rebuilt iid stream, with G(x) = E[x^J] in place of
@@ -46,27 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory._curtain_rule import CurtainRule, fit_curtain_rule, fit_support_rule
-from multidraft.theory.laws import IID, DraftLaw, WithoutReplacement, check_law
-from multidraft.theory.support import OutsideTarget
-
-__all__ = [
-    "SelectionRule",
-    "CurtainRule",
-    "FrontBackRule",
-    "OutsideTarget",
-    "optimal_selection_rule",
-    "fit_curtain_rule",
-    "fit_support_rule",
-    "VERIFIER_LAWS",
-    "PROVEN_OPTIMAL_LAWS",
-]
-
-#: Draft-law classes with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
-VERIFIER_LAWS: tuple[type[DraftLaw], ...] = (IID, WithoutReplacement)
-#: Those whose verifier provably reaches P* (for drafts without replacement it is a lower bound).
-PROVEN_OPTIMAL_LAWS: tuple[type[DraftLaw], ...] = (IID,)
-
+__all__ = ["SelectionRule", "FrontBackRule"]
 
 @dataclass(frozen=True)
 class SelectionRule:
@@ -168,61 +148,3 @@ class FrontBackRule(SelectionRule):
         last = np.argmax(np.where(active, position, -1), axis=-1)
         out[np.arange(len(tuples)), last] += np.prod(back, axis=-1)
         return out
-
-
-def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | FrontBackRule:
-    """The verifier's selection rule for ``(p, law)`` at any vocabulary size.
-
-    * iid drafts: the optimal law r* (module docstring) laid out by the nested stack pass; the
-      rule realises r* to ``|r - r*| ~ 1e-15``, so ``Σ min(p, r) = P*`` up to rounding.
-    * drafts without replacement: the J-curtain on U and front/back on T* (a lower bound on P*,
-      module docstring).
-
-    Either way the rule comes with the law r it actually has and the single-draft step for that
-    r, so the output is exactly p.
-
-    Parameters
-    ----------
-    target : array_like [n]
-        The target p.
-    law : DraftLaw
-        An :class:`~multidraft.theory.laws.IID` or
-        :class:`~multidraft.theory.laws.WithoutReplacement` law.
-
-    Returns
-    -------
-    CurtainRule or FrontBackRule
-
-    Raises
-    ------
-    ValueError
-        A law without a verifier here, or a target that is not a distribution of the law's
-        size.
-
-    Examples
-    --------
-    >>> from multidraft.theory.laws import IID, WithoutReplacement
-    >>> rule = optimal_selection_rule([1/3, 1/6, 1/2], IID([1/3, 1/3, 1/3], k=2))
-    >>> round(rule.acceptance, 12), round(rule.optimum, 12)
-    (1.0, 1.0)
-    >>> rule = optimal_selection_rule([0.5, 0.3, 0.2], WithoutReplacement([0.2, 0.3, 0.5], k=2))
-    >>> round(rule.acceptance, 12), round(rule.optimum, 12)
-    (0.985714285714, 0.985714285714)
-
-    Complexity (iid): O(n) to validate p and find the draft's support S, then O(s log s) on S
-    alone -- one sort of the p/q ratios and the compiled scan and stack passes (the tokens the
-    draft cannot propose are never selected and never in T*; docs/optimal_verifier.md §8). Drafts
-    without replacement: the pruned prefix race, the J-law, the front/back pass over T*'s head
-    and the uniform tail's power series (docs/optimal_verifier.md §10).
-    """
-    if not isinstance(check_law(law), VERIFIER_LAWS):
-        raise ValueError(
-            f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws; "
-            f"got the {law.name} law"
-        )
-    p = law.check_target(target)
-    if isinstance(law, WithoutReplacement):
-        from multidraft.theory._wor_rule import wor_selection_rule  # imports this module
-
-        return wor_selection_rule(p, law.draft, law.k)
-    return fit_curtain_rule(p, law.draft, law.k)

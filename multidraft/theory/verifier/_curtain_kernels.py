@@ -1,8 +1,8 @@
-"""The compiled kernels of :mod:`multidraft.theory._curtain` (numba, cached on disk).
+"""The compiled kernels of :mod:`multidraft.theory.verifier._curtain` (numba, cached on disk).
 
 Kept in their own module, at module level, so that numba's disk cache finds them again in the
 next process (functions built inside a function are recompiled every time), and so that
-``import multidraft.theory`` does not import numba: :mod:`~multidraft.theory._curtain` imports
+``import multidraft.theory`` does not import numba: :mod:`~multidraft.theory.verifier._curtain` imports
 this module on first use.
 """
 

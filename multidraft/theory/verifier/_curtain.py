@@ -60,7 +60,7 @@ def interval_weight(start: np.ndarray | float, end: np.ndarray | float, k: int) 
 def _kernels():
     """The compiled kernels (:mod:`multidraft.theory._curtain_kernels`), imported on first use
     so that importing the theory does not import numba."""
-    from multidraft.theory import _curtain_kernels
+    from multidraft.theory.verifier import _curtain_kernels
 
     return _curtain_kernels
 

@@ -34,22 +34,25 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory._field import Field, field
-from multidraft.theory._independent import product_cut
-from multidraft.theory.distributions import as_distribution, as_exact_distribution, check_number
-from multidraft.theory.limits import optimum_advice
 from multidraft.theory.laws import (
     IID,
     LAWS,
-    DraftLaw,
     SUBSETS_LIMIT,
+    DraftLaw,
+    Field,
     WithoutReplacement,
+    as_distribution,
+    as_exact_distribution,
     check_k,
     check_law,
+    check_number,
+    field,
     law_class,
+    optimum_advice,
     ratio_order,
     subset_sums,
 )
+from multidraft.theory.optimum._independent import product_cut
 
 __all__ = [
     "OptimalAcceptance",
@@ -299,7 +302,7 @@ def _prefix_cut_values(p: np.ndarray, order: np.ndarray, contained: np.ndarray) 
 
 
 def _threshold(p, law: DraftLaw, exact: bool) -> OptimalAcceptance:
-    """The threshold-set search of :func:`~multidraft.theory._independent.product_cut` on the
+    """The threshold-set search of :func:`~multidraft.theory.optimum._independent.product_cut` on the
     law's draft marginals; the value is recomputed from the certificate as :func:`cut_value` does."""
     certificate = _certificate(product_cut(p, law.marginals(exact=exact), exact=exact).certificate, law.n)
     value = field(exact).probability(_cut(p, law, certificate, field(exact)))

@@ -30,7 +30,7 @@ K, so ``P(J >= j) = P(N_{T*}(Γ_j) <= K - j)`` with Γ_j ~ Gamma(j, L):
 ``P(J >= 1) = h(U) = 1 - g(T*)``, which the scan computes independently (a check).
 
 **Quadrature.** Trapezoid rule in u = log t (integrands analytic in a strip, decaying doubly
-exponentially): the step from :func:`~multidraft.theory._kernels.race_step`'s error bound
+exponentially): the step from :func:`~multidraft.theory.laws._kernels.race_step`'s error bound
 (absolute discretisation error below 1e-14 for the scan; for the J-law the bound's k-term grows
 by at most 2^K, so the tolerance is divided by 2^K), the ends where the integrand is below 1e-18.
 """
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory._kernels import RACE_TOLERANCE, race_step, ratio_order
-from multidraft.theory import _wor_moments
+from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_order
+from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
-from multidraft.theory._wor_moments import ROUNDING, light_tokens, moment_order, stirling_weights
+from multidraft.theory.optimum._wor_moments import ROUNDING, light_tokens, moment_order, stirling_weights
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 

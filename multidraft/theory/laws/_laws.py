@@ -1,7 +1,7 @@
 """Draft laws: how the K draft tokens X = (X_1, ..., X_K) are drawn, and the registry of them.
 
 A draft law D on Ω^K (Ω = {0, ..., n-1}) is everything the optimal acceptance depends on:
-by max-flow/min-cut (see :mod:`multidraft.theory.optimal`) only the containment
+by max-flow/min-cut (see :mod:`multidraft.theory.optimum`) only the containment
 probabilities ``P_D(set(X) ⊆ T)`` matter. Every law here can
 
 * ``sample(rng, size)`` draft tuples,
@@ -16,14 +16,17 @@ probabilities ``P_D(set(X) ⊆ T)`` matter. Every law here can
   one token order, give that order with the containment of its prefixes, ``prefix_scan(target)``.
 
 Float and exact (Fraction) answers are written once, through a
-:class:`~multidraft.theory._field.Field`. The interface and its generic routes
-(:mod:`multidraft.theory._law_base`) and the array kernels (:mod:`multidraft.theory._kernels`:
-subset sums, the zeta transform, ratio orders, prefix containments) are re-exported here.
+:class:`~multidraft.theory.laws.Field`. The interface and its generic routes
+(:mod:`multidraft.theory.laws._law_base`) and the array kernels (:mod:`multidraft.theory.laws._kernels`:
+subset sums, the zeta transform, ratio orders, prefix containments) are re-exported by the room,
+:mod:`multidraft.theory.laws`.
 
 Laws (theory.md, "Notation"): :class:`IID` (SpecTr, SpecInfer, Khisti et al.),
 :class:`Independent` (non-identical drafts), :class:`WithoutReplacement` (Gumbel-top-K;
-Jeon et al. 2024), :class:`Greedy` (Hu et al. 2025) and :class:`Deterministic` (top-k trees).
-Each class's ``name`` is its kind, the key of :data:`LAWS`; :func:`law_for` builds a law by kind.
+Jeon et al. 2024), :class:`Greedy` (Hu et al. 2025) here, and
+:class:`~multidraft.theory.laws.Deterministic` (top-k trees) in ``_deterministic``.
+Each class's ``name`` is its kind, the key of :data:`~multidraft.theory.laws.LAWS` (``_registry``);
+:func:`~multidraft.theory.laws.law_for` builds a law by kind.
 """
 
 from __future__ import annotations
@@ -36,49 +39,22 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory._field import EXACT
-from multidraft.theory._kernels import (
-    exact_ratio_order,
-    iid_prefix_containment,
-    membership,
-    ratio_order,
-    subset_sums,
-    wor_prefix_containment,
-    zeta_transform,
-)
-from multidraft.theory._law_base import (
-    ENUMERATION_LIMIT,
-    SUBSETS_LIMIT,
+from multidraft.theory.laws._field import EXACT
+from multidraft.theory.laws._kernels import iid_prefix_containment, ratio_order, wor_prefix_containment
+from multidraft.theory.laws._law_base import (
     DraftLaw,
     check_k,
-    check_law,
     product_enumeration,
     product_subset_containment,
     validated_draft,
 )
-from multidraft.theory.distributions import MASS_FLOOR, check_count
+from multidraft.theory.laws._distributions import MASS_FLOOR
 
 __all__ = [
-    "DraftLaw",
     "IID",
     "Independent",
     "WithoutReplacement",
     "Greedy",
-    "Deterministic",
-    "LAWS",
-    "law_class",
-    "law_for",
-    "ENUMERATION_LIMIT",
-    "check_k",
-    "check_law",
-    "SUBSETS_LIMIT",
-    "ratio_order",
-    "exact_ratio_order",
-    "membership",
-    "subset_sums",
-    "zeta_transform",
-    "iid_prefix_containment",
-    "wor_prefix_containment",
 ]
 
 
@@ -101,13 +77,16 @@ class _OneDistributionLaw(DraftLaw):
         """q in the arithmetic of the computation: the float array, or the exact Fractions."""
         return self._field(exact).array(self._exact_draft) if exact else self.draft
 
+    def single_draft(self) -> IID:
+        return IID(self._first_distribution(), 1)
+
 
 class _RatioPrefixLaw(_OneDistributionLaw):
     """A law of K drafts from one draft distribution q whose optimal min-cut set is a prefix of
     the decreasing-q/p order (:func:`ratio_order`): :class:`IID` and :class:`WithoutReplacement`.
 
     Holds what the two share: the support, the first draft's law q, and the prefix scan, which
-    reads ``_prefix_kernel(q[order], k)`` (a kernel of :mod:`multidraft.theory._kernels`) in float
+    reads ``_prefix_kernel(q[order], k)`` (a kernel of :mod:`multidraft.theory.laws._kernels`) in float
     mode and ``_exact_prefix_containment(order)`` in exact mode.
     """
 
@@ -213,7 +192,7 @@ class Independent(DraftLaw):
     ``P(set(X) ⊆ T) = Π_i q_i(T)``. An optimal cut is a threshold set of the linear score
     ``Σ_i q_i(y) Π_{j≠i} q_j(T) - p(y)``, whose weights depend on the cut itself, not a prefix
     of one sort: the optimum uses ``method="threshold"`` (a branch and bound over the draft
-    masses, :mod:`multidraft.theory._independent`), the subset method (small n) or the LP.
+    masses, :mod:`multidraft.theory.optimum._independent`), the subset method (small n) or the LP.
     """
 
     name = "independent"
@@ -251,6 +230,9 @@ class Independent(DraftLaw):
 
     def __repr__(self) -> str:
         return f"Independent(n={self.n}, k={self.k})"
+
+    def single_draft(self) -> IID:
+        return IID(self._first_distribution(), 1)
 
     def _qs(self, exact: bool) -> list[np.ndarray]:
         """The drafts q_i in the arithmetic of the computation."""
@@ -485,120 +467,3 @@ class Greedy(_OneDistributionLaw):
 
     def _tuple_possible(self, drafts: np.ndarray) -> bool:
         return bool(np.array_equal(drafts[:-1], self.fixed) and self.residual[drafts[-1]] > 0)
-
-
-class Deterministic(DraftLaw):
-    """A fixed set of draft tokens (top-k trees of EAGLE-2/3, SGLang): ``X = tokens``.
-
-    ``P(set(X) ⊆ T) = 1[S ⊆ T]`` with S = set(tokens); the optimal acceptance is p(S).
-    """
-
-    name = "deterministic"
-    independent_drafts = True
-    symmetric = False
-    takes_distributions = False
-
-    def __init__(self, tokens: Sequence[int], n: int) -> None:
-        n = check_count(n, "n", meaning="the vocabulary size")
-        tokens = np.asarray(tokens)
-        self.k = check_k(tokens.size)
-        if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
-            raise ValueError(f"tokens: expected a 1-D list of integer token ids, got {tokens!r}")
-        if (tokens < 0).any() or (tokens >= n).any():
-            raise ValueError(f"tokens: token ids must lie in [0, {n}), got {tokens.tolist()}")
-        self.tokens = tokens.astype(np.int64)
-        self.n = int(n)
-        self.draft_set = np.zeros(self.n, dtype=bool)
-        self.draft_set[self.tokens] = True
-
-    @classmethod
-    def from_drafts(cls, drafts: Sequence[object], k: int | None = None, *, normalize: bool = False) -> Deterministic:
-        raise ValueError("law: the deterministic law is built from token ids, Deterministic(tokens, n), not from draft distributions")
-
-    def single_draft(self) -> Deterministic:
-        """The first draft token alone: ``Deterministic(tokens[:1], n)``."""
-        return Deterministic(self.tokens[:1], self.n)
-
-    @property
-    def exact(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"Deterministic(tokens={self.tokens.tolist()}, n={self.n})"
-
-    @property
-    def support(self) -> np.ndarray:
-        return self.draft_set.copy()
-
-    def support_tokens(self) -> np.ndarray:
-        """The distinct draft tokens, ascending (no pass over the vocabulary)."""
-        return np.unique(self.tokens)
-
-    def tuple_count(self, merged: bool = False) -> int:
-        return 1
-
-    def marginal(self, position: int, exact: bool = False) -> np.ndarray:
-        """One-hot on ``tokens[position]``."""
-        return self._one_hot(self.tokens[self._check_position(position)], exact)
-
-    def marginals_on(self, tokens: np.ndarray, exact: bool = False) -> np.ndarray:
-        """Row i one-hot on ``tokens[i]`` among ``tokens`` (no row of length n)."""
-        hits = self.tokens[:, None] == np.asarray(tokens, dtype=np.int64)[None, :]
-        arithmetic = self._field(exact)
-        return np.where(hits, arithmetic.one, arithmetic.zero) if exact else hits.astype(np.float64)
-
-    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-        count = self._sample_count(rng, size)
-        return self.tokens.copy() if size is None else np.tile(self.tokens, (count, 1))
-
-    def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        return self.tokens[None, :].copy(), self._field(exact).ones(1)
-
-    def containment(self, sets: np.ndarray) -> np.ndarray:
-        sets = self._check_sets(sets)
-        return np.all(sets[..., self.tokens], axis=-1).astype(np.float64)
-
-    def prefix_scan(self, p: np.ndarray, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """The draft set first: its prefixes contain the tuple from |S| tokens on."""
-        self._scan_target(p, exact)
-        size = int(self.draft_set.sum())
-        order = np.concatenate([np.flatnonzero(self.draft_set), np.flatnonzero(~self.draft_set)])
-        return order, self._field(exact).array([0] * size + [1] * (self.n + 1 - size))
-
-    def _tuple_possible(self, drafts: np.ndarray) -> bool:
-        return bool(np.array_equal(drafts, self.tokens))
-
-
-#: The draft-law classes by kind (``law.name``), in the order the command line lists them.
-LAWS: dict[str, type[DraftLaw]] = {cls.name: cls for cls in (IID, WithoutReplacement, Greedy, Independent, Deterministic)}
-
-
-def law_class(kind: str) -> type[DraftLaw]:
-    """The draft-law class of ``kind`` (a key of :data:`LAWS`).
-
-    >>> law_class("wor").__name__
-    'WithoutReplacement'
-    >>> law_class("uniform")
-    Traceback (most recent call last):
-    ...
-    ValueError: law: unknown draft law 'uniform'; choose one of iid, wor, greedy, independent, deterministic
-    """
-    if kind not in LAWS:
-        raise ValueError(f"law: unknown draft law {kind!r}; choose one of {', '.join(LAWS)}")
-    return LAWS[kind]
-
-
-def law_for(kind: str, drafts: Sequence[object], k: int | None = None, *, normalize: bool = False) -> DraftLaw:
-    """The draft law of ``kind`` over the draft distributions ``drafts`` of the K drafts.
-
-    ``k`` defaults to ``len(drafts)``. A law of one shared draft distribution (iid, wor,
-    greedy) reads the first; :class:`Independent` takes one per draft (one repeated K times
-    when a single one is given with ``k``). The deterministic law is built from token ids,
-    ``Deterministic(tokens, n)``, not from distributions.
-
-    >>> law_for("iid", [[0.5, 0.5]], k=3)
-    IID(n=2, k=3)
-    >>> law_for("independent", [[0.5, 0.5], [0.9, 0.1]])
-    Independent(n=2, k=2)
-    """
-    return law_class(kind).from_drafts(drafts, k, normalize=normalize)

@@ -2,7 +2,7 @@
 front/back rule on T* (U merged into one token), each with its exact law.
 
 **Target** (docs/optimal_verifier.md §7). T* = the min-cut prefix (pruned exact scan,
-:func:`~multidraft.theory._wor_race.optimal_cut`), U = Ω ∖ T*, L = q(U), g(T*) = P(set(X) ⊆ T*).
+:func:`~multidraft.theory.optimum._wor_race.optimal_cut`), U = Ω ∖ T*, L = q(U), g(T*) = P(set(X) ⊆ T*).
 The optimal law is the clipped form r* = min(p, λq) on U (r*(U) = h(U) = 1 - g(T*)) and
 max(p, μq) on T* (r*(T*) = g(T*)); Σ min(p, r*) = P*. U is tight, so the two sides decouple: a
 rule selects from U whenever a U token is drafted, and from T* otherwise, and its acceptance is
@@ -13,7 +13,7 @@ the sum of the two sides' Σ min(p, r).
 the moment they and the distinct T*-tokens number K, give each U-point a uniform position in its
 token's set of a layout of [0, 1) for the weight G(x) = E[x^J], and select the smallest. Its law
 is exact (the layout tiles), and the layout is fitted to the best law of the class
-(:func:`~multidraft.theory._wor_curtain.clipped_layout`), which is r* on U exactly when the
+(:func:`~multidraft.theory.verifier._wor_curtain.clipped_layout`), which is r* on U exactly when the
 J-condition holds. Where it falls short of h(U) the front/back rule's U side is computed too
 and the better is kept.
 
@@ -21,7 +21,7 @@ and the better is kept.
 to p, first "front" else the last drafted), whose law depends on U only through its first
 arrival, so U is merged into one token of mass L (the same law, at O(|T*|) cost). Its last
 positions, when they are light pool tokens, form a *uniform tail* (winner uniform among the
-drafted tail tokens; law one power series in q, :mod:`~multidraft.theory._wor_tail`); if that
+drafted tail tokens; law one power series in q, :mod:`~multidraft.theory.verifier._wor_tail`); if that
 side falls short, plain front/back is tried too. A side that
 falls short tries other position orders: all of them up to :data:`ORDER_SEARCH` tokens, a local
 search over transpositions up to :data:`LOCAL_SEARCH` (the fixed p/q order is provably not always
@@ -40,13 +40,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory._front_back import front_back_head, front_back_nodes, front_back_pass
-from multidraft.theory._wor_curtain import Layout, _groups, clipped_layout, point_win_probabilities
-from multidraft.theory._wor_moments import LIGHT
-from multidraft.theory._wor_race import j_law, optimal_cut
-from multidraft.theory._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
-from multidraft.theory._field import canonical_step
-from multidraft.theory.verifier import FrontBackRule
+from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
+from multidraft.theory.verifier._wor_curtain import Layout, _groups, clipped_layout, point_win_probabilities
+from multidraft.theory.optimum._wor_moments import LIGHT
+from multidraft.theory.optimum._wor_race import j_law, optimal_cut
+from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
+from multidraft.theory.laws import canonical_step
+from multidraft.theory.verifier._selection_rule import FrontBackRule
 
 __all__ = ["WithoutReplacementRule", "wor_selection_rule", "optimal_wor_law"]
 
@@ -56,7 +56,7 @@ ORDER_SEARCH, LOCAL_SEARCH, SEARCH_FITS = 5, 64, 400
 #: Tokens all the fits of one search may pass (the U side's fit passes the whole vocabulary, so a
 #: large vocabulary gets no search; the T* side's passes |T*| + 1).
 SEARCH_TOKENS = 20_000
-#: The uniform tail of the T* side (:mod:`~multidraft.theory._wor_tail`): at least MIN_TAIL
+#: The uniform tail of the T* side (:mod:`~multidraft.theory.verifier._wor_tail`): at least MIN_TAIL
 #: tokens, each with p <= TAIL_SLACK r* (room for its law's O(q t) departure from ∝ q), and a
 #: rounding bound of its power sums below TAIL_TOLERANCE.
 MIN_TAIL, TAIL_SLACK, TAIL_TOLERANCE = 64, 0.9, 1e-13

@@ -10,7 +10,7 @@ instead of an out-of-memory crash minutes later.
 
 :func:`optimum_advice` is the "use instead" for the optimal acceptance: it names only a route
 that accepts the law at hand (the sorted scan for laws with prefix structure, the subset
-min-cut for at most :data:`~multidraft.theory.laws.SUBSETS_LIMIT` draftable tokens, else the LP).
+min-cut for at most :data:`SUBSETS_LIMIT` draftable tokens, else the LP).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from decimal import Decimal
 __all__ = [
     "MAX_VARIABLES",
     "MAX_MEMORY",
+    "SUBSETS_LIMIT",
     "ProblemTooLargeError",
     "SizeEstimate",
     "check_size",
@@ -34,6 +35,8 @@ __all__ = [
 MAX_VARIABLES = 500_000
 #: Default largest estimated peak memory in bytes (2 GiB) before refusing.
 MAX_MEMORY = 2 * 2**30
+#: Largest vocabulary for which all 2^n token sets are enumerated.
+SUBSETS_LIMIT = 22
 
 
 class ProblemTooLargeError(ValueError):
@@ -138,7 +141,7 @@ def check_size(
     >>> check_size(SizeEstimate("toy LP", 10, 800), "use the closed form", max_variables=5)
     Traceback (most recent call last):
     ...
-    multidraft.theory.limits.ProblemTooLargeError: toy LP: about 10 variables (800 bytes of memory) exceed the limit max_variables=5; use the closed form
+    multidraft.theory.laws._limits.ProblemTooLargeError: toy LP: about 10 variables (800 bytes of memory) exceed the limit max_variables=5; use the closed form
     """
     if estimate.variables > max_variables:
         raise ProblemTooLargeError(estimate, variables_name, max_variables, alternative)
@@ -164,8 +167,6 @@ def optimum_advice(law: object, *, lp: bool = True) -> str:
     >>> optimum_advice(Independent([[0.5, 0.5], [0.2, 0.8]]))
     "use multidraft.theory.optimal_acceptance(target, law, method='threshold') (exact threshold-set search, any vocabulary)"
     """
-    from multidraft.theory.laws import SUBSETS_LIMIT
-
     if law.has_prefix_structure:
         return "use multidraft.theory.optimal_acceptance(target, law, method='sorted') (prefix scan, O(n log n))"
     if law.independent_drafts:

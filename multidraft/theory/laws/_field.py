@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory._kernels import exact_ratio_order, ratio_order
+from multidraft.theory.laws._kernels import exact_ratio_order, ratio_order
 
 __all__ = ["Field", "FLOAT", "EXACT", "field", "positive_part", "safe_divide", "normalise", "canonical_step"]
 
@@ -75,7 +75,7 @@ class Field:
         return value if self.exact else float(min(value, 1.0))
 
     def ratio_order(self, target: np.ndarray, draft: np.ndarray) -> np.ndarray:
-        """The decreasing-q/p token order (:func:`~multidraft.theory._kernels.ratio_order`;
+        """The decreasing-q/p token order (:func:`~multidraft.theory.laws._kernels.ratio_order`;
         exact comparisons for Fractions, where a float ratio could misorder near-ties)."""
         return exact_ratio_order(target, draft) if self.exact else ratio_order(target, draft)
 

@@ -39,7 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from multidraft.theory._kernels import subset_sums
+from multidraft.theory.laws import subset_sums
 
 __all__ = ["ProductCut", "product_cut", "LEAF_SIZE", "COLLAPSED_LEAF_SIZE", "NODE_LIMIT", "FLOAT_TOLERANCE"]
 

@@ -5,14 +5,14 @@ decreasing p/q, coins α, first "front" wins) on its *head*; the *tail* S (a suf
 positions, light pool tokens, coins all "back") takes over when no head coin says front and a
 tail token is drafted: the winner is then **uniform among the drafted tail tokens** (front/back
 would take the last of them in position order). Head tokens keep their front/back law (it never
-looks inside the tail), so the pass over the head (:func:`~multidraft.theory._front_back.front_back_head`)
+looks inside the tail), so the pass over the head (:func:`~multidraft.theory.verifier._front_back.front_back_head`)
 is unchanged; only the tail's own law is new.
 
 **Its law.** Drafts are the first K arrivals of the exponential race; at the K-th arrival time t
 let ``H_Φ(x)``, ``H_Ψ(x)`` be the prefix pair after the head (U blocked: ``e^{-q(U) t}``; head
 token i drafted and back: ``(1 - α_i)(1 - e^{-q_i t}) x``; ``H_Ψ`` one of them arriving at t), and
 ``T_Φ(w) = Σ τ_m w^m``, ``T_Ψ(w) = Σ σ_m w^m`` the tail's truncated product and arrival companion
-(:mod:`~multidraft.theory._wor_moments`). Mark other tail tokens drafted by z, so that
+(:mod:`~multidraft.theory.optimum._wor_moments`). Mark other tail tokens drafted by z, so that
 ``1/(1 + N') = ∫_0^1 z^{N'} dz``; taking token y out of the tail product divides by
 ``e^{-q_y t}(1 + u w)``, ``u = e^{q_y t} - 1``, ``w = x z``. With ``q = q_y``:
 
@@ -25,7 +25,7 @@ integral gives ``1/(j + 1)`` per power z^j, so at each node r_y = Σ_n (A_n q + 
 (n < K, :func:`tail_polynomials`), and with ``u^n = Σ_l a_{l,n} (q t)^l`` (Stirling weights)
 the whole tail's law is one power series r_y = Σ_l c_l (q_y/s)^l (+ q_y Σ_l d_l (q_y/s)^l):
 O(G K L) once, O(L) per token. Light tokens (q t_max <= LIGHT) make the truncation at
-L = :func:`~multidraft.theory._wor_moments.moment_order` exact to rounding, as there.
+L = :func:`~multidraft.theory.optimum._wor_moments.moment_order` exact to rounding, as there.
 :func:`tail_law_direct` evaluates the same integral token by token (the reference).
 """
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
-from multidraft.theory._wor_moments import LIGHT, ROUNDING, light_products, moment_order, power_sums, stirling_weights
+from multidraft.theory.optimum._wor_moments import LIGHT, ROUNDING, light_products, moment_order, power_sums, stirling_weights
 
 __all__ = ["tail_products", "tail_polynomials", "tail_rounding", "tail_law", "tail_law_direct"]
 

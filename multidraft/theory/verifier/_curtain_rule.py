@@ -3,7 +3,7 @@
 A token the draft cannot propose (q(y) = 0) is never drafted, so a selection rule never picks
 it (r(y) = 0), and it never belongs to the optimal cut T* (it adds p(y) to the cut value and
 nothing to ``q(T)^K``). So the whole fit -- the min-cut scan, r* and its layout
-(:func:`multidraft.theory._curtain.curtain_fit`) -- runs on the s tokens of the support, and
+(:func:`multidraft.theory.verifier._curtain.curtain_fit`) -- runs on the s tokens of the support, and
 the rest of the vocabulary enters only through the single-draft step: there r = 0, so the
 selected draft is never that token and the residual ``norm((p - r)_+)`` equals p up to its
 normaliser. Reading and validating the target is O(n); everything else is O(s log s).
@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from multidraft.theory._curtain import curtain_fit
-from multidraft.theory.support import OutsideTarget, draw_levels, every_token, support_index
+from multidraft.theory.verifier._curtain import curtain_fit
+from multidraft.theory.verifier._support import OutsideTarget, draw_levels, every_token, support_index
 
 __all__ = ["CurtainRule", "Layout", "fit_curtain_rule", "fit_support_rule", "FIT_TOLERANCE"]
 
@@ -351,7 +351,7 @@ def fit_support_rule(ps, qs, support, n, k, *, target=None, draft=None, outside_
     the token ids ``support``, all q > 0), the vocabulary size n and, when known, the dense
     target and draft (for the dense views) and ``outside_mass`` = p(Ω ∖ support).
 
-    Runs :func:`~multidraft.theory._curtain.curtain_fit` (one sort of the support by p/q, then
+    Runs :func:`~multidraft.theory.verifier._curtain.curtain_fit` (one sort of the support by p/q, then
     the compiled fit): O(s log s). Falls back to one shared
     position set (a uniformly chosen draft, law q: lossless, acceptance Σ min(p, q)) if the
     realised law is not finite or accepts more than ``FIT_TOLERANCE`` less than P* (never

@@ -8,7 +8,7 @@ probability
     S_j(x, y) = Σ_{i<j} x^i y^{j-1-i}  (non-negative terms: no cancellation),
 
 with density w_G(t) = G'(1 - t), non-increasing, strictly decreasing when P(J >= 2) > 0. The iid
-curtain (:mod:`multidraft.theory._curtain`) is the case G(x) = x^K. Every step of the stack pass
+curtain (:mod:`multidraft.theory.verifier._curtain`) is the case G(x) = x^K. Every step of the stack pass
 and of its proof (docs/optimal_verifier.md §4) uses only that W is an integral of a decreasing
 density, so it carries over with W_G: the solo interval of a set of groups solves
 φ(x) = W_G(1 - x, 1 - x + c)/c = Σ_j c_j S_j(x, x - c) = d, where φ is increasing and convex in

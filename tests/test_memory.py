@@ -137,3 +137,82 @@ def test_wor_enumeration_sums_over_the_support():
             value, left = value * exact[token] / left, left - exact[token]
         assert probs[row] == pytest.approx(float(value), rel=1e-14)
     assert probs.sum() == pytest.approx(1.0, abs=1e-13)
+
+
+class _Failing:
+    """A block verifier whose exact law raises ``error``."""
+
+    def __init__(self, name: str, error: Exception) -> None:
+        self.name, self.error = name, error
+
+    def law(self, tree, next_token):
+        raise self.error
+
+
+def test_measure_records_a_refusal_but_does_not_swallow_running_out_of_memory():
+    """A size-guard refusal leaves the block's value NaN with the one-line reason in the notes;
+    a MemoryError (once silently a "not computed" gap) stops the run."""
+    from types import SimpleNamespace
+
+    from multidraft.decoding import measurement
+    from multidraft.theory.limits import ProblemTooLargeError, SizeEstimate
+
+    outcome = SimpleNamespace(tree=lambda groups, without_replacement: None, accepted=2)
+    refused = _Failing("refused", ProblemTooLargeError(SizeEstimate("toy law", 10, 0), "max_variables", 5, "use less"))
+    gaps: set[str] = set()
+    config = SimpleNamespace(scoring=[refused], without_replacement=True)
+    record = measurement._score_block(0, 3, refused, outcome, config, (2,), gaps)
+    assert (record.block, record.accepted, len(record.expected)) == (3, 2, 1) and np.isnan(record.expected[0])
+    assert gaps == {"refused: toy law: about 10 variables exceed the limit max_variables=5; use less"}
+    exhausted = _Failing("exhausted", MemoryError("Unable to allocate 36.0 GiB"))
+    config = SimpleNamespace(scoring=[exhausted], without_replacement=True)
+    with pytest.raises(MemoryError, match="36.0 GiB"):
+        measurement._score_block(0, 3, exhausted, outcome, config, (2,), set())
+
+
+_KERNEL_RUN = """
+import json, numpy as np
+from numba.core.dispatcher import Dispatcher
+from multidraft.schemes import get_scheme
+from multidraft.theory import WithoutReplacement, zipf
+from multidraft.theory.verifier import fit_curtain_rule, optimal_selection_rule
+from multidraft.trees._residual import scaled_residual
+import multidraft.schemes.rrs_wor, multidraft.trees._residual
+import multidraft.theory._curtain_kernels, multidraft.theory._front_back, multidraft.theory._wor_curtain
+import multidraft.theory._wor_moments, multidraft.theory._wor_race, multidraft.theory._wor_tail
+rng = np.random.default_rng(0)
+p = rng.permutation(zipf(2000, 1.1))
+q = np.exp(np.log(p) + 2.0 * rng.standard_normal(2000))
+q /= q.sum()
+fit_curtain_rule(p, q, 3)
+optimal_selection_rule(p, WithoutReplacement(q, 3))
+get_scheme("rrs-wor").estimate_acceptance(p, WithoutReplacement(q, 3), np.random.default_rng(0), batch=64, min_paths=64, max_paths=64)
+scaled_residual(p, 2.0, q, 1.0)
+stats = {}
+for module in (multidraft.schemes.rrs_wor, multidraft.trees._residual, multidraft.theory._curtain_kernels,
+               multidraft.theory._front_back, multidraft.theory._wor_curtain, multidraft.theory._wor_moments,
+               multidraft.theory._wor_race, multidraft.theory._wor_tail):
+    for name, value in vars(module).items():
+        if isinstance(value, Dispatcher) and value.signatures:
+            stats[module.__name__ + "." + name] = [sum(value.stats.cache_hits.values()), sum(value.stats.cache_misses.values())]
+print(json.dumps(stats))
+"""
+
+
+def test_every_compiled_kernel_loads_from_the_disk_cache_in_a_new_process():
+    """Item 2: the second process compiles nothing -- every kernel it calls is a cache hit (a
+    kernel defined in a closure, as rrs-wor's were, misses in every process)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    runs = [subprocess.run([sys.executable, "-c", _KERNEL_RUN], capture_output=True, text=True, env=env, check=True) for _ in range(2)]
+    stats = json.loads(runs[1].stdout.strip().splitlines()[-1])
+    assert {"multidraft.schemes.rrs_wor._sample_paths", "multidraft.trees._residual._residual"} <= set(stats)
+    assert len(stats) >= 7  # the kernels called from Python; their callees load inside them
+    missed = {name: counts for name, counts in stats.items() if counts[1] or not counts[0]}
+    assert not missed, f"compiled afresh in a new process: {missed}"

@@ -21,6 +21,7 @@ from multidraft.lp import (
     truncated_lp,
 )
 from multidraft.lp._solve import check_solver
+from multidraft.schemes import get_scheme
 from multidraft.lp.cones import acceptance_formulas, unit_inequalities
 from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, zipf
 from multidraft.theory.laws import MAX_VARIABLES, SizeEstimate, check_size
@@ -41,6 +42,10 @@ REFUSALS = [
     pytest.param(lambda: unit_inequalities(3, 3, max_constraints=10), ["acceptance-one cone", "max_constraints=10"], id="unit-cone"),
     pytest.param(lambda: IID(UNIFORM_200, 3).enumerate(), ["draft tuples", "ENUMERATION_LIMIT"], id="enumeration"),
     pytest.param(lambda: WithoutReplacement(UNIFORM_200, 3).enumerate(), ["draft tuples", "ENUMERATION_LIMIT"], id="wor-enumeration"),
+    pytest.param(
+        lambda: get_scheme("optimal").conditional_distribution(BIG_P, WithoutReplacement(BIG_Q, 4), np.tile(np.arange(4), (20000, 1))),
+        ["20,000 draft tuples over n=49,152", "22.0 GiB", "max_memory=2.0 GiB"], id="conditional-laws",
+    ),  # issue 34
 ]
 
 

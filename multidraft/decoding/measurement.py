@@ -285,7 +285,7 @@ def _score_block(
     for verifier in config.scoring:
         try:
             law = verifier.law(tree, next_token=False)
-        except (ValueError, MemoryError) as error:
+        except ValueError as error:  # a refusal (size guard) is a gap; running out of memory is not
             expected.append(float("nan"))
             gaps.add(f"{verifier.name}: {str(error).splitlines()[0] if str(error) else type(error).__name__}")
             continue

@@ -40,7 +40,7 @@ from typing import ClassVar
 import numpy as np
 
 from multidraft.theory import canonical_step, field, normalise, positive_part, safe_divide
-from multidraft.theory.laws import DraftLaw, ProblemTooLargeError, check_law, membership
+from multidraft.theory.laws import DraftLaw, ProblemTooLargeError, SizeEstimate, check_law, check_size, membership
 from multidraft.theory.verifier import TargetSplit
 
 __all__ = [
@@ -61,6 +61,8 @@ __all__ = [
 
 #: Largest number of entries of the ``[m, n]`` conditional matrix built at once.
 _CHUNK_ENTRIES = 4_000_000
+#: Peak bytes per entry of an ``[m, n]`` conditional law: the float64 result and two temporaries.
+CONDITIONAL_BYTES_PER_ENTRY = 24
 
 
 @dataclass(frozen=True)
@@ -497,9 +499,19 @@ class Scheme(ABC):
         self, target: object, law: DraftLaw, drafts: object, exact: bool = False
     ) -> np.ndarray:
         """``P(Y = y | X = x)`` for draft tuples ``drafts [K]`` or ``[m, K]`` (rows validated
-        by ``law.check_tuple``); returns ``[n]`` or ``[m, n]``."""
+        by ``law.check_tuple``); returns ``[n]`` or ``[m, n]``.
+
+        Raises :class:`~multidraft.theory.ProblemTooLargeError` before any work when the
+        ``[m, n]`` result and its temporaries (:data:`CONDITIONAL_BYTES_PER_ENTRY` per entry)
+        would take more than ``MAX_MEMORY``."""
         plan = self._prepare_output(target, law, exact)
         tuples, single = _check_tuples(law, drafts)
+        entries = len(tuples) * law.n
+        estimate = SizeEstimate(
+            f"scheme {self.name!r}: conditional laws of {len(tuples):,} draft tuples over n={law.n:,} tokens",
+            entries, CONDITIONAL_BYTES_PER_ENTRY * entries, unit="entries",
+        )  # fmt: skip
+        check_size(estimate, "ask for fewer draft tuples at a time (or sample(...) for draws)", max_variables=entries)
         out = plan.conditional(tuples)
         return out[0] if single else out
 

@@ -37,6 +37,7 @@ import numpy as np
 from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan, Scheme, normalise, positive_part, safe_divide, sample_rows
 from multidraft.theory import field
+from multidraft.theory._numba import compile_in_place
 from multidraft.theory.laws import DraftLaw, WithoutReplacement
 
 __all__ = ["RRSWithoutReplacement", "AcceptanceEstimate"]
@@ -55,86 +56,85 @@ class AcceptanceEstimate:
         return f"{self.value:.4f} ± {self.half_width:.1e} (estimate, 95%, {self.paths} paths)"
 
 
-_KERNELS = None
-
-
 def _kernels():
-    """``(sample_paths, paths)``: compiled Rao-Blackwellised path values (numba, cached on disk);
-    ``sample_paths`` also draws the tuples (successive sampling by rejection against the drawn
-    tokens, inverse CDF by binary search)."""
-    global _KERNELS
-    if _KERNELS is None:
-        import numba
+    """``(sample_paths, paths)``: compiled Rao-Blackwellised path values, numba-compiled on first
+    use (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk; ``sample_paths``
+    also draws the tuples (successive sampling by rejection against the drawn tokens, inverse
+    CDF by binary search)."""
+    compile_in_place(globals(), KERNELS)
+    return _sample_paths, _paths
 
-        jit = numba.njit(cache=True, nogil=True)
 
-        @jit
-        def path_value(p, q, drafts, residual, step, available):
-            """``Σ_i Π_{j<i} (1 - a_j) β_i`` of one ordered draft tuple (O(K n))."""
-            n, k = p.shape[0], drafts.shape[0]
-            residual[:] = p
-            available[:] = True
-            remaining = 0.0
-            for y in range(n):
+def _path_value(p, q, drafts, residual, step, available):
+    """``Σ_i Π_{j<i} (1 - a_j) β_i`` of one ordered draft tuple (O(K n))."""
+    n, k = p.shape[0], drafts.shape[0]
+    residual[:] = p
+    available[:] = True
+    remaining = 0.0
+    for y in range(n):
+        remaining += q[y]
+    reach, out = 1.0, 0.0
+    for i in range(k):
+        beta, excess = 0.0, 0.0
+        for y in range(n):
+            step[y] = q[y] / remaining if available[y] else 0.0
+            beta += min(residual[y], step[y])
+            excess += max(residual[y] - step[y], 0.0)
+        out += reach * beta
+        if i == k - 1:
+            break
+        x = drafts[i]
+        reach *= 1.0 - (min(residual[x] / step[x], 1.0) if step[x] > 0.0 else 0.0)
+        available[x] = False
+        remaining = 0.0
+        for y in range(n):
+            if excess > 0.0:  # else β = 1: r = q^{(i)}, every later step is unreachable
+                residual[y] = max(residual[y] - step[y], 0.0) / excess
+            if available[y]:
                 remaining += q[y]
-            reach, out = 1.0, 0.0
-            for i in range(k):
-                beta, excess = 0.0, 0.0
-                for y in range(n):
-                    step[y] = q[y] / remaining if available[y] else 0.0
-                    beta += min(residual[y], step[y])
-                    excess += max(residual[y] - step[y], 0.0)
-                out += reach * beta
-                if i == k - 1:
-                    break
-                x = drafts[i]
-                reach *= 1.0 - (min(residual[x] / step[x], 1.0) if step[x] > 0.0 else 0.0)
-                available[x] = False
-                remaining = 0.0
-                for y in range(n):
-                    if excess > 0.0:  # else β = 1: r = q^{(i)}, every later step is unreachable
-                        residual[y] = max(residual[y] - step[y], 0.0) / excess
-                    if available[y]:
-                        remaining += q[y]
-            return out
+    return out
 
-        @jit
-        def paths(p, q, tuples):
-            n = p.shape[0]
-            residual, step = np.empty(n), np.empty(n)
-            available = np.empty(n, dtype=np.bool_)
-            out = np.empty(tuples.shape[0])
-            for row in range(tuples.shape[0]):
-                out[row] = path_value(p, q, tuples[row], residual, step, available)
-            return out
 
-        @jit
-        def sample_paths(p, q, k, count, seed):
-            np.random.seed(seed)
-            n = p.shape[0]
-            cumulative = np.cumsum(q)
-            total = cumulative[-1]
-            residual, step = np.empty(n), np.empty(n)
-            available = np.empty(n, dtype=np.bool_)
-            drafts = np.empty(k, dtype=np.int64)
-            out = np.empty(count)
-            for row in range(count):
-                drawn = 0
-                while drawn < k:
-                    y = min(np.searchsorted(cumulative, np.random.random() * total, side="right"), n - 1)
-                    if q[y] <= 0.0:
-                        continue
-                    fresh = True
-                    for i in range(drawn):
-                        fresh = fresh and drafts[i] != y
-                    if fresh:
-                        drafts[drawn] = y
-                        drawn += 1
-                out[row] = path_value(p, q, drafts, residual, step, available)
-            return out
+def _paths(p, q, tuples):
+    """``out[row] = path value of tuples[row]`` (:func:`_path_value`)."""
+    n = p.shape[0]
+    residual, step = np.empty(n), np.empty(n)
+    available = np.empty(n, dtype=np.bool_)
+    out = np.empty(tuples.shape[0])
+    for row in range(tuples.shape[0]):
+        out[row] = _path_value(p, q, tuples[row], residual, step, available)
+    return out
 
-        _KERNELS = (sample_paths, paths)
-    return _KERNELS
+
+def _sample_paths(p, q, k, count, seed):
+    """The path values of ``count`` tuples drawn without replacement from q (numba's generator
+    seeded with ``seed``)."""
+    np.random.seed(seed)
+    n = p.shape[0]
+    cumulative = np.cumsum(q)
+    total = cumulative[-1]
+    residual, step = np.empty(n), np.empty(n)
+    available = np.empty(n, dtype=np.bool_)
+    drafts = np.empty(k, dtype=np.int64)
+    out = np.empty(count)
+    for row in range(count):
+        drawn = 0
+        while drawn < k:
+            y = min(np.searchsorted(cumulative, np.random.random() * total, side="right"), n - 1)
+            if q[y] <= 0.0:
+                continue
+            fresh = True
+            for i in range(drawn):
+                fresh = fresh and drafts[i] != y
+            if fresh:
+                drafts[drawn] = y
+                drawn += 1
+        out[row] = _path_value(p, q, drafts, residual, step, available)
+    return out
+
+
+#: The compiled kernels, module-level so that numba's disk cache finds them in the next process.
+KERNELS = ("_path_value", "_paths", "_sample_paths")
 
 
 def _others(q: np.ndarray) -> np.ndarray:

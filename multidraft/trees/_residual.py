@@ -19,31 +19,32 @@ from fractions import Fraction
 
 import numpy as np
 
+from multidraft.theory._numba import compile_in_place
+
 __all__ = ["scaled_residual"]
 
-_KERNEL = None
+#: The compiled kernel, module-level so that numba's disk cache finds it in the next process.
+KERNELS = ("_residual",)
 
 
 def _kernel():
-    """``residual(w, s_w, q, s_q, out) -> Σ out`` compiled on first use and cached on disk."""
-    global _KERNEL
-    if _KERNEL is None:
-        import numba
+    """``_residual``, numba-compiled on first use
+    (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk."""
+    compile_in_place(globals(), KERNELS)
+    return _residual
 
-        @numba.njit(cache=True, nogil=True)
-        def residual(w, scale_w, q, scale_q, out):  # pragma: no cover - compiled
-            total = 0.0
-            for i in range(w.shape[0]):
-                value = scale_w * w[i] - scale_q * q[i]
-                if value > 0.0:
-                    out[i] = value
-                    total += value
-                else:
-                    out[i] = 0.0
-            return total
 
-        _KERNEL = residual
-    return _KERNEL
+def _residual(w, scale_w, q, scale_q, out):  # pragma: no cover - compiled
+    """``out = (s_w·w - s_q·q)_+``; returns ``Σ out``."""
+    total = 0.0
+    for i in range(w.shape[0]):
+        value = scale_w * w[i] - scale_q * q[i]
+        if value > 0.0:
+            out[i] = value
+            total += value
+        else:
+            out[i] = 0.0
+    return total
 
 
 def scaled_residual(

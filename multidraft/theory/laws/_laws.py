@@ -293,6 +293,10 @@ class Independent(DraftLaw):
         return bool(all(self.drafts[i, t] > 0 for i, t in enumerate(drafts)))
 
 
+#: Gumbel keys held at once by :meth:`WithoutReplacement.sample` (32 MiB of float64).
+SAMPLE_ENTRIES = 2**22
+
+
 class WithoutReplacement(_RatioPrefixLaw):
     """K drafts drawn from q without replacement (successive sampling; Gumbel-top-K).
 
@@ -329,15 +333,22 @@ class WithoutReplacement(_RatioPrefixLaw):
         return super().sorted_prefix_containment(sorted_draft, k)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        """Gumbel-top-K: the K largest ``log q(y) + G_y`` (G iid Gumbel), in decreasing order.
+        Rows are keyed in blocks of ``SAMPLE_ENTRIES // n`` (the same Gumbels, in the same
+        order, as one ``[size, n]`` draw), so memory is O(n + size · K), not O(size · n)."""
         count = self._sample_count(rng, size)
+        out = np.empty((count, self.k), dtype=np.int64)
         with np.errstate(divide="ignore"):
-            keys = np.log(self.draft) + rng.gumbel(size=(count, self.n))
-        if self.k < self.n:
-            top = np.argpartition(-keys, self.k - 1, axis=-1)[:, : self.k]
-        else:
-            top = np.tile(np.arange(self.n), (count, 1))
-        order = np.argsort(-np.take_along_axis(keys, top, axis=-1), axis=-1, kind="stable")
-        out = np.take_along_axis(top, order, axis=-1).astype(np.int64)
+            log_q = np.log(self.draft)
+        rows = max(1, SAMPLE_ENTRIES // self.n)
+        for start in range(0, count, rows):
+            keys = log_q + rng.gumbel(size=(min(rows, count - start), self.n))
+            if self.k < self.n:
+                top = np.argpartition(-keys, self.k - 1, axis=-1)[:, : self.k]
+            else:
+                top = np.tile(np.arange(self.n), (len(keys), 1))
+            order = np.argsort(-np.take_along_axis(keys, top, axis=-1), axis=-1, kind="stable")
+            out[start : start + rows] = np.take_along_axis(top, order, axis=-1)
         return out[0] if size is None else out
 
     def enumerate(self, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -355,17 +366,21 @@ class WithoutReplacement(_RatioPrefixLaw):
             probs[row] = prob
         return tuples, probs
 
-    def _tuple_probabilities(self, tuples: np.ndarray, rows: int = 65536) -> np.ndarray:
+    def _tuple_probabilities(self, tuples: np.ndarray) -> np.ndarray:
         """``D(x) = Π_i q(x_i) / q(Ω \\ {x_1..x_{i-1}})``, the remaining mass summed directly
-        over the tokens not drawn yet (no cancelling ``1 - Σ q``)."""
+        over the draftable tokens not drawn yet (no cancelling ``1 - Σ q``), in blocks of
+        ``SAMPLE_ENTRIES // |supp q|`` tuples (memory O(|supp q|), not O(tuples · n))."""
+        support = np.flatnonzero(self.draft > 0)
+        local = np.searchsorted(support, tuples)
+        rows = max(1, SAMPLE_ENTRIES // len(support))
         probs = np.empty(len(tuples))
         for start in range(0, len(tuples), rows):
-            chunk = tuples[start : start + rows]
-            remaining = np.broadcast_to(self.draft, (len(chunk), self.n)).copy()
+            chunk = local[start : start + rows]
+            remaining = np.broadcast_to(self.draft[support], (len(chunk), len(support))).copy()
             prob = np.ones(len(chunk))
             for i in range(self.k):
                 token = chunk[:, i]
-                prob *= self.draft[token] / remaining.sum(axis=-1)
+                prob *= remaining[np.arange(len(chunk)), token] / remaining.sum(axis=-1)
                 remaining[np.arange(len(chunk)), token] = 0.0
             probs[start : start + rows] = prob
         return probs

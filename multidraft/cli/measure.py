@@ -25,8 +25,9 @@ runs ``rrs-wor`` (specinfer's counterpart for such drafts) and says so; a scheme
 the drafts is refused with the name of one that does. A ``--length`` beyond ``--max-new-tokens``
 is cut to it, with a note (drafting 1000-token blocks to keep 2 tokens is all waste). The text
 summary leaves out rows without data (no token-level lines when the first verifier is not the
-token walk, no baseline columns with ``--no-baseline``, no paired section for one verifier). The same run times plain autoregressive
-sampling of the prompts and prints the speed-up beside tokens/s (``--no-baseline`` skips it);
+token walk, no baseline columns with ``--no-baseline``, no paired section for one verifier).
+The same run times plain autoregressive sampling of the prompts and prints the speed-up beside
+tokens/s (``--no-baseline`` skips it);
 ``--compile`` runs static KV caches with compiled forwards (CUDA graphs on CUDA).
 
 A progress bar goes to stderr when it is a terminal; ``--json`` prints one JSON object on stdout with
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{scheme} is its counterpart for them)"
             )
     length = args.length
-    if isinstance(length, int) and isinstance(args.max_new_tokens, int) and 1 <= args.max_new_tokens < length:
+    if 1 <= args.max_new_tokens < length:  # a block of L drafts emits up to L + 1 tokens: more is waste
         length = args.max_new_tokens
         notes.append(f"length {length}: --length {args.length} exceeds --max-new-tokens {length}; drafts are cut to {length} tokens")
     config = MeasureConfig(

@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from multidraft.schemes import SCHEMES
-from multidraft.theory import IID, optimal_acceptance
+from multidraft.theory import IID, WithoutReplacement, optimal_acceptance
 
 
 def run_json(cli, *argv):
@@ -149,3 +149,89 @@ def test_shown_probability_clips_rounding_only():
     assert shown_probability(1.0 + ROUNDING / 2) == 1.0 and shown_probability(-ROUNDING / 2) == 0.0
     assert shown_probability(1.0 + 1e-9) == 1.0 + 1e-9  # the twin: a real excess is not hidden
     assert shown_probability(-1e-9) == -1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# A newcomer's first hour (issue 28, item 5): from "K drafts at temperature T" to a number
+
+
+def test_a_family_at_draft_temperatures_gives_the_library_values(cli):
+    """``acceptance`` took hand-typed probability lists only; a built-in family at a vocabulary
+    n with target and draft temperatures now gives the number, the same as the library's."""
+    import numpy as np
+
+    from multidraft.schemes import get_scheme
+    from multidraft.theory import Independent, softmax, zipf
+
+    out = run_json(cli, "--family", "zipf", "--n", "300", "--exponent", "1.2", "--k", "3", "--target-temperature", "0.8",
+                   "--draft-temperature", "1.5", "--scheme", "specinfer")  # fmt: skip
+    logits = np.log(zipf(300, 1.2))
+    target, law = softmax(logits, 0.8), IID(softmax(logits, 1.5), 3)
+    assert out["law"] == "iid" and out["k"] == 3 and out["n"] == 300
+    assert out["acceptance"]["optimal"] == pytest.approx(optimal_acceptance(target, law).value, abs=1e-12)
+    assert out["acceptance"]["specinfer"] == pytest.approx(get_scheme("specinfer").acceptance(target, law), abs=1e-12)
+    assert out["source"] == {"family": "zipf", "n": 300, "exponent": 1.2, "target_temperature": 0.8, "draft_temperatures": [1.5]}
+    pair = run_json(cli, "--family", "zipf", "--n", "300", "--draft-temperature", "0.5", "2")  # K temperatures: independent drafts
+    logits = np.log(zipf(300, 1.1))
+    expected = optimal_acceptance(softmax(logits), Independent([softmax(logits, 0.5), softmax(logits, 2.0)])).value
+    assert pair["law"] == "independent" and pair["k"] == 2 and pair["acceptance"]["optimal"] == pytest.approx(expected, abs=1e-12)
+    text = cli("acceptance", "--family", "zipf", "--n", "300", "--k", "2", "--draft-temperature", "2")
+    assert text.stdout.splitlines()[0] == "law iid, k = 2, n = 300; logits zipf(n=300, exponent=1.1), target T = 1.0, draft T = 2.0"
+
+
+def test_logits_from_npy_files(cli, tmp_path):
+    """Target and draft logits saved with numpy; a draft file of m rows gives m independent drafts."""
+    import numpy as np
+
+    from multidraft.theory import softmax
+
+    target, drafts = np.array([2.0, 1.0, 0.5, -1.0]), np.array([[1.0, 1.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    np.save(tmp_path / "p.npy", target)
+    np.save(tmp_path / "q.npy", drafts)
+    argv = ("--target-logits", str(tmp_path / "p.npy"), "--draft-logits", str(tmp_path / "q.npy"), "--draft-temperature", "0.7")
+    out = run_json(cli, *argv)
+    from multidraft.theory import Independent
+
+    law = Independent([softmax(drafts[0], 0.7), softmax(drafts[1], 0.7)])
+    assert out["law"] == "independent" and out["acceptance"]["optimal"] == pytest.approx(optimal_acceptance(softmax(target), law).value, abs=1e-12)
+    own = run_json(cli, "--target-logits", str(tmp_path / "p.npy"), "--k", "2", "--law", "wor", "--draft-temperature", "1.5")
+    expected = optimal_acceptance(softmax(target), WithoutReplacement(softmax(target, 1.5), 2)).value  # drafting with the target's logits
+    assert own["law"] == "wor" and own["acceptance"]["optimal"] == pytest.approx(expected, abs=1e-12)
+    np.save(tmp_path / "short.npy", np.zeros(3))
+    refused = cli("acceptance", "--target-logits", str(tmp_path / "p.npy"), "--draft-logits", str(tmp_path / "short.npy"), "--k", "2")
+    assert refused.returncode == 2 and "draft-logits: expected [n] or [m, n] logits with n = 4 (the target's), got shape (3,)" in refused.stderr
+
+
+def test_the_table_prints_six_significant_digits_unless_asked_and_json_keeps_all(cli):
+    """The table printed 12 decimals (0.833333333333); now 6 significant digits by default,
+    ``--digits`` for more or fewer, and JSON every digit."""
+    rows = lambda result: {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[2:]}  # noqa: E731
+    default = cli("acceptance")
+    assert rows(default) == {"optimal": "1.00000", "single": "0.833333"}, default.stdout
+    assert rows(cli("acceptance", "--digits", "3")) == {"optimal": "1.00", "single": "0.833"}
+    assert rows(cli("acceptance", "--digits", "12")) == {"optimal": "1.00000000000", "single": "0.833333333333"}
+    single = run_json(cli)["acceptance"]["single"]
+    assert single == pytest.approx(5 / 6, abs=1e-15) and len(repr(single)) >= 17  # JSON: full precision
+    assert rows(cli("acceptance", "--exact")) == {"optimal": "1", "single": "5/6"}  # fractions stay fractions
+
+
+LOGIT_BAD_ARGS = [
+    pytest.param(["--target", "0.5,0.5", "--draft", "0.5,0.5", "--k", "2", "--draft-temperature", "2"],
+                 "--draft-temperature: acts on logits, but --target/--draft give probabilities", id="temperature-on-probabilities"),
+    pytest.param(["--k", "2", "--draft-temperature", "2"], "--draft-temperature: needs the logits it acts on", id="temperature-alone"),
+    pytest.param(["--family", "zipf", "--k", "2"], "n: --family zipf needs --n", id="family-without-n"),
+    pytest.param(["--family", "zipf", "--n", "10", "--k", "2", "--exact"], "exact: softmax of logits gives floats", id="family-exact"),
+    pytest.param(["--family", "zipf", "--n", "10", "--k", "2", "--alpha", "1"], "--alpha: not a parameter of --family zipf", id="foreign-parameter"),
+    pytest.param(["--family", "zipf", "--n", "10", "--k", "2", "--draft-temperature", "-1"], "draft-temperature: must be a finite number >= 0", id="negative-temperature"),
+    pytest.param(["--family", "zipf", "--n", "10", "--draft-temperature", "1.5"], "k: a single --draft-temperature needs --k", id="no-k"),
+    pytest.param(["--family", "zipf", "--n", "10", "--draft-temperature", "1", "2", "--law", "wor"], "law: several --draft-temperature values", id="law-with-several"),
+    pytest.param(["--target-logits", "no-such-file.npy", "--k", "2"], "target-logits: cannot read no-such-file.npy", id="missing-file"),
+    pytest.param(["--digits", "0"], "digits: expected 1 to 17 significant digits, got 0", id="digits-zero"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv, message", LOGIT_BAD_ARGS)
+def test_the_logits_route_refuses_bad_input_in_one_line(cli, argv, message):
+    result = cli("acceptance", *argv)
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr, result.stderr

@@ -161,3 +161,64 @@ def test_an_unreadable_gguf_file_is_named(cli, tmp_path, content):
     error = one_line_error(cli("measure", "--model", str(path), "--max-new-tokens", "2"), "measure")
     assert f"model '{path}': {path} " in error
     assert ("empty file (0 bytes)" if not content else "cannot be read as a GGUF model") in error
+
+
+# ---------------------------------------------------------------------------------------------
+# A newcomer's first hour (issue 28, items 3 and 4)
+
+
+def test_measure_without_replacement_picks_rrs_wor_and_says_so(cli, tiny_dir):
+    """``--without-replacement`` with the default scheme was refused with a list of laws; the
+    default now is specinfer's counterpart for such drafts, and the output says so."""
+    argv = ["--model", str(tiny_dir), "--without-replacement", "--max-new-tokens", "3", "--length", "2", "--prompt", "a", "--no-baseline"]
+    text = cli("measure", *argv, timeout=300)
+    assert text.returncode == 0, text.stderr
+    first = text.stdout.splitlines()[0]
+    assert first.startswith("note: scheme rrs-wor (the default specinfer does not apply to drafts without replacement")
+    assert ", scheme rrs-wor, K=2, L=2" in text.stdout
+    summary = cli("measure", *argv, "--json", timeout=300).json()
+    assert summary["scheme"] == "rrs-wor" and summary["without_replacement"] is True
+    assert any(note.startswith("scheme rrs-wor") for note in summary["notes"])
+    plain = cli("measure", *argv[:1], str(tiny_dir), "--max-new-tokens", "3", "--length", "2", "--prompt", "a", "--no-baseline", "--json")
+    assert plain.json()["scheme"] == "specinfer" and plain.json()["notes"] == []  # the twin: with replacement, no note
+
+
+@pytest.mark.parametrize(
+    "flags, scheme, use",
+    [(["--without-replacement", "--scheme", "specinfer"], "specinfer", "rrs-wor"), (["--scheme", "rrs-wor"], "rrs-wor", "specinfer")],
+    ids=["specinfer-wor", "rrs-wor-iid"],
+)
+def test_measure_with_a_scheme_that_does_not_fit_names_the_one_to_use(cli, flags, scheme, use):
+    """The refusal listed the scheme's laws only; it now names the scheme to use (before any
+    model loads: the model named does not exist)."""
+    error = one_line_error(cli("measure", "--model", "./no/such/model", *flags, timeout=120), "measure")
+    assert f"scheme: '{scheme}' supports the laws" in error and f"; use the scheme '{use}'" in error
+
+
+def test_measure_cuts_a_length_beyond_max_new_tokens_and_says_so(cli, tiny_dir):
+    """``--length 1000 --max-new-tokens 2`` drafted 1000-token blocks to produce 2 tokens (120 s
+    without a line of output); the drafts are now cut to the tokens asked for, with a note."""
+    argv = ["--model", str(tiny_dir), "--length", "1000", "--max-new-tokens", "2", "--prompt", "a", "--no-baseline"]
+    summary = cli("measure", *argv, "--json", timeout=120).json()
+    assert summary["length"] == 2 and summary["max_new_tokens"] == 2
+    assert "length 2: --length 1000 exceeds --max-new-tokens 2; drafts are cut to 2 tokens" in summary["notes"]
+    text = cli("measure", *argv, timeout=120)
+    assert text.stdout.startswith("note: length 2: --length 1000 exceeds --max-new-tokens 2"), text.stdout
+    kept = cli("measure", *argv[:2], "--length", "2", "--max-new-tokens", "2", "--prompt", "a", "--no-baseline", "--json").json()
+    assert kept["length"] == 2 and kept["notes"] == []  # the twin: a length within the budget is kept, silently
+
+
+def test_measure_prints_no_rows_without_data(cli, tiny_dir):
+    """A run without a token verifier opened with six lines of nan/n/a, and a single verifier
+    printed an empty "paired on the same ... blocks" header; rows without data are left out."""
+    argv = ["--model", str(tiny_dir), "--k", "2", "--length", "2", "--max-new-tokens", "4", "--prompt", "a", "--no-baseline"]
+    alone = cli("measure", *argv, "--verifier", "traversal", timeout=300)
+    assert alone.returncode == 0, alone.stderr
+    for absent in ("nan", "n/a", "paired on the same", "empirical acceptance", "optimal acceptance", "autoregressive", "scheme"):
+        assert absent not in alone.stdout, (absent, alone.stdout)
+    assert "block efficiency" in alone.stdout and "  traversal  " in alone.stdout
+    both = cli("measure", *argv, "--verifier", "token", "traversal", timeout=300)  # the twin: the rows with data stay
+    assert both.returncode == 0, both.stderr
+    for present in ("empirical acceptance", "optimal acceptance", "paired on the same", "scheme specinfer"):
+        assert present in both.stdout, (present, both.stdout)
+    assert "nan" not in both.stdout and "n/a" not in both.stdout

@@ -539,17 +539,17 @@ def test_truncation_text_names_exactly_the_rows_below_a_single_draft():
         _diagnosis_row(0.8, 0.95, single=0.7, published=0.45),
         _diagnosis_row(1.6, None, single=0.5, published=0.64, optimal=0.66),
     )
-    text = _explanation(sweep, rows, 5)
+    text = " ".join(_explanation(sweep, rows, 5))
     assert "the method, not a defect of the key" in text
     clause = _below_clause(text)
     assert "0.8" in clause and "top-p 0.95" in clause and "1.6" not in clause and "(all below 1)" in clause
     assert "97%" in text  # the hot row's share of the optimum, 0.64 / 0.66, computed from the row
     # the twin: a row above 1 that falls below is listed, and the clause no longer says "all below 1"
     hot_below = rows[:2] + (_diagnosis_row(1.6, None, single=0.7, published=0.6),)
-    clause = _below_clause(_explanation(sweep, hot_below, 5))
+    clause = _below_clause(" ".join(_explanation(sweep, hot_below, 5)))
     assert "1.6" in clause and "(all below 1)" not in clause
     none_below = tuple(_diagnosis_row(t, None, single=0.5, published=0.6) for t in (0.8, 1.6))
-    assert _below_clause(_explanation(sweep, none_below, 5)) == ""
+    assert _below_clause(" ".join(_explanation(sweep, none_below, 5))) == ""
 
 
 def test_truncation_diagnosis_pairs_and_bounds_by_an_independent_route(small_report):

@@ -122,9 +122,9 @@ def test_every_scheme_has_a_token_verifier_and_names_are_exact():
 
 def test_verifiers_refuse_trees_they_do_not_take():
     iid_pair = _uniform_tree([[0, 1], [1, 0]])
-    with pytest.raises(ValueError, match=r"verifier 'block' takes iid, wor trees with K <= 1; got a iid tree with K=2"):
+    with pytest.raises(ValueError, match=r"verifier 'block' takes iid, wor trees with K <= 1; got an iid tree with K=2"):
         BlockVerification().law(iid_pair)
-    with pytest.raises(ValueError, match="takes iid, wor trees; got a independent tree"):
+    with pytest.raises(ValueError, match="takes iid, wor trees; got an independent tree"):
         Traversal().law(_uniform_tree([[0, 1], [1, 0]], groups=(0, 1)))
     with pytest.raises(ValueError, match="scheme 'rrs-wor' supports the wor laws"):
         get_verifier("token:rrs-wor").law(iid_pair)

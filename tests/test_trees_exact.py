@@ -5,6 +5,7 @@ fail, traversal = block verification on chains, and the certified block-level op
 from __future__ import annotations
 
 import itertools
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -179,7 +180,7 @@ def test_every_verifier_is_block_lossless(name, k, without_replacement):
     """Exactly (Fractions) where the verifier allows it, else to 1e-12; E[τ] within [0, L]."""
     verifier = get_verifier(name)
     model = _exact_model(2)
-    result = evaluate(verifier, model, k, without_replacement=without_replacement)
+    result = evaluate(verifier, model, k, without_replacement=without_replacement, exact=verifier.exact_capable)
     assert result.lossless(tolerance=1e-12), result.deviation
     assert result.exact == verifier.exact_capable
     if result.exact:
@@ -244,7 +245,7 @@ def test_no_verifier_exceeds_the_block_optimum_and_two_routes_agree(k, without_r
     assert abs(tail_optimum(model, k, without_replacement=without_replacement) - optimum.value) < 1e-7
     assert abs(sum(optimum.accepted_law.values()) - 1) < 1e-9
     names = ["traversal", "token:optimal", "token:specinfer" if not without_replacement else "token:rrs-wor"]
-    values = {name: float(evaluate(get_verifier(name), model, k, without_replacement=without_replacement).expected_accepted) for name in names}
+    values = {name: float(evaluate(get_verifier(name), model, k, without_replacement=without_replacement, exact=False).expected_accepted) for name in names}
     for name, value in values.items():
         assert value <= float(optimum.upper_bound) + 1e-12, name
     assert optimum.value > max(values.values()) + 1e-4  # a gap remains at K >= 2 here
@@ -307,7 +308,7 @@ def test_no_tree_only_verifier_reaches_the_block_optimum_of_both_models():
     assert result.loss > 0.016
     # ... and what the named verifiers reach, all tree-only, stays below the joint bound
     for name in ("traversal", "selective", "token:optimal"):
-        total = sum(float(evaluate(get_verifier(name), model, 2).expected_accepted) for model in (first, second))
+        total = sum(float(evaluate(get_verifier(name), model, 2, exact=False).expected_accepted) for model in (first, second))
         assert total <= float(result.upper_bound) + 1e-9
 
 
@@ -329,5 +330,61 @@ class WrongLawSelective(get_verifier("selective").__class__):
 
 
 def test_selective_with_a_wrong_selection_law_is_lossy():
-    result = evaluate(WrongLawSelective(), _exact_model(1), 3)
+    result = evaluate(WrongLawSelective(), _exact_model(1), 3, exact=False)
     assert not result.exact and result.deviation > 1e-4
+
+
+# ---------------------------------------------------------------------- a newcomer's first hour (issue 28, item 6)
+
+
+@pytest.mark.parametrize(
+    "target, draft, name, kind",
+    [
+        ([[0.5, 0.5], [[0.5, 0.5], [0.5, 0.5]]], [{0: 0.5, 1: 0.5}], "draft[0]", "dict"),
+        ([{0: "1/2", 1: "1/2"}, [["1/2", "1/2"], ["1/2", "1/2"]]], [["1/2", "1/2"]], "target[0]", "dict"),
+        ([[0.5, 0.5], [[0.5, 0.5], [0.5, 0.5]]], [0.5], "draft[0]", "float"),
+        ({0: [0.5, 0.5], 1: [[0.5, 0.5]] * 2}, [[0.5, 0.5]], "target", "dict"),
+    ],
+    ids=["dict-draft-table", "dict-exact-target-table", "number-as-table", "dict-of-tables"],
+)
+def test_sequence_model_names_a_table_that_is_no_array(target, draft, name, kind):
+    """A dict of token -> probability said "draft[0]: expected shape (1, 3), got ()"."""
+    with pytest.raises(TypeError, match=rf"^{re.escape(name)}: expected (an array|a sequence of tables).*, got {kind}"):
+        SequenceModel(target, draft)
+    assert SequenceModel([[0.5, 0.5], [[0.5, 0.5], [0.5, 0.5]]], [[0.5, 0.5]]).n == 2  # the twin: arrays are taken
+
+
+@pytest.mark.parametrize("name", ["token:optimal", "selective"])
+def test_evaluate_never_switches_an_exact_model_to_floats_unasked(name):
+    """``evaluate`` on an exact model silently computed token:optimal and selective in floats
+    (only ``result.exact`` told); it now refuses unless ``exact=False`` asks for float64."""
+    model = sun_example()
+    with pytest.raises(ValueError, match=rf"^exact: verifier '{name}' has no exact \(Fraction\) law.*pass exact=False"):
+        evaluate(get_verifier(name), model, k=1)
+    result = evaluate(get_verifier(name), model, k=1, exact=False)
+    assert not result.exact and isinstance(result.expected_accepted, float)
+    assert 1 <= result.expected_accepted <= 11 / 9 + 1e-12 and result.lossless()  # token level 10/9, block 11/9
+    exact = evaluate(get_verifier("block"), model, k=1)  # the twin: an exact verifier stays exact by default
+    assert exact.exact and exact.expected_accepted == Fraction(11, 9)
+    floats = evaluate(get_verifier("block"), model, k=1, exact=False)
+    assert not floats.exact and isinstance(floats.expected_accepted, float)
+    with pytest.raises(ValueError, match="^exact: the model holds floats"):
+        evaluate(get_verifier("block"), SequenceModel.random(2, 2, np.random.default_rng(0)), k=1, exact=True)
+
+
+def test_block_optimum_draws_no_bar_unless_asked(monkeypatch):
+    """``block_optimum`` showed a progress bar by default; a library call is quiet now."""
+    import multidraft.lp._solve as solve_module
+
+    asked: list[bool] = []
+    bar = solve_module.solving_bar
+
+    def spy(what, variables, enabled):
+        asked.append(enabled)
+        return bar(what, variables, enabled)
+
+    monkeypatch.setattr(solve_module, "solving_bar", spy)
+    block_optimum(sun_example(), k=1)
+    assert asked == [False]
+    block_optimum(sun_example(), k=1, progress=True)
+    assert asked == [False, True]  # the twin: asked for, it is on

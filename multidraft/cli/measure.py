@@ -20,8 +20,14 @@ their own (one run ranks them all on the same trees)::
 
     multidraft measure --k 4 --length 4 --verifier token --score traversal selective token:optimal
 
-Every value is checked before a model loads. The same run times plain autoregressive
-sampling of the prompts and prints the speed-up beside tokens/s (``--no-baseline`` skips it);
+Every value is checked before a model loads. ``--without-replacement`` without ``--scheme``
+runs ``rrs-wor`` (specinfer's counterpart for such drafts) and says so; a scheme that does not fit
+the drafts is refused with the name of one that does. A ``--length`` beyond ``--max-new-tokens``
+is cut to it, with a note (drafting 1000-token blocks to keep 2 tokens is all waste). The text
+summary leaves out rows without data (no token-level lines when the first verifier is not the
+token walk, no baseline columns with ``--no-baseline``, no paired section for one verifier).
+The same run times plain autoregressive sampling of the prompts and prints the speed-up beside
+tokens/s (``--no-baseline`` skips it);
 ``--compile`` runs static KV caches with compiled forwards (CUDA graphs on CUDA).
 
 A progress bar goes to stderr when it is a terminal; ``--json`` prints one JSON object on stdout with
@@ -37,6 +43,12 @@ length minus the first's, block by block, with its interval) and the rest of
 from __future__ import annotations
 
 import argparse
+import dataclasses
+
+#: The token verifier's scheme without ``--scheme``, and with ``--without-replacement``
+#: (SpecInfer's recursive rejection sampling for drafts drawn without replacement).
+DEFAULT_SCHEME = "specinfer"
+DEFAULT_WOR_SCHEME = "rrs-wor"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,7 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drafts.add_argument("--draft", default=None, help="draft model sharing the target's tokenizer (default: the target itself)")
     drafts.add_argument("--early-exit", type=int, default=None, metavar="L", help="draft with the target's first L layers")
     parser.add_argument("--k", type=int, default=2, help="number of drafts K (default 2)")
-    parser.add_argument("--length", type=int, default=4, help="tokens per draft L (default 4)")
+    parser.add_argument(
+        "--length", type=int, default=4,
+        help="tokens per draft L (default 4; more than --max-new-tokens is cut to it, with a note)",
+    )  # fmt: skip
     parser.add_argument(
         "--draft-temperature", type=float, nargs="+", default=[1.5], metavar="T",
         help="one temperature for all drafts or K temperatures (default 1.5)",
@@ -65,7 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--draft-top-p", type=float, nargs="+", default=[1.0], metavar="P", help="draft top-p (one or K values)")
     parser.add_argument("--target-temperature", type=float, default=1.0, help="target temperature (default 1.0)")
     parser.add_argument("--target-top-p", type=float, default=1.0, help="target top-p (default 1.0)")
-    parser.add_argument("--scheme", default="specinfer", help="token-level scheme of the token verifier (default specinfer)")
+    parser.add_argument(
+        "--scheme", default=None,
+        help=f"token-level scheme of the token verifier (default {DEFAULT_SCHEME}, or {DEFAULT_WOR_SCHEME} with "
+        "--without-replacement, which specinfer does not apply to)",
+    )  # fmt: skip
     parser.add_argument(
         "--verifier", nargs="+", default=["token"], metavar="NAME",
         help="tree verifiers, each driving its own run on the same prompts and seeds and all scored on every "
@@ -104,10 +123,23 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"threads: must be >= 1, got {args.threads}")
     if args.early_exit is not None and args.early_exit < 1:
         raise ValueError(f"early-exit: must be >= 1 layers, got {args.early_exit}")
+    notes = []
+    scheme = args.scheme
+    if scheme is None:
+        scheme = DEFAULT_WOR_SCHEME if args.without_replacement else DEFAULT_SCHEME
+        if args.without_replacement:
+            notes.append(
+                f"scheme {scheme} (the default {DEFAULT_SCHEME} does not apply to drafts without replacement; "
+                f"{scheme} is its counterpart for them)"
+            )
+    length = args.length
+    if 1 <= args.max_new_tokens < length:  # a block of L drafts emits up to L + 1 tokens: more is waste
+        length = args.max_new_tokens
+        notes.append(f"length {length}: --length {args.length} exceeds --max-new-tokens {length}; drafts are cut to {length} tokens")
     config = MeasureConfig(
         k=args.k,
-        length=args.length,
-        scheme=args.scheme,
+        length=length,
+        scheme=scheme,
         prompts=args.prompt,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
@@ -130,33 +162,50 @@ def run(args: argparse.Namespace) -> int:
         draft = None
     specs = [DraftSpec(draft, sampling) for sampling in config.draft_sampling]
     check_specs(target, specs, config.without_replacement)
+    if not args.json:  # before the run, so that a changed setting is seen at once
+        for note in notes:
+            print(f"note: {note}", flush=True)
     results = run_measurement(config, target, specs, progress=True)
     if args.json:
-        print(results.to_json())
+        print(dataclasses.replace(results, notes=(*notes, *results.notes)).to_json())
         return 0
+    _print_results(results)
+    return 0
+
+
+def _print_results(results) -> None:
+    """The summary; rows without data (no token-level positions when the first verifier is
+    not the token walk, no baseline) are left out rather than printed as n/a."""
+    config = results.config
+    token_walk = any(name.startswith("token:") for name in config.verifier_names)
+    scheme = f", scheme {config.scheme_name}" if token_walk else ""
+    print(f"target {results.target}, draft {results.draft}{scheme}, K={config.k}, L={config.length}")
     low, high = results.ci95
-    print(f"target {results.target}, draft {results.draft}, scheme {config.scheme_name}, K={config.k}, L={config.length}")
-    print(f"positions             {results.positions}")
-    print(f"empirical acceptance  {results.empirical_acceptance:.4f}")
-    print(f"expected acceptance   {results.expected_acceptance:.4f} ({results.expected_positions} positions)")
-    print(f"  95% CI emp - exp    [{_signed(low)}, {_signed(high)}] (variance from the expected acceptances)")
-    print(f"optimal acceptance    {results.optimal_acceptance:.4f} ({results.optimal_positions} positions)")
+    if results.positions:
+        print(f"positions             {results.positions}")
+        print(f"empirical acceptance  {results.empirical_acceptance:.4f}")
+    if results.expected_positions:
+        print(f"expected acceptance   {results.expected_acceptance:.4f} ({results.expected_positions} positions)")
+        print(f"  95% CI emp - exp    [{_signed(low)}, {_signed(high)}] (variance from the expected acceptances)")
+    if results.optimal_positions:
+        print(f"optimal acceptance    {results.optimal_acceptance:.4f} ({results.optimal_positions} positions)")
     print(f"block efficiency      {results.block_efficiency:.3f} tokens per target call")
+    baseline = results.autoregressive_tokens_per_second == results.autoregressive_tokens_per_second
     print(
-        f"tokens per second     {results.tokens_per_second:.2f} speculative, "
-        f"{_plain(results.autoregressive_tokens_per_second)} autoregressive, speed-up {_plain(results.speedup, 'x')}"
-        f" ({'compiled' if results.compiled else 'eager'}, {results.device})"
+        f"tokens per second     {results.tokens_per_second:.2f} speculative"
+        + (f", {results.autoregressive_tokens_per_second:.2f} autoregressive, speed-up {results.speedup:.2f}x" if baseline else "")
+        + f" ({'compiled' if results.compiled else 'eager'}, {results.device})"
     )
     print(
         f"time (s)              drafting {results.seconds_drafting:.2f}, verification "
         f"{results.seconds_verification:.2f}, selection {results.seconds_selection:.2f}, "
-        f"theory {results.seconds_theory:.2f}, autoregressive {results.seconds_autoregressive:.2f}, "
-        f"warm-up {results.seconds_warmup:.2f}"
+        f"theory {results.seconds_theory:.2f}"
+        + (f", autoregressive {results.seconds_autoregressive:.2f}" if baseline else "")
+        + f", warm-up {results.seconds_warmup:.2f}"
     )
     _print_verifiers(results)
     for note in results.notes:
         print(f"note: {note}")
-    return 0
 
 
 def _print_verifiers(results) -> None:
@@ -171,8 +220,9 @@ def _print_verifiers(results) -> None:
             f"{run.expected_block_efficiency:.3f} expected; 95% CI tau - E[tau | tree] [{_signed(low)}, {_signed(high)}]; "
             f"{run.tokens_per_second:.2f} tokens/s, verifier {run.seconds_verifier:.2f} s"
         )
-    reference = results.paired[0].reference if results.paired else ""
-    print(f"paired on the same {results.paired[0].blocks if results.paired else 0} blocks, E[tau | tree] against {reference}")
+    if len(results.paired) < 2:  # one verifier: nothing to pair it with
+        return
+    print(f"paired on the same {results.paired[0].blocks} blocks, E[tau | tree] against {results.paired[0].reference}")
     for score in results.paired[1:]:
         low, high = score.ci95
         print(
@@ -203,7 +253,3 @@ def _draft_samplings(temperatures: list[float], top_ps: list[float], k: int) -> 
 
 def _signed(value: float) -> str:
     return "n/a" if value != value else f"{value:+.4f}"
-
-
-def _plain(value: float, unit: str = "") -> str:
-    return "n/a" if value != value else f"{value:.2f}{unit}"

@@ -178,10 +178,16 @@ class MeasureConfig:
     def _check_scheme_law(self, scheme: Any, root: type) -> None:
         if not isinstance(scheme, Scheme) or scheme.supports_law(root, self.k):
             return
+        from multidraft.schemes import SCHEMES
+
         laws = tuple(cls.name for cls in scheme.capabilities.laws)
+        fitting = [name for name, cls in SCHEMES.items() if cls.supports_law(root, self.k)]
+        # decoding runs a scheme's batched form where it has one for the law: name such a scheme first
+        fitting.sort(key=lambda name: not SCHEMES[name].supports_batch_law(root, self.k))
+        advice = f"; use the scheme {fitting[0]!r}" + (f" (or {', '.join(map(repr, fitting[1:]))})" if fitting[1:] else "") if fitting else ""
         raise ValueError(
             f"scheme: {getattr(scheme, 'name', scheme)!r} supports the laws {laws}, but does not apply to these drafts "
-            f"(the {root.name} law with k={self.k})"
+            f"(the {root.name} law with k={self.k}){advice}"
         )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.report.config import ReportConfig
-from multidraft.report.figures import png_bytes, pyplot
+from multidraft.report.figures import TEXT_SIZE, TITLE_SIZE, png_bytes, pyplot, temperature_text
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, progress_bar
 
@@ -100,7 +100,7 @@ def _models(seed: int) -> Iterator[tuple[str, object]]:
         else:
             temperature = float(family.split()[1])
             yield (
-                f"temperature {temperature:g} n={n} L={length}",
+                f"temperature {temperature_text(temperature)} n={n} L={length}",
                 SequenceModel.temperature(n, length, rng, temperature=temperature),
             )
 
@@ -149,24 +149,42 @@ def _cell(row, name: str) -> str:
 
 
 def block_level_figure(rows: Sequence) -> object:
-    """Gap closed by each verifier (0: SpecInfer, 1: the block optimum) on every instance."""
+    """Gap closed by each verifier (0: SpecInfer, 1: the block optimum) on every instance.
+
+    Every bar carries its value (``0%`` included, with a marker on the zero line), so that a
+    verifier that closes none of the gap is not mistaken for one without data; a value that
+    cannot be computed (NaN) is labelled ``n/a``."""
     plt = pyplot()
     names = BLOCK_VERIFIERS[1:]
     labels = [f"{row.instance}, {'wor' if row.without_replacement else 'iid'}" for row in rows]
-    figure, axis = plt.subplots(figsize=(7.0, 0.42 * len(rows) + 1.2), layout="constrained")
+    figure, axis = plt.subplots(figsize=(9.0, 0.95 * len(rows) + 1.6), layout="constrained")
     height = 0.8 / len(names)
     positions = np.arange(len(rows))
     for index, name in enumerate(names):
-        values = [row.closed(name) for row in rows]
-        axis.barh(positions + (index - (len(names) - 1) / 2) * height, values, height, label=_LABELS[name])
-    axis.set_yticks(positions, labels, fontsize=8)
+        values = np.array([row.closed(name) for row in rows], dtype=float)
+        centres = positions + (index - (len(names) - 1) / 2) * height
+        bars = axis.barh(centres, np.nan_to_num(values), height, label=_LABELS[name])
+        colour = bars.patches[0].get_facecolor() if bars.patches else None
+        for centre, value in zip(centres, values):
+            if np.isnan(value):
+                axis.text(0.01, centre, "n/a", va="center", ha="left", fontsize=TEXT_SIZE - 1, color="dimgray")
+                continue
+            if abs(value) < 0.005:  # a zero-length bar: a marker on the zero line keeps it visible
+                axis.plot([0.0], [centre], marker="D", markersize=5, color=colour, linestyle="none")
+                value = 0.0  # printed 0%, never -0%
+            shift = 0.015 if value >= 0 else -0.015
+            axis.text(value + shift, centre, f"{value:.0%}", va="center", ha="left" if value >= 0 else "right", fontsize=TEXT_SIZE - 1)
+    axis.set_yticks(positions, labels, fontsize=TEXT_SIZE)
+    axis.tick_params(axis="x", labelsize=TEXT_SIZE)
     axis.invert_yaxis()
     axis.axvline(0.0, color="black", linewidth=1.0)
     axis.axvline(1.0, color="black", linewidth=1.0, linestyle="--")
-    axis.set_xlabel("gap closed: (E[τ] − E[τ] SpecInfer) / (block optimum − E[τ] SpecInfer)")
+    low = min(0.0, *(row.closed(name) for row in rows for name in names if not math.isnan(row.closed(name))))
+    axis.set_xlim(low - 0.12 if low < 0 else -0.05, 1.15)  # room for the labels beside the bars
+    axis.set_xlabel("gap closed: (E[τ] − E[τ] SpecInfer) / (block optimum − E[τ] SpecInfer)", fontsize=TEXT_SIZE)
     axis.grid(axis="x", alpha=0.3)
-    axis.legend(fontsize=8, loc="lower right")
-    axis.set_title(f"Block level, K = {BLOCK_K}: share of the gap to the block-level optimum", fontsize=10)
+    figure.legend(*axis.get_legend_handles_labels(), fontsize=TEXT_SIZE, loc="outside lower center", ncols=len(names))
+    axis.set_title(f"Block level, K = {BLOCK_K}: share of the gap to the block-level optimum", fontsize=TITLE_SIZE)
     return figure
 
 

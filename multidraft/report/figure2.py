@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from multidraft.report.config import ReportConfig
-from multidraft.report.figures import SCHEME_LABELS, png_bytes, pyplot
+from multidraft.report.figures import SCHEME_LABELS, TEXT_SIZE, TITLE_SIZE, png_bytes, pyplot
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, SectionResult, fmt
 from multidraft.theory import IID, optimal_acceptance
@@ -173,7 +173,7 @@ def family_curves(
 def family_figure(curves: FamilyCurves):
     """Figure 2 of Khisti et al.: acceptance against the family parameter t, P* = 1 shaded."""
     plt = pyplot()
-    figure, axis = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    figure, axis = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
     if curves.interval is not None:
         low, high = (float(v) for v in curves.interval)
         label = f"Theorem 2: P* = 1 (t ∈ [{curves.interval[0]}, {curves.interval[1]}])"
@@ -182,12 +182,13 @@ def family_figure(curves: FamilyCurves):
     for name, values in curves.schemes.items():
         axis.plot(curves.t, values, linewidth=1.5, label=f"{SCHEME_LABELS.get(name, name)}, K = {curves.k}")
     axis.plot(curves.t, curves.single, color="tab:gray", linestyle="--", linewidth=1.2, label="single draft (K = 1)")
-    axis.set_xlabel("t")
-    axis.set_ylabel("acceptance probability")
-    axis.set_title(curves.family.label, fontsize=10)
+    axis.set_xlabel("t", fontsize=TEXT_SIZE)
+    axis.set_ylabel("acceptance probability", fontsize=TEXT_SIZE)
+    axis.set_title(curves.family.label, fontsize=TITLE_SIZE)
     axis.set_xlim(curves.t[0], curves.t[-1])
+    axis.tick_params(labelsize=TEXT_SIZE)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=8, loc="lower center")
+    axis.legend(fontsize=TEXT_SIZE - 1, loc="lower center")
     return figure
 
 

@@ -9,10 +9,41 @@ from __future__ import annotations
 
 import io
 
-__all__ = ["SCHEME_LABELS", "pyplot", "png_bytes", "readable_log_axis"]
+__all__ = [
+    "SCHEME_LABELS",
+    "TEXT_SIZE",
+    "TITLE_SIZE",
+    "pyplot",
+    "png_bytes",
+    "readable_log_axis",
+    "speedup_axis",
+    "temperature_text",
+]
 
 #: Display names of registry schemes in figures and tables.
 SCHEME_LABELS = {"spectr": "SpecTr", "specinfer": "SpecInfer", "rrs-wor": "RRS without replacement"}
+#: Font size (points) of every text in a figure (ticks, labels, legends, annotations) and of
+#: titles: readable when a wide figure is scaled down to the page.
+TEXT_SIZE = 11
+TITLE_SIZE = 12
+
+
+def temperature_text(value: float) -> str:
+    """A temperature as the report prints it: with a decimal point always, so that ``2.0``
+    stands beside ``0.5`` (never ``2``), and no more digits than it has.
+
+    >>> [temperature_text(t) for t in (2, 0.5, 1.25, 1.0)]
+    ['2.0', '0.5', '1.25', '1.0']
+    """
+    value = float(value)
+    return f"{value:.1f}" if round(value, 1) == value else f"{value:g}"
+
+
+def speedup_axis(axis, which: str = "y") -> None:
+    """Label a speed-up axis in multiples: ``1×, 1.5×, 2×``."""
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415
+
+    getattr(axis, f"{which}axis").set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}×"))
 
 
 def pyplot():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from multidraft.report.config import ReportConfig
-from multidraft.report.figures import png_bytes, pyplot
+from multidraft.report.figures import TEXT_SIZE, TITLE_SIZE, png_bytes, pyplot, temperature_text
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
@@ -270,14 +270,14 @@ def position_gap_table(
         settings = [(law, k, t) for law in laws for k in ks for t in temperatures]
         rows: list[PositionGapRow] = []
         names: dict[str, str] = {}
-        for law, k, temperature in bar.track(settings, lambda item: f"gap table: {item[0]} K={item[1]} T={item[2]:g}"):
+        for law, k, temperature in bar.track(settings, lambda item: f"gap table: {item[0]} K={item[1]} T={temperature_text(item[2])}"):
             drafts = positions.drafts(temperature)
             optimal = float(np.mean(optimal_acceptance_batch(targets, drafts, k, law)))
             law_objects = [law_for(law, [q], k) for q in drafts]
             values, notes = _row_values(s, law_objects, targets, names, columns)
             values[SINGLE_COLUMN] = float(np.mean(np.minimum(targets, drafts).sum(axis=1)))
             rows.append(PositionGapRow(law, k, (float(temperature),), optimal, values, notes))
-        for pair in bar.track(pairs, lambda item: f"gap table: pair T={item[0]:g} & {item[1]:g}"):
+        for pair in bar.track(pairs, lambda item: f"gap table: pair T={temperature_text(item[0])} & {temperature_text(item[1])}"):
             first, second = positions.drafts(pair[0]), positions.drafts(pair[1])
             law_objects = [law_for(_PAIR_LAW, [a, b]) for a, b in zip(first, second)]
             optimal = float(np.mean([optimal_acceptance(p, law).value for p, law in zip(targets, law_objects)]))
@@ -302,7 +302,7 @@ def gap_figure(table: PositionGapTable):
     ks = sorted({row.k for row in table.rows if row.law in _LAWS})
     laws = [law for law in _LAWS if any(row.law == law for row in table.rows)]
     figure, axes = plt.subplots(
-        len(laws), len(ks), figsize=(4.2 * len(ks) + 1.6, 3.2 * len(laws) + 0.4), sharex=True, sharey=True,
+        len(laws), len(ks), figsize=(3.6 * len(ks) + 0.6, 3.0 * len(laws) + 1.4), sharex=True, sharey=True,
         squeeze=False, layout="constrained",
     )  # fmt: skip
     for line, law in zip(axes, laws):
@@ -316,17 +316,21 @@ def gap_figure(table: PositionGapTable):
                 values = [np.nan if f is None else f for f in fractions]
                 axis.plot(temperatures, values, label=column, **_STYLES.get(column, dict(marker="v")))
             axis.axhline(1.0, color="black", linewidth=1.0)
-            axis.set_title(f"{_LAW_TITLES.get(law, law)}, K = {k}", fontsize=9)
+            axis.set_title(f"{_LAW_TITLES.get(law, law)}, K = {k}", fontsize=TITLE_SIZE)
             axis.grid(alpha=0.3)
-        line[0].set_ylabel("fraction of the optimum")
+            axis.tick_params(labelsize=TEXT_SIZE)
+            if temperatures:  # ticks at the temperatures computed, printed as the tables print them
+                axis.set_xticks(temperatures, [temperature_text(t) for t in temperatures])
+        line[0].set_ylabel("fraction of the optimum", fontsize=TEXT_SIZE)
     for axis in axes[-1]:
-        axis.set_xlabel("draft temperature (target 1.0)")
+        axis.set_xlabel("draft temperature (target 1.0)", fontsize=TEXT_SIZE)
     handles: dict = {}
     for axis in axes.flat:
         for handle, label in zip(*axis.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    figure.legend(handles.values(), handles.keys(), fontsize=7, loc="outside right center")
-    figure.suptitle(f"Acceptance gap to the optimum, Zipf-like targets, n = {table.n}", fontsize=10)
+    # below the panels, in rows of three: the panels keep the width and the entries stay legible
+    figure.legend(handles.values(), handles.keys(), fontsize=TEXT_SIZE, loc="outside lower center", ncols=min(3, len(handles) or 1))
+    figure.suptitle(f"Acceptance gap to the optimum, Zipf-like targets, n = {table.n}", fontsize=TITLE_SIZE + 1)
     return figure
 
 
@@ -401,7 +405,7 @@ def build(context: BuildContext) -> SectionResult:
         rows = [r for r in table.rows if r.law == law]
         if rows:
             body = tuple(
-                (str(r.k), f"{r.draft_temperatures[0]:g}", fmt(r.optimal))
+                (str(r.k), temperature_text(r.draft_temperatures[0]), fmt(r.optimal))
                 + tuple(_marked(r, c) + cell(r.values[c], r.optimal) for c in columns)
                 for r in rows
             )
@@ -418,7 +422,7 @@ def build(context: BuildContext) -> SectionResult:
             )
         )
         body = tuple(
-            ("2", " & ".join(f"{t:g}" for t in r.draft_temperatures), fmt(r.optimal))
+            ("2", " & ".join(temperature_text(t) for t in r.draft_temperatures), fmt(r.optimal))
             + tuple(cell(r.values[c], r.optimal) for c in columns)
             for r in pairs
         )

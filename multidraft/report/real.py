@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.report.config import ReportConfig
-from multidraft.report.figures import png_bytes, pyplot
+from multidraft.report.figures import TEXT_SIZE, png_bytes, pyplot, temperature_text
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, progress_bar
 
@@ -105,10 +105,11 @@ def real_figure(
     axis.plot(x, expected, "x", markersize=8, label="expected (exact, same positions)")
     axis.plot(x, optimal, "_", markersize=14, color="black", label="optimal (same positions)")
     axis.set_xticks(x)
-    axis.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
-    axis.set_ylabel("token-level acceptance")
+    axis.set_xticklabels(labels, rotation=30, ha="right", fontsize=TEXT_SIZE - 1)
+    axis.set_ylabel("token-level acceptance", fontsize=TEXT_SIZE)
+    axis.tick_params(axis="y", labelsize=TEXT_SIZE)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
+    axis.legend(fontsize=TEXT_SIZE - 1)
     return figure
 
 
@@ -120,7 +121,7 @@ def _settings(grid: RealModelGrid) -> list[tuple[str, bool, int, float]]:
 
 def _measurement_label(setting: tuple[str, bool, int, float]) -> str:
     scheme, wor, k, temperature = setting
-    return f"real models: {scheme}{' (wor)' if wor else ''} K={k} T={temperature:g}"
+    return f"real models: {scheme}{' (wor)' if wor else ''} K={k} T={temperature_text(temperature)}"
 
 
 def _steps(grid: RealModelGrid) -> int:
@@ -190,19 +191,19 @@ def real_model_section(
         shown = "optimal verifier (achieved)" if scheme == "optimal" else scheme
         rows.append(
             (
-                shown, law, str(k), f"{temperature:g}", str(result.positions),
+                shown, law, str(k), temperature_text(temperature), str(result.positions),
                 f"{result.empirical_acceptance:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]",
                 f"{result.expected_acceptance:.3f}",
                 f"[{result.ci95[0]:+.3f}, {result.ci95[1]:+.3f}]",
                 f"{result.optimal_acceptance:.3f} ({result.optimal_positions})",
                 f"{result.block_efficiency:.2f}",
-                f"{speedup:.2f}",
+                f"{speedup:.2f}×",
             )
         )  # fmt: skip
         summary = result.summary()
         timings.append({key: summary.pop(key) for key in TIMING_FIELDS} | {"predicted_speedup": speedup})
         data.append(summary | {"law": law, "empirical_ci95": list(interval)})
-        labels.append(f"{shown} {law} K={k} T={temperature:g} ({result.positions} positions)")
+        labels.append(f"{shown} {law} K={k} T={temperature_text(temperature)} ({result.positions} positions)")
         empirical.append(result.empirical_acceptance)
         low.append(interval[0])
         high.append(interval[1])

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.report.config import ReportConfig
-from multidraft.report.figures import png_bytes, pyplot
+from multidraft.report.figures import TEXT_SIZE, TITLE_SIZE, png_bytes, pyplot, temperature_text
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, progress_bar
 
@@ -132,17 +132,18 @@ def real_block_figure(settings: Sequence[dict], temperatures: Sequence[float]):
                 capsize=2, label=_LABELS[name],
             )  # fmt: skip
         axis.axhline(0.0, color="black", linewidth=0.8)
-        axis.set_xticks(x, [f"K={row['k']} L={row['length']}" for row in rows], rotation=30, ha="right", fontsize=8)
-        axis.set_title(f"draft temperature {temperature:g}", fontsize=9)
+        axis.set_xticks(x, [f"K={row['k']} L={row['length']}" for row in rows], rotation=30, ha="right", fontsize=TEXT_SIZE - 1)
+        axis.tick_params(axis="y", labelsize=TEXT_SIZE)
+        axis.set_title(f"draft temperature {temperature_text(temperature)}", fontsize=TITLE_SIZE)
         axis.grid(alpha=0.3)
-    axes[0][0].set_ylabel("E[accepted] − SpecInfer (token), per block")
-    axes[0][-1].legend(fontsize=7)
+    axes[0][0].set_ylabel("E[accepted] − SpecInfer (token), per block", fontsize=TEXT_SIZE)
+    axes[0][-1].legend(fontsize=TEXT_SIZE - 1)
     return figure
 
 
 def _label(setting: tuple[int, int, float]) -> str:
     k, length, temperature = setting
-    return f"real models, block level: K={k} L={length} T={temperature:g}"
+    return f"real models, block level: K={k} L={length} T={temperature_text(temperature)}"
 
 
 def real_block_section(
@@ -193,7 +194,7 @@ def _render(measured: Sequence[dict], grid: RealBlockGrid, names: str) -> Sectio
         scores = setting["verifiers"]
         rows.append(
             (
-                str(setting["k"]), str(setting["length"]), f"{setting['draft_temperature']:g}", str(setting["blocks"]),
+                str(setting["k"]), str(setting["length"]), temperature_text(setting['draft_temperature']), str(setting["blocks"]),
                 f"{setting['realised_block_efficiency']:.3f} / {setting['expected_block_efficiency']:.3f} "
                 f"[{low:+.3f}, {high:+.3f}]",
                 *(_gain(scores[name]) if name in scores else "—" for name in (*SCORED, "block")),

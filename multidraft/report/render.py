@@ -3,7 +3,9 @@
 A report is a :class:`Document` of :class:`Section` s, each a sequence of blocks
 (:class:`Paragraph`, :class:`Table`, :class:`Figure`). :func:`render_markdown` links the
 figures as ``figures/<name>.png``; :func:`render_html` embeds them as base64 PNG so that
-``report.html`` is a single self-contained file. :func:`write_report_files` writes both, the
+``report.html`` is a single self-contained file. Both open with a table of contents that links
+every section (:func:`section_anchor`); in HTML a table's cells never wrap (a wide table scrolls
+sideways instead). :func:`write_report_files` writes both, the
 PNGs and ``results.json`` into a directory prepared by :func:`prepare_output`.
 """
 
@@ -25,6 +27,7 @@ __all__ = [
     "Document",
     "render_markdown",
     "render_html",
+    "section_anchor",
     "prepare_output",
     "write_report_files",
 ]
@@ -88,6 +91,31 @@ class Document:
         return tuple(b for s in self.sections for b in s.blocks if isinstance(b, Figure))
 
 
+def section_anchor(title: str) -> str:
+    """The anchor of a section heading, as GitHub computes it for Markdown (lower case, spaces
+    to hyphens, punctuation other than ``-`` and ``_`` dropped); the HTML page uses the same ids.
+
+    >>> section_anchor("Truncated LP: acceptance and time against s")
+    'truncated-lp-acceptance-and-time-against-s'
+    >>> section_anchor("Optimal acceptance on three tokens (Figure 2)")
+    'optimal-acceptance-on-three-tokens-figure-2'
+    """
+    kept = re.sub(r"[^\w\- ]", "", title.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def _anchors(document: Document) -> list[str]:
+    """One anchor per section, made unique as GitHub does (``-1``, ``-2`` for repeats)."""
+    seen: dict[str, int] = {}
+    anchors = []
+    for section in document.sections:
+        base = section_anchor(section.title)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        anchors.append(base if count == 0 else f"{base}-{count}")
+    return anchors
+
+
 def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -99,6 +127,10 @@ def render_markdown(document: Document) -> str:
     >>> print(render_markdown(doc))
     # R
     <BLANKLINE>
+    **Contents**
+    <BLANKLINE>
+    1. [S](#s)
+    <BLANKLINE>
     ## S
     <BLANKLINE>
     a `b`
@@ -109,6 +141,10 @@ def render_markdown(document: Document) -> str:
     <BLANKLINE>
     """
     lines = [f"# {document.title}", ""]
+    if document.sections:
+        lines += ["**Contents**", ""]
+        lines += [f"{i}. [{s.title}](#{a})" for i, (s, a) in enumerate(zip(document.sections, _anchors(document)), 1)]
+        lines.append("")
     for section in document.sections:
         lines += [f"## {section.title}", ""]
         for block in section.blocks:
@@ -134,8 +170,11 @@ def _inline_html(text: str) -> str:
 
 _CSS = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; line-height: 1.45; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+.table { overflow-x: auto; margin: 0.8em 0; }
+table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+td { white-space: nowrap; }
+nav.contents ol { columns: 2; margin: 0.4em 0 1.2em; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 figure { margin: 1em 0; } figure img { max-width: 100%; } figcaption { font-style: italic; font-size: 0.9em; }
 code { background: #f5f5f5; padding: 0 0.2em; }
@@ -151,8 +190,12 @@ def render_html(document: Document) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(document.title)}</h1>",
     ]
-    for section in document.sections:
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+    anchors = _anchors(document)
+    if document.sections:
+        items = "".join(f'<li><a href="#{a}">{html.escape(s.title)}</a></li>' for s, a in zip(document.sections, anchors))
+        parts.append(f'<nav class="contents"><strong>Contents</strong><ol>{items}</ol></nav>')
+    for section, anchor in zip(document.sections, anchors):
+        parts.append(f'<h2 id="{anchor}">{html.escape(section.title)}</h2>')
         for block in section.blocks:
             if isinstance(block, Paragraph):
                 parts.append(f"<p>{_inline_html(block.text)}</p>")
@@ -162,7 +205,7 @@ def render_html(document: Document) -> str:
                 body = "".join(
                     "<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in row) + "</tr>" for row in block.rows
                 )
-                parts.append(f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+                parts.append(f'<div class="table"><table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
             else:
                 data = base64.b64encode(block.png).decode("ascii")
                 parts.append(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from multidraft.report.config import ReportConfig
-from multidraft.report.figures import SCHEME_LABELS, png_bytes, pyplot
+from multidraft.report.figures import SCHEME_LABELS, TEXT_SIZE, TITLE_SIZE, png_bytes, pyplot, speedup_axis, temperature_text
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, SectionResult
@@ -43,16 +43,18 @@ def speed_figure(ks: Sequence[int], speedups: dict[str, np.ndarray], title: str)
     ``speedups[label]`` holds one value per K in ``ks``.
     """
     plt = pyplot()
-    figure, axis = plt.subplots(figsize=(6.0, 3.8), layout="constrained")
+    figure, axis = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
     for label, values in speedups.items():
         axis.plot(ks, values, marker="o", label=label)
     axis.axhline(1.0, color="black", linewidth=1.0)
-    axis.set_xlabel("number of drafts K")
-    axis.set_ylabel("predicted speed-up (best L)")
+    axis.set_xlabel("number of drafts K", fontsize=TEXT_SIZE)
+    axis.set_ylabel("predicted speed-up over plain decoding (best L)", fontsize=TEXT_SIZE)
+    speedup_axis(axis)
     axis.set_xticks(list(ks))
+    axis.tick_params(labelsize=TEXT_SIZE)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    axis.set_title(title, fontsize=10)
+    axis.legend(fontsize=TEXT_SIZE - 1)
+    axis.set_title(title, fontsize=TITLE_SIZE)
     return figure
 
 
@@ -81,7 +83,7 @@ def build(context: BuildContext) -> SectionResult:
             curves[f"{scheme}, {label}"] = per_k
             tokens = curve.block_efficiency[ks.index(curve.best_k), curve.best_length - 1]
             rows.append(
-                (label, scheme, str(curve.best_k), str(curve.best_length), f"{curve.best_speedup:.3f}", f"{tokens:.3f}")
+                (label, scheme, str(curve.best_k), str(curve.best_length), f"{curve.best_speedup:.3f}×", f"{tokens:.3f}")
             )
             data.append(
                 {
@@ -94,7 +96,7 @@ def build(context: BuildContext) -> SectionResult:
                 }
             )
     text = (
-        f"Per-token acceptance a_j with j = 1..{k_max} iid drafts (draft temperature {config.speed_temperature:g}, "
+        f"Per-token acceptance a_j with j = 1..{k_max} iid drafts (draft temperature {temperature_text(config.speed_temperature)}, "
         "mean over the synthetic positions) fed to the i.i.d. tree model of multidraft.theory.speed (sibling "
         "drafts assumed distinct, survival ρ = 0; iid drafts can repeat a token, so more of them stay live and the numbers below are lower bounds) and the throughput model of Yan et al. (2024): "
         "tokens per iteration / (L·t_draft(K, 1) + t_target(K, L + 1)). 'given c' uses constant latencies with "

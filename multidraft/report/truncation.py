@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from multidraft.report.config import ReportConfig
-from multidraft.report.figures import png_bytes, pyplot, readable_log_axis
+from multidraft.report.figures import TEXT_SIZE, TITLE_SIZE, png_bytes, pyplot, readable_log_axis, temperature_text
 from multidraft.report.positions import PositionSet
 from multidraft.report.render import Figure, Paragraph, Section, Table
 from multidraft.report.section import BuildContext, ReportProgress, SectionResult, cell, fmt, progress_bar
@@ -127,7 +127,7 @@ class KeyDiagnosisRow:
 
     @property
     def label(self) -> str:
-        return f"{self.draft_temperature:g}" + ("" if self.top_p is None else f", top-p {self.top_p:g}")
+        return temperature_text(self.draft_temperature) + ("" if self.top_p is None else f", top-p {self.top_p:g}")
 
 
 def rank_key_diagnosis(
@@ -150,7 +150,7 @@ def rank_key_diagnosis(
     targets = positions.targets
     rows: list[KeyDiagnosisRow] = []
     with progress_bar(progress, len(temperatures)) as bar:
-        for temperature in bar.track(temperatures, lambda t: f"truncated LP: rank keys at draft T={t:g}"):
+        for temperature in bar.track(temperatures, lambda t: f"truncated LP: rank keys at draft T={temperature_text(t)}"):
             full = positions.drafts(temperature)
             for mass, drafts in ((None, full), (top_p_mass, top_p(full, top_p_mass))):
                 acceptance, pairs = {}, {}
@@ -179,17 +179,20 @@ def truncation_figure(sweep: TruncationSweep):
         left.plot(sweep.s_values, sweep.acceptance[key], marker="o", label=f"rank key: {key}")
         right.plot(sweep.s_values, np.array(sweep.seconds[key]) * 1e3, marker="o", label=f"rank key: {key}")
     left.axhline(sweep.optimal, color="black", linewidth=1.5, label="optimal")
-    left.set_xlabel("s (tokens kept)")
-    left.set_ylabel("mean acceptance")
+    left.set_xlabel("s (tokens kept)", fontsize=TEXT_SIZE)
+    left.set_ylabel("mean acceptance", fontsize=TEXT_SIZE)
     left.grid(alpha=0.3)
-    left.legend(fontsize=8)
-    right.set_xlabel("s (tokens kept)")
-    right.set_ylabel("median time per position [ms]")
+    left.legend(fontsize=TEXT_SIZE)
+    right.set_xlabel("s (tokens kept)", fontsize=TEXT_SIZE)
+    right.set_ylabel("median time per position [ms]", fontsize=TEXT_SIZE)
     right.set_yscale("log")
     readable_log_axis(right)
     right.grid(alpha=0.3, which="both")
+    for axis in (left, right):
+        axis.tick_params(which="both", labelsize=TEXT_SIZE)
     figure.suptitle(
-        f"Truncated LP, K = 2 iid, n = {sweep.n}, draft temperature {sweep.draft_temperature:g}", fontsize=10
+        f"Truncated LP, K = 2 iid, n = {sweep.n}, draft temperature {temperature_text(sweep.draft_temperature)}",
+        fontsize=TITLE_SIZE,
     )
     return figure
 
@@ -204,70 +207,69 @@ def _percent(value: float) -> str:
     return f"{100 * value:.3g}%"
 
 
-def _explanation(sweep: TruncationSweep, rows: Sequence[KeyDiagnosisRow], s: int) -> str:
+def _explanation(sweep: TruncationSweep, rows: Sequence[KeyDiagnosisRow], s: int) -> tuple[str, ...]:
     """Why the published key can fall below a single draft, and why the ratio key is flat in s:
-    the analysis in words, every number in it computed from ``sweep`` and ``rows``."""
+    the analysis in words, one paragraph per point (the method, the published key, the ratio
+    key, K > 2), every number in it computed from ``sweep`` and ``rows``."""
     below = [row for row in rows if row.acceptance["published"] < row.single]
     hot = [row for row in rows if row.top_p is None and row.draft_temperature > 1]
     at_sweep = next((row for row in rows if row.top_p is None and row.draft_temperature == sweep.draft_temperature), None)
-    text = (
+    method = (
         "**Why the published key can score below a single draft: the method, not a defect of the key.** "
         "Outside the s kept tokens Ω₁ each draft pair takes its better-ranked token (the paper's fixed rule); the "
         "LP only decides the pairs with both tokens in Ω₁ (column 'LP pairs': q(Ω₁)² for two iid drafts)"
     )
     if at_sweep is not None:
-        text += (
+        method += (
             f", on these positions {_percent(at_sweep.lp_pairs['published'])} of the pairs under the published key "
-            f"at draft temperature {at_sweep.draft_temperature:g}, s = {s}"
+            f"at draft temperature {temperature_text(at_sweep.draft_temperature)}, s = {s}"
         )
-    text += (
-        ". The published key p − q₁q₂ (the target mass that the pair (k, k) does not already deliver; the paper "
-        "writes p for the draft and q for the target) ranks tokens roughly by target mass, so the fixed rule hands "
-        "a pair to its more likely token and the selected token's law r comes out sharper than the draft. Where "
-        "the draft is flatter than the target (draft temperature above 1; the paper's Figure 4 likewise varies the "
-        "target temperature from 0.2 to 1.0 with drafts at 1.0, and its authors found too little room below 1) "
-        "that moves r towards p"
+    method += (
+        ". Tokens no draft can produce (outside a top-p or top-k draft) rank last under either key, as in the "
+        "paper, which sorts only the tokens left after top-p. With top-k = 5 drafts (the setting of the paper's "
+        "Table 2) s = 5 keeps every drafted token and the truncated LP is the full importance LP."
+    )
+    published = (
+        "**The published key** p − q₁q₂ is the target mass that the pair (k, k) does not already deliver (the "
+        "paper writes p for the draft and q for the target; what makes the key fall is the fixed rule on a heavy "
+        "tail, not the letters). It ranks tokens roughly by target mass, so the fixed rule hands a pair to its "
+        "more likely token and the selected token's law r comes out sharper than the draft. Where the draft is "
+        "flatter than the target (draft temperature above 1; the paper's Figure 4 likewise varies the target "
+        "temperature from 0.2 to 1.0 with drafts at 1.0, and its authors found too little room below 1) that "
+        "moves r towards p"
     )
     if hot:
         shares = [row.acceptance["published"] / row.optimal for row in hot]
-        text += f": the published key reaches {_percent(min(shares))}–{_percent(max(shares))} of the optimum here"
-    text += ". Where the draft is sharper than the target it moves r away from p"
+        published += f": the published key reaches {_percent(min(shares))}–{_percent(max(shares))} of the optimum here"
+    published += ". Where the draft is sharper than the target it moves r away from p"
     if below:
-        full = [f"{row.draft_temperature:g}" for row in below if row.top_p is None]
-        nucleus = [f"{row.draft_temperature:g}" for row in below if row.top_p is not None]
+        full = [temperature_text(row.draft_temperature) for row in below if row.top_p is None]
+        nucleus = [temperature_text(row.draft_temperature) for row in below if row.top_p is not None]
         where = []
         if full:
             where.append(f"draft temperature {', '.join(full)}")
         if nucleus:
             where.append(f"draft temperature {', '.join(nucleus)} with top-p {DIAGNOSIS_TOP_P:g} drafts")
-        text += ", and the published key falls below the single draft at " + " and at ".join(where)
+        published += ", and the published key falls below the single draft at " + " and at ".join(where)
         if all(row.draft_temperature < 1 for row in below):
-            text += " (all below 1)"
+            published += " (all below 1)"
         if nucleus:
-            text += "; top-p does not help here, since the nucleus of a heavy-tailed distribution keeps far more than s tokens"
-    text += (
-        ". The key is the paper's, in this project's letters (the paper writes p for the draft and q for the "
-        "target): p − q₁q₂, the target mass that the pair (k, k) does not already deliver; what makes it fall is "
-        "the fixed rule on a heavy tail, not the letters. With top-k = 5 drafts (the setting of the paper's Table 2) "
-        "s = 5 keeps every drafted token and the truncated LP is the full importance LP. "
-    )
+            published += "; top-p does not help here, since the nucleus of a heavy-tailed distribution keeps far more than s tokens"
+    paragraphs = [method, published + "."]
     flat = max(sweep.acceptance["ratio"]) - min(sweep.acceptance["ratio"]) if "ratio" in sweep.acceptance else None
     if flat is not None:
-        text += (
-            "The ratio key p/q̄ ranks under-drafted tokens first (the order of the min-cut argument). At draft "
+        paragraphs.append(
+            "**The ratio key** p/q̄ ranks under-drafted tokens first (the order of the min-cut argument). At draft "
             "temperature below 1 those are the rarest tokens: its Ω₁ holds almost no draft mass (LP pairs at most "
             f"{max(sweep.lp_pairs['ratio']):.2g} in the sweep) and its acceptance is the fixed rule's alone, which "
             f"is why it moves by only {flat:.1g} over s = {sweep.s_values[0]}–{sweep.s_values[-1]}; above 1 both "
-            "keys rank the head first and agree. "
+            "keys rank the head first and agree."
         )
-    text += (
-        "For K > 2 (the multi-stage rows of the gap table) the stages compound: the law kept after one stage is "
-        "already about as sharp as the target's head, so every later stage is in the losing case. One defect was "
-        "found and fixed: tokens no draft can produce (outside a top-p or top-k draft) were ranked too and could "
-        "take places in Ω₁ (p − 0 = p, p/0 = ∞); they now rank last, as in the paper, which sorts only the tokens "
-        "left after top-p."
+    paragraphs.append(
+        "**For K > 2** (the multi-stage rows of the gap table) the stages compound: the law kept after one stage is "
+        "already about as sharp as the target's head, so every later stage is in the losing case."
     )
-    return text
+    return tuple(paragraphs)
 
 
 def build(context: BuildContext) -> SectionResult:
@@ -292,7 +294,7 @@ def build(context: BuildContext) -> SectionResult:
     text = (
         f"The truncated importance LP (Khisti et al., Section 4) keeps the top s tokens under a rank key "
         "(published: p − q², decreasing; ratio: p/q, decreasing, i.e. under-drafted tokens first), fixes the selection outside them and solves "
-        f"an s²-variable LP. K = 2 iid, draft temperature {sweep.draft_temperature:g}, n = {sweep.n}, mean over the "
+        f"an s²-variable LP. K = 2 iid, draft temperature {temperature_text(sweep.draft_temperature)}, n = {sweep.n}, mean over the "
         f"positions; optimal acceptance {sweep.optimal:.4f}. 'LP pairs' is the share of draft pairs with both tokens "
         "kept, the only ones the LP decides. Times are the median wall time per position on "
         "this machine (one warm-up call excluded) and vary between runs; acceptances do not."
@@ -340,7 +342,7 @@ def build(context: BuildContext) -> SectionResult:
         figure,
         Table(headers, rows),
         Table(diagnosis_headers, diagnosis_rows, diagnosis_caption),
-        Paragraph(_explanation(sweep, diagnosis, config.truncation_s)),
+        *(Paragraph(text) for text in _explanation(sweep, diagnosis, config.truncation_s)),
     )
     section = Section("Truncated LP: acceptance and time against s", blocks)
     return SectionResult("truncated_lp", section, data, timings)

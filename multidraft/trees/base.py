@@ -162,9 +162,11 @@ class TreeVerifier(ABC):
             raise ValueError(f"tree: expected a DraftTree, got {type(tree).__name__}")
         if not self.supports(tree):
             limit = f" with K <= {self.max_k}" if self.max_k is not None else ""
+            drafting = self.tree_drafting(tree)
+            article = "an" if drafting[:1] in ("a", "e", "i", "o", "u") else "a"  # an iid tree, a wor tree
             raise ValueError(
-                f"verifier {self.name!r} takes {', '.join(self.drafting)} trees{limit}; got a "
-                f"{self.tree_drafting(tree)} tree with K={tree.k}"
+                f"verifier {self.name!r} takes {', '.join(self.drafting)} trees{limit}; got {article} "
+                f"{drafting} tree with K={tree.k}"
             )
         if tree.exact and not self.exact_capable:
             raise ValueError(f"verifier {self.name!r}: no exact (Fraction) law; give the tree float distributions")

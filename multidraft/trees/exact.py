@@ -49,7 +49,7 @@ class BlockEvaluation:
     trees : int
         Draft trees enumerated.
     exact : bool
-        Computed in Fractions.
+        Computed in Fractions (the ``exact`` asked of :func:`evaluate`, or the model's field).
     """
 
     verifier: str
@@ -77,20 +77,31 @@ def evaluate(
     *,
     without_replacement: bool = False,
     max_trees: int = TREE_LIMIT,
+    exact: bool | None = None,
 ) -> BlockEvaluation:
     """Exact E[τ] and block losslessness of ``verifier`` on every draft tree of ``model``.
 
-    In Fractions when the model is exact and the verifier allows it, else in float64.
+    ``exact``: compute in Fractions (True) or float64 (False); by default (None) as the model
+    is. A number is never switched to floats behind the caller's back: an exact model with a
+    verifier that has no exact law (``token:optimal``, ``selective``, ...) is refused unless
+    ``exact=False`` asks for float64.
 
     >>> from multidraft.trees import get_verifier, sun_example
     >>> result = evaluate(get_verifier("block"), sun_example(), k=1)
     >>> result.expected_accepted, result.deviation
     (Fraction(11, 9), Fraction(0, 1))
+    >>> evaluate(get_verifier("selective"), sun_example(), k=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: exact: verifier 'selective' has no exact (Fraction) law, so this exact model cannot be evaluated in Fractions; pass exact=False for float64
+    >>> evaluate(get_verifier("selective"), sun_example(), k=1, exact=False).exact
+    False
 
     Raises
     ------
     ValueError
-        The verifier does not take these trees (its K or drafting).
+        The verifier does not take these trees (its K or drafting); ``exact`` asks for
+        Fractions that the model or the verifier cannot give.
     ProblemTooLargeError
         More than ``max_trees`` trees.
     """
@@ -98,7 +109,7 @@ def evaluate(
         raise ValueError(f"verifier: expected a TreeVerifier (multidraft.trees.get_verifier), got {type(verifier).__name__}")
     if not isinstance(model, SequenceModel):
         raise ValueError(f"model: expected a SequenceModel, got {type(model).__name__}")
-    exact = model.exact and verifier.exact_capable
+    exact = _check_exact(exact, model, verifier)
     zero = Fraction(0) if exact else 0.0
     n, length = model.n, model.length
     emitted = [np.full(n ** (d + 1), zero, dtype=object) if exact else np.zeros(n ** (d + 1)) for d in range(length + 1)]
@@ -126,6 +137,25 @@ def evaluate(
     joint = model.joint() if exact else np.asarray(model.joint(), dtype=np.float64)
     deviation = max(abs(a - b) for a, b in zip(completed, joint)) if exact else float(np.abs(completed - joint).max())
     return BlockEvaluation(verifier.name, k, without_replacement, expected, deviation, count, exact)
+
+
+def _check_exact(exact: object, model: SequenceModel, verifier: TreeVerifier) -> bool:
+    """Whether to compute in Fractions: ``exact`` (True, False or None for the model's field),
+    refused where the model or the verifier cannot give Fractions."""
+    if exact is not None and not isinstance(exact, bool):
+        raise ValueError(f"exact: expected True, False or None (as the model), got {exact!r}")
+    if exact is False:
+        return False
+    if not model.exact:
+        if exact:
+            raise ValueError("exact: the model holds floats; build it from Fractions (or 'a/b' strings) for exact values")
+        return False
+    if not verifier.exact_capable:
+        raise ValueError(
+            f"exact: verifier {verifier.name!r} has no exact (Fraction) law, so this exact model cannot be evaluated "
+            "in Fractions; pass exact=False for float64"
+        )
+    return True
 
 
 def _as_float(tree):

@@ -102,7 +102,8 @@ def block_gap(
     names = ["token:rrs-wor" if (name == "token:specinfer" and without_replacement) else name for name in verifiers]
     row = BlockGapRow(instance, model.n, model.length, k, without_replacement)
     for name in names:
-        result = evaluate(get_verifier(name), model, k, without_replacement=without_replacement)
+        verifier = get_verifier(name)  # Fractions where both the model and the verifier allow them
+        result = evaluate(verifier, model, k, without_replacement=without_replacement, exact=model.exact and verifier.exact_capable)
         row.expected[name] = result.expected_accepted
         row.deviations[name] = result.deviation
     optimum = block_optimum(model, k, without_replacement=without_replacement, progress=False)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from fractions import Fraction
 
 import numpy as np
@@ -48,6 +49,17 @@ def _exact_row(row: Sequence[float], denominator: int) -> list[Fraction]:
     return [v / total for v in values]
 
 
+def _check_table_type(values: object, name: str) -> None:
+    """Refuse a table that is no array at all (a dict of token -> probability, a set, a string,
+    a number) with ``TypeError``, as :func:`~multidraft.theory.as_distribution` refuses a
+    mapping, before numpy turns it into a 0-d object array with a puzzling shape ``()``."""
+    if isinstance(values, (Mapping, AbstractSet, str, bytes)) or np.ndim(values) == 0:
+        raise TypeError(
+            f"{name}: expected an array, got {type(values).__name__}; give the rows of next-token "
+            "probabilities indexed by prefix, shape [n^d, n] at depth d, entry i for token i"
+        )
+
+
 class SequenceModel:
     """Next-token tables ``target(· | u)`` (|u| <= L) and ``draft(· | u)`` (|u| < L) over n tokens.
 
@@ -60,7 +72,8 @@ class SequenceModel:
         ``draft[d]`` has shape ``[n^d, n]``, likewise.
 
     Both float (validated by :func:`~multidraft.theory.as_distribution`) or both exact
-    (Fractions, integers or ``"a/b"`` strings; exact sums of one).
+    (Fractions, integers or ``"a/b"`` strings; exact sums of one). A table that is no array
+    (a dict of token -> probability, a number) raises ``TypeError``.
 
     Examples
     --------
@@ -72,6 +85,11 @@ class SequenceModel:
     """
 
     def __init__(self, target: Sequence[object], draft: Sequence[object]) -> None:
+        for tables, name in ((target, "target"), (draft, "draft")):
+            if isinstance(tables, (str, bytes)) or not isinstance(tables, Sequence | np.ndarray):
+                raise TypeError(f"{name}: expected a sequence of tables (one array per depth), got {type(tables).__name__}")
+            for d, table in enumerate(tables):
+                _check_table_type(table, f"{name}[{d}]")
         if len(target) < 2 or len(draft) != len(target) - 1:
             raise ValueError(
                 f"target, draft: expected L + 1 target tables and L draft tables (L >= 1), got {len(target)} and {len(draft)}"

@@ -237,7 +237,7 @@ def block_optimum(
     solver: str = "HIGHS",
     max_variables: int | None = None,
     verbose: bool | None = None,
-    progress: bool = True,
+    progress: bool = False,
 ) -> BlockOptimum:
     """Solve and certify the LP of the block-level optimum (module docstring).
 
@@ -262,6 +262,11 @@ def block_optimum(
     max_variables : int, optional
         Size guard (default :data:`multidraft.lp._solve.MAX_VARIABLES`), checked from an upper
         bound of the variable count before anything is built.
+    verbose : bool, optional
+        Let the solver print its log (:func:`multidraft.lp.solver_output` decides when None).
+    progress : bool
+        A bar on stderr (when it is a terminal) while a large LP is solved; off by default, as a
+        library call should be quiet (the report and the command line turn it on).
 
     Returns
     -------

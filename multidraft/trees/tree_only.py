@@ -128,7 +128,7 @@ def tree_only_bound(
     solver: str = "HIGHS",
     max_variables: int | None = None,
     verbose: bool | None = None,
-    progress: bool = True,
+    progress: bool = False,
 ) -> TreeOnlyBound:
     """The joint LP of the module docstring for ``models`` (same n and L), with each model's
     block optimum for comparison.

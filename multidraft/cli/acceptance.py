@@ -48,7 +48,7 @@ EXAMPLE_TARGET = "1/3,1/6,1/2"
 EXAMPLE_DRAFT = "1/3,1/3,1/3"
 EXAMPLE_K = 2
 DEFAULT_SCHEMES = ("single",)
-#: Built-in families of target distributions (:mod:`multidraft.theory.distributions`) whose
+#: Built-in families of target distributions (:mod:`multidraft.theory.laws`) whose
 #: logarithms are the logits that ``--target-temperature`` and ``--draft-temperature`` act on.
 FAMILIES = ("zipf", "dirichlet")
 #: Significant digits of the table's values (``--digits``); JSON keeps full precision.

@@ -415,8 +415,10 @@ def pool_in_t(ps, qs, ds, a, b, total, scratch):
                 break
             mass_before += qs[j]
             j += 1
-        j = min(j, b - 1)
-        level = (total - scratch[j]) / mass_before if j > a else 0.0
+        if j == b:  # every token pooled: μ Σ_{T*} q = total
+            level = total / mass_before
+        else:
+            level = (total - scratch[j]) / mass_before if j > a else 0.0
     pool = a
     while pool < b and ds[pool] <= level:
         pool += 1

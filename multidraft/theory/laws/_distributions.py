@@ -309,8 +309,30 @@ def _fast_path(values: object, batched: bool, normalize: bool, tolerance: float)
         return None
     if not normalize and not (np.abs(total - 1.0) <= tolerance).all():
         return None
-    out = values / total
+    if least == 0.0 and values.ndim == 1:
+        positive = values > 0.0
+        if np.count_nonzero(positive) <= len(values) // SPARSE_SHARE:  # a sparse draft (top-k/top-p)
+            return _sparse_scaled(values, np.flatnonzero(positive), float(total[0]))
+    # x / 1.0 == x: a row sum of exactly one (common) needs a copy, not a division (~3x slower)
+    out = values.copy() if (total == 1.0).all() else values / total
     return out if least >= MASS_FLOOR * total.max() else _floored(out)
+
+
+#: A 1-D input with at most 1/SPARSE_SHARE of its entries positive is scaled on those entries
+#: only (:func:`_sparse_scaled`).
+SPARSE_SHARE = 8
+
+
+def _sparse_scaled(values: np.ndarray, positive: np.ndarray, total: float) -> np.ndarray:
+    """``values / total`` with the floor applied, for a 1-D array whose positive entries are
+    ``positive`` and the others zero: the same numbers as the dense route (zero stays zero),
+    with the division and the floor's test on the positive entries only (a top-100 draft at
+    n = 131072: ~30 µs instead of ~100 µs)."""
+    out = np.zeros(len(values))
+    scaled = values[positive] / total
+    scaled[scaled < MASS_FLOOR] = 0.0
+    out[positive] = scaled
+    return out
 
 
 def _to_float_list(values: object) -> object:

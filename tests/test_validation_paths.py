@@ -1,0 +1,47 @@
+"""The shortcuts of validation on the per-position hot path (issue 34, item 3) give the numbers
+of the general route: a sparse draft scaled on its positive entries, a target summing to exactly
+one copied rather than divided, one draft tuple checked without ``np.unique``."""
+
+import numpy as np
+import pytest
+
+from multidraft.schemes.base import _check_tuples
+from multidraft.theory.laws import IID, MASS_FLOOR, as_distribution
+from multidraft.theory.laws._distributions import SPARSE_SHARE
+
+
+def _general(values):
+    out = values / values.sum()
+    out[out < MASS_FLOOR] = 0.0
+    return out
+
+
+@pytest.mark.parametrize("scale", [1.0, 3.0, 1e-290])
+def test_sparse_input_matches_the_dense_route(scale):
+    rng = np.random.default_rng(3)
+    values = np.zeros(4096)
+    positive = rng.choice(4096, 4096 // SPARSE_SHARE // 2, replace=False)
+    values[positive] = rng.dirichlet(np.full(len(positive), 0.3)) * scale
+    values[positive[:3]] = [1e-310, 5e-301, 2e-300]  # below the floor before or after scaling
+    values /= values.sum() / scale
+    out = as_distribution(values, normalize=True)
+    expected = _general(values)
+    np.testing.assert_array_equal(out, expected)
+    assert out is not values and np.count_nonzero(out) == np.count_nonzero(expected)
+
+
+def test_sum_of_exactly_one_is_copied_not_aliased():
+    values = np.full(1024, 1 / 1024)
+    assert values.sum() == 1.0
+    out = as_distribution(values)
+    np.testing.assert_array_equal(out, values)
+    out[0] = 0.5
+    assert values[0] == 1 / 1024
+
+
+def test_one_tuple_is_checked_as_a_table_of_one():
+    law = IID([0.5, 0.5, 0.0], 2)
+    tuples, single = _check_tuples(law, [0, 1])
+    assert single and tuples.tolist() == [[0, 1]]
+    with pytest.raises(ValueError, match="probability zero"):
+        _check_tuples(law, [[0, 2]], require_rows=True)

@@ -9,6 +9,8 @@ against P*, and the shipped front/back rule as the baseline measured in the same
 * Adversarial small instances (tests/wor_instances.py: Dirichlet 0.1-1, near-q, ties, zeros,
   p = q, disjoint; n <= 8, K <= 4): how often each rule falls short of P* (by more than 1e-9),
   the mean and worst shortfall, and whether the new rule is ever below the front/back rule.
+* P* per node as ``measure`` records it: the full sorted scan against the pruned scan and the
+  cut of a fitted plan (``node_optimal_acceptance``), CPU ms and the difference.
 * Optionally (``--rrs``) the Rao-Blackwellised estimate of SpecInfer without replacement
   (rrs-wor) at K = 4, 8 with its 95% interval (an estimate, not an exact value).
 
@@ -66,6 +68,35 @@ def zipf_rows(n: int, repeats: int) -> list[dict]:
                     "|T*|": len(rule.certificate), "U rule": rule.u_rule, "tail": n - rule.tail,
                     "acc - P*": rule.acceptance - rule.optimum, "front/back acc - P*": old.result - rule.optimum,
                     "within target (cpu)": 1e3 * new.cpu_median <= TARGET_MS,
+                }
+            )  # fmt: skip
+    return rows
+
+
+def node_optimum_rows(n: int, repeats: int) -> list[dict]:
+    """P* per node as ``measure`` records it (issue 34, item 5b): the full sorted scan (the race at
+    every prefix, what ``node_optimal_acceptance`` ran before), the pruned scan it runs now, and
+    the cut reused from a plan whose rule is fitted; CPU ms and the difference to the full scan."""
+    from multidraft.decoding import node_optimal_acceptance
+    from multidraft.schemes import get_scheme
+    from multidraft.theory import optimal_acceptance
+
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(0))
+    rows = []
+    for k in (2, 4, 8):
+        for temperature in (0.5, 1.0, 1.2, 1.6, 2.0):
+            law = WithoutReplacement(softmax(np.log(p), temperature=temperature), k)
+            plan = get_scheme("optimal").prepare(p, law)
+            plan.acceptance  # the plan's rule, fitted as measure's records fit it
+            full = measure(lambda: optimal_acceptance(p, law).value, repeats)
+            node = measure(lambda: node_optimal_acceptance(p, law), repeats)
+            reused = measure(lambda: node_optimal_acceptance(plan.target, law, plan), repeats)
+            rows.append(
+                {
+                    "n": n, "K": k, "T": temperature, "full scan ms": 1e3 * full.cpu_median,
+                    "node (no plan) ms": 1e3 * node.cpu_median, "node (fitted plan) ms": 1e3 * reused.cpu_median,
+                    "speed-up (no plan)": full.cpu_median / max(node.cpu_median, 1e-9),
+                    "|diff| no plan": abs(node.result - full.result), "|diff| plan": abs(reused.result - full.result),
                 }
             )  # fmt: skip
     return rows
@@ -134,8 +165,10 @@ def main() -> None:
     print_table(zipf_table, list(zipf_table[0]))
     adversarial = adversarial_rows(args.instances)
     print_table(adversarial, list(adversarial[0]))
+    node_table = node_optimum_rows(49152, args.repeats)
+    print_table(node_table, list(node_table[0]))
     write_results(
-        "verifier_wor", zipf_table, adversarial=adversarial,
+        "verifier_wor", zipf_table, adversarial=adversarial, node_optimum=node_table,
         load_before=load_before, load_after=os.getloadavg(), target_ms=TARGET_MS,
     )  # fmt: skip
     if args.rrs:

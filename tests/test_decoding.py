@@ -282,6 +282,31 @@ def test_broken_scheme_report_is_caught(device):
         walk_tree(p, drafts, SPECS, Liar(), **generators(device, 0))
 
 
+@pytest.mark.parametrize("k", [2, 3, 4, 8])
+def test_node_optimum_without_replacement_is_the_full_scan_issue_34(k):
+    """Drafts without replacement: the pruned scan (K > 2) and the cut of a fitted plan give the
+    full sorted scan's P* to 1e-12 (issue 34, item 5b); an unfitted plan is not fitted for it."""
+    from multidraft.theory import zipf
+
+    rng = np.random.default_rng(k)
+    for _ in range(40):
+        p, q = rng.dirichlet(np.full(7, 0.4), size=2)
+        q = np.maximum(q, 1e-3) / np.maximum(q, 1e-3).sum()
+        law = WithoutReplacement(q, min(k, 6))
+        np.testing.assert_allclose(node_optimal_acceptance(p, law), optimal_acceptance(p, law).value, rtol=0, atol=1e-12)
+    p = zipf(4096, exponent=1.1, rng=np.random.default_rng(0))
+    for temperature in (0.5, 1.6):
+        law = WithoutReplacement(softmax(np.log(p), temperature=temperature), k)
+        full = optimal_acceptance(p, law).value
+        plan = get_scheme("optimal").prepare(p, law)
+        np.testing.assert_allclose(node_optimal_acceptance(plan.target, law, plan), full, rtol=0, atol=1e-12)
+        assert "rule" not in vars(plan)  # nothing fitted for the optimum alone
+        plan.acceptance
+        assert "rule" in vars(plan)
+        np.testing.assert_allclose(node_optimal_acceptance(plan.target, law, plan), full, rtol=0, atol=1e-12)
+        assert node_optimal_acceptance(plan.target, law, plan) == plan.rule.optimum
+
+
 def test_node_optimal_acceptance_is_the_theory_optimum_for_every_law():
     """Every law through :func:`optimal_acceptance` (no NaN path): the sorted scan for iid and
     without replacement, the exact threshold search for non-identical drafts at any joint

@@ -35,8 +35,10 @@ from multidraft.decoding.generation import check_specs, clock, sample_autoregres
 from multidraft.decoding.models import LoadedModel, load_model
 from multidraft.decoding.results import BlockRecord, PositionRecord, Results, Tally, aggregate
 from multidraft.decoding.verification import BlockOutcome, NodeStep, spec_groups
-from multidraft.theory.laws import DraftLaw
+from multidraft.theory.laws import DraftLaw, WithoutReplacement
 from multidraft.theory.optimum import optimal_acceptance
+from multidraft.theory.optimum._wor_race import optimal_cut
+from multidraft.theory.verifier._wor_rule import WithoutReplacementRule
 
 __all__ = ["DEFAULT_PROMPTS", "encode_prompt", "node_optimal_acceptance", "measure", "run_measurement"]
 
@@ -61,12 +63,23 @@ def encode_prompt(tokenizer: Any, text: str) -> list[int]:
     return [int(t) for t in ids]
 
 
-def node_optimal_acceptance(target: np.ndarray, law: DraftLaw) -> float:
+def node_optimal_acceptance(target: np.ndarray, law: DraftLaw, plan: object = None) -> float:
     """Optimal acceptance ``P* = min_T [p(T) + 1 - P_D(set(X) ⊆ T)]`` at one node, exactly,
     by :func:`~multidraft.theory.optimal_acceptance` for every law: the O(n log n) sorted scan
-    for iid drafts and drafts without replacement, the threshold search for non-identical
-    (independent) drafts, at any vocabulary size.
+    for iid drafts, the threshold search for non-identical (independent) drafts, at any
+    vocabulary size; for drafts without replacement the pruned exact scan (the optimal verifier's
+    cut, :func:`~multidraft.theory.optimum._wor_race.optimal_cut`: the race only at the
+    prefixes its bounds cannot exclude, not at every prefix; K > 2), or the cut already found by
+    the node's ``plan`` when that plan fitted the optimal verifier's rule for ``(target, law)``.
+    The same number as the full scan to 1e-12 (issue 34; ``benchmarks/bench_verifier_wor.py``
+    times both).
     """
+    if isinstance(law, WithoutReplacement):
+        fitted = vars(plan).get("rule") if hasattr(plan, "__dict__") else None  # a cached fit, never a new one
+        if isinstance(fitted, WithoutReplacementRule) and getattr(plan, "law", None) is law:
+            return float(fitted.optimum)
+        if law.k > 2:  # K = 2: the full scan's closed form is faster than the pruned race
+            return float(optimal_cut(law.check_target(target), law.draft, law.k).value)
     return float(optimal_acceptance(target, law).value)
 
 
@@ -300,6 +313,7 @@ def _record(prompt: int, block: int, step: NodeStep, keep: bool, gaps: set[str])
     selected, or for a batched selection one prepared now); when the scheme has no exact
     acceptance for the node (e.g. no closed form and too many draft tuples to enumerate),
     ``expected`` is NaN and the reason goes to ``gaps``."""
+    plan = None
     try:
         plan = step.host_plan()
         if plan is not None:
@@ -313,7 +327,7 @@ def _record(prompt: int, block: int, step: NodeStep, keep: bool, gaps: set[str])
         expected = float("nan")
         gaps.add(str(error).splitlines()[0])
     try:
-        optimal = node_optimal_acceptance(target, law)
+        optimal = node_optimal_acceptance(target, law, plan)
     except RuntimeError:
         optimal = float("nan")
     if keep:

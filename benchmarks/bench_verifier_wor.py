@@ -17,7 +17,11 @@ against P*, and the shipped front/back rule as the baseline measured in the same
 Writes ``benchmarks/results/verifier_wor.json`` and, with ``--rrs``, ``verifier_wor_rrs.json``
 (machine, versions, date, commit, load).
 
-Usage: ``python benchmarks/bench_verifier_wor.py [--repeats 3] [--instances 2000] [--rrs]``
+``--before COMMIT`` instead times the 15 settings on that commit and on this tree in one run
+(child processes) and compares their laws, coins, positions and acceptance, and the small
+instances' laws (``benchmarks/results/verifier_wor_before_after.json``).
+
+Usage: ``python benchmarks/bench_verifier_wor.py [--repeats 3] [--instances 2000] [--rrs] [--before COMMIT]``
 """
 
 from __future__ import annotations
@@ -153,14 +157,82 @@ def rrs_rows(n: int, half_width: float) -> list[dict]:
     return rows
 
 
+def _fits(path: str, repeats: int, count: int) -> None:
+    """Child of ``--before``: the 15 Zipf settings (CPU ms of fit + one selection, and the rule's
+    law r, coins α, positions and acceptance) and the small instances' laws, saved to ``path``."""
+    p = zipf(49152, exponent=1.1, rng=np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    saved: dict[str, np.ndarray] = {}
+    for k in (2, 4, 8):
+        for temperature in (0.5, 1.0, 1.2, 1.6, 2.0):
+            law = WithoutReplacement(softmax(np.log(p), temperature=temperature), k)
+            timing = measure(lambda: fit_and_select(p, law, rng), repeats)
+            rule = timing.result
+            name = f"{k}_{temperature}"
+            saved[f"ms_{name}"] = np.array([1e3 * timing.cpu_median, 1e3 * timing.median])
+            saved[f"law_{name}"] = np.concatenate([rule.selection_law, rule.alpha, rule.position, [rule.acceptance, rule.optimum]])
+    small = [optimal_selection_rule(p_, WithoutReplacement(q_, k_)) for _, p_, q_, k_ in instances(seed=11, count=count, max_n=8)]
+    saved["small"] = np.concatenate([np.concatenate([r.selection_law, [r.acceptance]]) for r in small])
+    np.savez(path, **saved)
+
+
+def before_after(commit: str, repeats: int, count: int) -> list[dict]:
+    """The 15 Zipf settings on ``commit`` (``git archive``, a child process) and on this tree, in
+    the same run: CPU ms of fit + one selection, speed-up, and the largest difference of the
+    rules' laws, coins, positions and acceptance (and of the small instances' laws)."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = subprocess.run(["git", "archive", commit], cwd=root, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", scratch], input=archive, check=True)
+        (Path(scratch) / "benchmarks" / Path(__file__).name).write_text(Path(__file__).read_text())
+        results = {}
+        for label, tree in (("before", Path(scratch)), ("after", root)):
+            out = Path(scratch) / f"{label}.npz"
+            subprocess.run(
+                [sys.executable, str(tree / "benchmarks" / Path(__file__).name), "--child", str(out),
+                 "--repeats", str(repeats), "--instances", str(count)],
+                env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree / "benchmarks", check=True,
+            )  # fmt: skip
+            results[label] = dict(np.load(out))
+    before, after = results["before"], results["after"]
+    rows = []
+    for k in (2, 4, 8):
+        for temperature in (0.5, 1.0, 1.2, 1.6, 2.0):
+            name = f"{k}_{temperature}"
+            rows.append(
+                {
+                    "K": k, "T": temperature, "before cpu ms": before[f"ms_{name}"][0], "after cpu ms": after[f"ms_{name}"][0],
+                    "before wall ms": before[f"ms_{name}"][1], "after wall ms": after[f"ms_{name}"][1],
+                    "speed-up (cpu)": before[f"ms_{name}"][0] / after[f"ms_{name}"][0],
+                    "max |diff|": float(np.max(np.abs(before[f"law_{name}"] - after[f"law_{name}"]))),
+                    "after within target": after[f"ms_{name}"][0] <= TARGET_MS,
+                }
+            )  # fmt: skip
+    rows.append({"K": "small", "T": count, "max |diff|": float(np.max(np.abs(before["small"] - after["small"])))})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", help="fit times and laws of the 15 settings on this commit too (git archive), same run")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--instances", type=int, default=2000)
     parser.add_argument("--rrs", action="store_true", help="also the rrs-wor estimate at K = 4, 8 (minutes)")
     parser.add_argument("--rrs-half-width", type=float, default=1e-3)
     args = parser.parse_args()
+    if args.child:
+        _fits(args.child, args.repeats, args.instances)
+        return
     load_before = os.getloadavg()
+    if args.before:
+        table = before_after(args.before, args.repeats, args.instances)
+        print_table(table, list(table[0]))
+        write_results("verifier_wor_before_after", table, before=args.before, load_before=load_before, load_after=os.getloadavg())
+        return
     zipf_table = zipf_rows(49152, args.repeats)
     print_table(zipf_table, list(zipf_table[0]))
     adversarial = adversarial_rows(args.instances)

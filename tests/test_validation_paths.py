@@ -45,3 +45,22 @@ def test_one_tuple_is_checked_as_a_table_of_one():
     assert single and tuples.tolist() == [[0, 1]]
     with pytest.raises(ValueError, match="probability zero"):
         _check_tuples(law, [[0, 2]], require_rows=True)
+
+
+def test_sorted_tokens_is_the_stable_sort_by_id_whatever_the_hint():
+    """The wor fit's orders from the cut's scan order (issue 34, item 3) are exactly the stable
+    sorts of the keys in id order: ties (0.0 and -0.0 included), infinities and NaN, for a
+    random hint, the right order, its reverse, and a run of ties over the whole range."""
+    from multidraft.theory.verifier._orders import sorted_tokens
+
+    rng = np.random.default_rng(34)
+    for trial in range(600):
+        n = int(rng.integers(0, 90))
+        values = np.array([0.0, -0.0, 1.0, 2.0, np.inf, -np.inf, np.nan, 0.5])[: int(rng.integers(1, 9))]
+        key = rng.choice(values, n) if trial % 3 else rng.random(n)
+        ids = np.sort(rng.choice(400, n, replace=False)) if trial % 2 else np.arange(n)
+        expected = ids[np.argsort(key, kind="stable")]
+        for hint in (rng.permutation(n), np.argsort(key, kind="stable"), np.argsort(key, kind="stable")[::-1]):
+            np.testing.assert_array_equal(sorted_tokens(ids[hint], key[hint]), expected)
+    hint = rng.permutation(5000)
+    np.testing.assert_array_equal(sorted_tokens(hint, np.ones(5000)), np.arange(5000))

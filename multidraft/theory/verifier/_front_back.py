@@ -58,7 +58,7 @@ def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
     the least of the K - 1 largest: ``1 - M_{K-1}`` cancels when the top tokens hold all but a
     sliver, and then gave a step far too large (or a zero σ).
     """
-    positive = np.sort(draft[draft > 0])[::-1]
+    positive = np.sort(draft[draft > 0], kind="stable")[::-1]  # the same values; linear when nearly sorted
     spread = max(float(positive[k - 1 :].sum()), 1e-300)
     if k > 1 and len(positive) >= k:
         step = min(MAX_STEP, race_step(k, 1.0, spread=spread, least_top=float(positive[k - 2])))
@@ -108,6 +108,9 @@ def front_back_head(
         float(suffix_mass),
     )  # fmt: skip
 
+
+#: Most token × node decays :func:`_pass` keeps from its first pass for its second (16 MiB).
+DECAY_CACHE = 1 << 20
 
 #: Largest q t for which ``e^{-qt}`` is taken as ``1 + expm1(-qt)`` (absolute error one ulp).
 _FROM_EXPM1 = 0.5
@@ -165,7 +168,13 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
     phi, psi = suffix_phi.copy(), suffix_psi.copy()
     tail_phi, tail_psi = phi.copy(), psi.copy()
     mark_phi[blocks], mark_psi[blocks] = phi, psi
+    # Every token's decay, kept for the second pass when small enough (the same numbers, half
+    # the transcendentals).
+    cached = n * nodes <= DECAY_CACHE
+    decay_stay, decay_drawn = np.empty((n if cached else 0, nodes)), np.empty((n if cached else 0, nodes))
     for j in range(n - 1, -1, -1):
+        if cached:
+            stay, drawn = decay_stay[j], decay_drawn[j]
         _decay(q[j], t, stay, drawn)
         _factor(phi, psi, stay, drawn, q[j], 1.0, k)
         if j % block == 0:
@@ -196,7 +205,10 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
         lo, hi = c * block, min(c * block + block, n)
         post_phi[hi - lo], post_psi[hi - lo] = mark_phi[c + 1], mark_psi[c + 1]
         for j in range(hi - 1, lo - 1, -1):
-            _decay(q[j], t, stays[j - lo], draws[j - lo])
+            if cached:
+                stays[j - lo], draws[j - lo] = decay_stay[j], decay_drawn[j]
+            else:
+                _decay(q[j], t, stays[j - lo], draws[j - lo])
             if j == hi - 1 or j == boundary - 1:  # restart the running product exactly
                 for g in range(nodes):
                     blocked[j - lo, g] = math.exp(-after[j] * t[g])

@@ -30,6 +30,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = ["polynomial_weight", "water_level", "clipped_layout", "point_win_probabilities", "Layout"]
 
@@ -116,9 +117,12 @@ def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
     return group, mass, weight, pool_index
 
 
-def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarray) -> tuple[Layout, float]:
+def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarray, hint: np.ndarray | None = None) -> tuple[Layout, float]:
     """The best curtain law for ``target`` (the p of the part's tokens) with mass shares
     ``share`` (Σ = 1, > 0) under weight G (``coefficients`` c_0..c_K), and its layout.
+
+    ``hint``: the indices in about decreasing m/p (any order gives the same result; a good one
+    makes the sort linear, :func:`~multidraft.theory.verifier._orders.sorted_tokens`).
 
     Returns ``(layout, acceptance)`` with ``acceptance = Σ min(p, r)`` of the law laid out; it is
     ``min_S [p(S) + 1 - G(share(S))]`` (the optimum of this curtain class) up to rounding.
@@ -126,7 +130,12 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
     c = np.asarray(coefficients, dtype=np.float64)
     p, m = np.asarray(target, dtype=np.float64), np.asarray(share, dtype=np.float64)
     size = len(p)
-    order = np.lexsort((-m / np.where(p > 0, p, 1.0), p > 0))  # p = 0 first, then decreasing m/p
+    key = -m / np.where(p > 0, p, 1.0)
+    if hint is None:
+        order = np.lexsort((key, p > 0))  # p = 0 first, then decreasing m/p
+    else:  # the same order, each part sorted from the hint (linear when the hint is about right)
+        drafted = p[hint] > 0
+        order = np.concatenate([sorted_tokens(hint[~drafted], key[hint[~drafted]]), sorted_tokens(hint[drafted], key[hint[drafted]])])
     prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
     prefix_m = np.minimum(np.concatenate([[0.0], np.cumsum(m[order])]), 1.0)
     g_values = np.polynomial.polynomial.polyval(prefix_m, c)

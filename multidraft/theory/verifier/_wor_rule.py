@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._wor_curtain import Layout, _groups, clipped_layout, point_win_probabilities
 from multidraft.theory.optimum._wor_moments import LIGHT
@@ -230,15 +231,20 @@ def _stream_outcomes(tuple_, in_u, draft, k):
     return outcomes
 
 
-def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained: float) -> np.ndarray:
+def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained: float, hint: np.ndarray | None = None) -> np.ndarray:
     """r* = min(p, λq) on U with r*(U) = 1 - g(T*), max(p, μq) on T* with r*(T*) = g(T*):
-    free tokens keep p, the pool shares the rest in proportion to q."""
+    free tokens keep p, the pool shares the rest in proportion to q. ``hint``: all token ids in
+    about increasing p/q (the cut's scan order), which makes each part's sort linear
+    (:func:`~multidraft.theory.verifier._orders.sorted_tokens`; the same order without it)."""
     r = np.zeros(len(p))
     for part, clip, total in ((~in_cut & (q > 0), "min", 1.0 - contained), (in_cut, "max", contained)):
-        tokens = np.flatnonzero(part)
+        tokens = np.flatnonzero(part) if hint is None else hint[part[hint]]
         if len(tokens) == 0:
             continue
-        tokens = tokens[np.argsort(p[tokens] / q[tokens], kind="stable")]
+        if hint is None:
+            tokens = tokens[np.argsort(p[tokens] / q[tokens], kind="stable")]
+        else:
+            tokens = sorted_tokens(tokens, p[tokens] / q[tokens])
         group, mass, weight, pool = _groups(p[tokens], q[tokens], total, clip)
         r[tokens] = p[tokens]
         if pool >= 0:
@@ -341,10 +347,12 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     in_cut[cut.order[: cut.size]] = True
     certificate = np.flatnonzero(in_cut)
     certificate.flags.writeable = False
-    r_star = optimal_wor_law(p, q, in_cut, cut.contained)
+    r_star = optimal_wor_law(p, q, in_cut, cut.contained, cut.order)
     ratio = np.full(n, np.inf)
     np.divide(p, q, out=ratio, where=q > 0)
-    order = np.lexsort((np.arange(n), -ratio, in_cut))  # U then T*, each by decreasing p/q
+    # U then T*, each by decreasing p/q (ties by id): the scan order reversed, part by part, sorted
+    u_hint, t_hint = cut.order[cut.size :][::-1], cut.order[: cut.size][::-1]
+    order = np.concatenate([sorted_tokens(u_hint, -ratio[u_hint]), sorted_tokens(t_hint, -ratio[t_hint])])
     boundary = n - cut.size
     position = np.empty(n, dtype=np.int64)
     position[order] = np.arange(n)
@@ -380,7 +388,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     u_short = 0.0
     if len(drafted_u):
         coefficients = j_law(q[t_tokens], outside, k)
-        layout, _ = clipped_layout(p[drafted_u], q[drafted_u] / outside, coefficients)
+        layout, _ = clipped_layout(p[drafted_u], q[drafted_u] / outside, coefficients, np.arange(len(drafted_u))[::-1])
         group[drafted_u] = layout.token_group
         r[drafted_u] = layout.law
         u_target = float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())

@@ -64,3 +64,18 @@ def test_sorted_tokens_is_the_stable_sort_by_id_whatever_the_hint():
             np.testing.assert_array_equal(sorted_tokens(ids[hint], key[hint]), expected)
     hint = rng.permutation(5000)
     np.testing.assert_array_equal(sorted_tokens(hint, np.ones(5000)), np.arange(5000))
+
+
+def test_clipped_products_are_numpys_left_to_right_products():
+    """The pruned scan's upper bounds (issue 34, item 3): the compiled row products give the
+    bits of ``np.prod(np.maximum(Q - M, 0), axis=1)``."""
+    from multidraft.theory.optimum import _wor_race
+
+    _wor_race._compiled()
+    rng = np.random.default_rng(8)
+    for _ in range(50):
+        n, k = int(rng.integers(1, 2000)), int(rng.integers(1, 9))
+        q = rng.dirichlet(np.full(n, rng.uniform(0.05, 2.0)))
+        prefix_q = np.minimum(np.concatenate([[0.0], np.cumsum(q)]), 1.0)
+        top = _wor_race._top_masses(q, k)
+        np.testing.assert_array_equal(_wor_race._clipped_products(prefix_q, top), np.prod(np.maximum(prefix_q[:, None] - top, 0.0), axis=1))

@@ -93,7 +93,7 @@ def _bounds(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> tuple[np.ndar
     np.minimum(prefix_q, 1.0, out=prefix_q)
     top = _top_masses(q_sorted, k)  # [n + 1, K]
     lower = prefix_p + 1.0 - prefix_q**k
-    upper = prefix_p + 1.0 - np.prod(np.maximum(prefix_q[:, None] - top, 0.0), axis=1)
+    upper = prefix_p + 1.0 - _clipped_products(prefix_q, top)  # Π_i max(Q_j - M[j, i], 0), left to right
     return prefix_p, lower, upper
 
 
@@ -349,6 +349,19 @@ def _top_masses(q, k):
     return out
 
 
+def _clipped_products(prefix_q, top):
+    """``Π_i max(Q_j - M[j, i], 0)`` for every row j, multiplied left to right: the numbers of
+    ``np.prod(np.maximum(Q[:, None] - M, 0), axis=1)`` without its [n, K] temporaries (a
+    reduction along a short axis is slow in numpy: ~1/4 of the bounds at K = 8)."""
+    out = np.empty(top.shape[0])
+    for j in range(top.shape[0]):
+        product = max(prefix_q[j] - top[j, 0], 0.0)
+        for i in range(1, top.shape[1]):
+            product *= max(prefix_q[j] - top[j, i], 0.0)
+        out[j] = product
+    return out
+
+
 def _bernoulli(state, stay, k):
     """``state <- state · (stay + (1 - stay) x)`` modulo x^K, for one node."""
     drawn = 1.0 - stay
@@ -460,4 +473,4 @@ def _count_law(q, light, scale, a, k, t):
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_top_masses", "_bernoulli", "_add_token", "_product_at", "_checkpoints", "_containment", "_count_law")
+KERNELS = ("_top_masses", "_clipped_products", "_bernoulli", "_add_token", "_product_at", "_checkpoints", "_containment", "_count_law")

@@ -79,3 +79,23 @@ def test_clipped_products_are_numpys_left_to_right_products():
         prefix_q = np.minimum(np.concatenate([[0.0], np.cumsum(q)]), 1.0)
         top = _wor_race._top_masses(q, k)
         np.testing.assert_array_equal(_wor_race._clipped_products(prefix_q, top), np.prod(np.maximum(prefix_q[:, None] - top, 0.0), axis=1))
+
+
+def test_tail_horner_is_the_vectorised_recurrence():
+    """The uniform tail's law (issue 34, item 3): the compiled Horner loop gives the bits of the
+    vectorised ``value = value · ratio + (c_l + q d_l)`` (no fused multiply-add)."""
+    from multidraft.theory._numba import compile_in_place
+    from multidraft.theory.verifier import _wor_tail
+
+    compile_in_place(vars(_wor_tail), _wor_tail.KERNELS)
+    rng = np.random.default_rng(9)
+    for _ in range(50):
+        n, order = int(rng.integers(1, 3000)), int(rng.integers(1, 30))
+        q = rng.random(n) ** 5 * 1e-3
+        c, d = (rng.normal(size=order) * 10.0 ** rng.uniform(-5, 5, order) for _ in range(2))
+        expected = np.zeros(n)
+        for level in range(order - 1, -1, -1):
+            expected = expected * (q / q.max()) + (c[level] + q * d[level])
+        value = np.zeros(n)
+        _wor_tail._horner(q, q / q.max(), c, d, value)
+        np.testing.assert_array_equal(value, expected)

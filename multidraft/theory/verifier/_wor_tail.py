@@ -80,11 +80,20 @@ def tail_law(q_tail, t, w, polynomials, k: int) -> np.ndarray:
     powers = (scale * t)[None, :] ** np.arange(order + 1)[:, None] * w[None, :]  # [L + 1, G]
     c = np.einsum("ln,lg,gn->l", a, powers, B)  # coefficient of (q/s)^l
     d = np.einsum("ln,lg,gn->l", a, powers, A)  # of q (q/s)^l
-    ratio = q_tail / scale
+    compile_in_place(globals(), KERNELS)
     value = np.zeros(len(q_tail))
-    for l in range(order, -1, -1):  # Horner in q/s
-        value = value * ratio + (c[l] + q_tail * d[l])
+    _horner(q_tail, q_tail / scale, np.ascontiguousarray(c), np.ascontiguousarray(d), value)
     return value
+
+
+def _horner(q, ratio, c, d, value):
+    """``value = Σ_l (c_l + q d_l) ratio^l`` by Horner from the top, token by token (the numbers
+    of the vectorised ``value = value · ratio + (c_l + q d_l)``, without its temporaries)."""
+    for i in range(q.shape[0]):
+        v = value[i]
+        for l in range(c.shape[0] - 1, -1, -1):
+            v = v * ratio[i] + (c[l] + q[i] * d[l])
+        value[i] = v
 
 
 def tail_law_direct(q_tail, t, w, polynomials, k: int) -> np.ndarray:
@@ -121,4 +130,4 @@ def _tail_polynomials(h, psi, tau, sigma, k, absolute):
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_tail_polynomials",)
+KERNELS = ("_tail_polynomials", "_horner")

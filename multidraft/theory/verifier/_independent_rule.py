@@ -1,44 +1,41 @@
-"""The two-segment curtain: a lossless selection rule for two independent, non-identical drafts.
+"""The path curtain: a lossless selection rule for two independent, non-identical drafts.
 
-Drafts ``X_1 ~ q_1``, ``X_2 ~ q_2`` independently. Let T* be the min-cut certificate of
+Drafts ``X_1 ~ q_1``, ``X_2 ~ q_2`` independently; h(A) = P(set(X) ∩ A ≠ ∅) =
+``1 - (1 - q_1(A))(1 - q_2(A))``. Let T* be the min-cut certificate of
 ``P* = 1 + min_T [p(T) - q_1(T) q_2(T)]`` (:func:`~multidraft.theory.optimum.product_cut`),
-U = Ω ∖ T*, ``u_i = q_i(U)``, ``t_i = q_i(T*) = 1 - u_i``.
+U = Ω ∖ T*, ``u_i = q_i(U)``.
 
-**The rule.** Every draft gets a *time* in [0, 2) and the draft with the smaller time is
-selected. A draft in U gets a time in [0, 1), a draft in T* one in [1, 2), so a U draft always
-beats a T* draft (U is tight: ``r(U) = h(U) = 1 - t_1 t_2``). Inside a part, draft i's time is
-uniform on [0, 1) (shifted by 1 on T*) and is drawn uniformly from its token's *pieces* in
-draft i's own layout of that part: a tiling of the part's time by draft i's tokens, token y
-covering a length ``q_i(y) / q_i(part)``. Both drafts' times in a part are then uniform, and
-the chance that draft 1 at U-time s wins is ``P(X_2 ∉ U or its time > s) = 1 - u_2 s``; at
-T*-time s it is ``t_2 (1 - s)``. In draft 1's rescaled coordinate ``z = u_2 s`` (U) or
-``z = s`` (T*) these weights are ``1 - z`` and ``t_2 (1 - z)``, the weight of the minimum of
-two iid uniforms, so each (draft, part) layout is an iid K = 2 curtain on a region of [0, 1)
-and its law is
+**The rule.** Fix a monotone *path* ``c(s) = (c_1(s), c_2(s))`` from (0, 0) to (1, 1) through
+``(u_1, u_2)`` (piecewise linear, breakpoints at cumulative draft masses along a token order).
+Each draft i tiles its own mass coordinate ``x ∈ [0, 1)`` with its tokens (token y covering a
+length ``q_i(y)``: U's tokens ``[0, u_i)``, T*'s ``[u_i, 1)``), draws x uniformly from its token's
+pieces, so x is uniform on [0, 1), and maps it to the point of the path where ``c_i = x``. The
+draft whose point comes first along the path is selected. Draft 1 at x wins iff draft 2's
+coordinate exceeds ``F_1(x)``, the path's ``c_2`` where ``c_1 = x``: probability
+``w_1(x) = 1 - F_1(x)`` (likewise draft 2), so
 
-    r_1(y) = (u_1 / (2 u_2)) Σ_{[a, b) ∈ pieces} W(a, b)   (y ∈ U),
-    r_1(y) = (t_1 t_2 / 2)  Σ_{[a, b) ∈ pieces} W(a, b)   (y ∈ T*),   W(a, b) = (1-a)² - (1-b)²,
+    r(y) = Σ_i ∫_{pieces_i(y)} w_i(x) dx,
 
-likewise for draft 2 with the indices swapped; the selected token's law is ``r = r_1 + r_2``.
-(Degenerate parts: where the other draft never lies in the part, the weight is constant and
-the tokens lie side by side.)
+and a U draft always beats a T* draft (U is tight: ``r(U) = h(U)``). Each draft's layout is a
+one-dimensional curtain with a decreasing weight: the stack pass of
+:mod:`multidraft.theory.verifier._curtain` with W(a, b) = ∫_a^b w_i (:mod:`._path_kernels`).
 
-**Which laws.** By the curtain theorem (docs/optimal_verifier.md) each layout reaches exactly
-the base polytope of ``A ↦ φ_i(q_i(A))``, φ_i the integrated weight, so the rule reaches
-``B(f_1 + f_2)`` per part with, for masses ``a_i = q_i(A)`` (A ⊆ U),
+**Which laws.** Draft i's curtain reaches exactly the base polytope of ``A ↦ ∫_0^{q_i(A)} w_i``
+(per part), so the rule reaches ``B(f)`` per part with, by Young's inequality,
 
-    f(A) = a_1 + a_2 - (u_2 a_1² / u_1 + u_1 a_2² / u_2) / 2  <=  h(A) = a_1 + a_2 - a_1 a_2,
+    f(A) = a_1 + a_2 - ∫_0^{a_1} F_1 - ∫_0^{a_2} F_2  <=  h(A) = a_1 + a_2 - a_1 a_2
+    (a_i = q_i(A), masses counted from the part's start),
 
-equality iff ``a_1 / u_1 = a_2 / u_2`` (AM-GM): the *straight path* through the draft-mass
-plane. The class loses against P* only through sets off that line (docs/nonidentical_verifier.md).
+equality iff ``(a_1, a_2)`` lies on the path. It reaches P* iff some optimal law avoids the
+sets off the path (docs/nonidentical_verifier.md): the path is chosen through the sets that bind.
 
 **The fit.** p is split between the drafts in proportion to the linear score of the min-cut
-(``π_1 = p q_1 t_2 / (q_1 t_2 + q_2 t_1)``; Lemma 1 of docs/independent_optimum.md), and each
-(draft, part) layout takes the best law of its curtain against its share: the iid optimum on
-the region (a cut scan over the increasing share/mass order, water levels λ, μ, the stack
-pass of :mod:`multidraft.theory.verifier._curtain`). Two more rounds re-split p in proportion
-to the laws found; the best exact law is kept. Whatever the fit reaches, the rule's law r is
-exact, and the canonical single-draft step against r makes the output exactly p.
+(``π_1 = p q_1 t_2 / (q_1 t_2 + q_2 t_1)``, t_i = q_i(T*); Lemma 1 of
+docs/independent_optimum.md), and each (draft, part) layout takes the best law of its curtain
+against its share (the iid cut scan over the increasing share/mass order, water levels λ, μ,
+the stack pass). Re-splits in proportion to the laws found and several paths are tried; the best
+exact law is kept. Whatever the fit reaches, the rule's law r is computed from its pieces, and
+the canonical single-draft step against r makes the output exactly p.
 """
 
 from __future__ import annotations
@@ -50,112 +47,103 @@ import numpy as np
 from multidraft.theory.optimum import product_cut
 from multidraft.theory.verifier._selection_rule import SelectionRule
 
-__all__ = ["IndependentRule", "fit_independent_rule", "region_law"]
+__all__ = ["IndependentRule", "fit_independent_rule", "PATHS"]
 
-#: Re-split rounds after the first fit (each a full refit; the best exact law is kept).
-ROUNDS = 2
+#: Re-split rounds after the first fit of each path (each a refit; the best exact law is kept).
+ROUNDS = 1
+#: Paths tried, in order, until one reaches P* (to 1e-12): the straight two-segment path, then
+#: paths through the cumulative masses of the tokens (U first, then T*) by decreasing p, and by
+#: decreasing p / (q_1 + q_2).
+PATHS = ("straight", "target", "ratio")
 
 
-def _kernels():
+def _curtain():
     from multidraft.theory.verifier import _curtain_kernels
 
     return _curtain_kernels
 
 
-def _w(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
-    """``W(a, b) = (1 - a)² - (1 - b)² = (b - a)(2 - a - b)`` (no cancellation)."""
-    return (np.asarray(b) - a) * (2.0 - a - np.asarray(b))
+def _paths():
+    from multidraft.theory.verifier import _path_kernels
+
+    return _path_kernels
 
 
-def region_law(mass: np.ndarray, cap: np.ndarray, hi: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The iid K = 2 curtain on the region [0, hi) against caps: the best law
-    ``x ∈ B(A ↦ W(0, m(A)))`` for ``Σ min(cap, x)``, laid out.
+@dataclass(frozen=True)
+class Path:
+    """The path's breakpoints ``(c_1[k], c_2[k])`` (non-decreasing, from 0 to 1)."""
 
-    Tokens have masses ``mass > 0`` (summing to ``hi``) and caps ``cap >= 0`` in W units. As for
-    iid drafts (docs/optimal_verifier.md §2): with the tokens ordered by increasing cap/mass,
-    the cut T' is the prefix minimising ``cap(T') + W(0, hi - m(T'))``; U' (the rest) takes
-    ``[0, m(U'))`` with ``x = min(cap, λ m)``, T' takes ``[m(U'), hi)`` with ``x = max(cap, μ m)``,
-    each laid out by the stack pass.
+    c1: np.ndarray
+    c2: np.ndarray
+    order: np.ndarray | None = None
 
-    Returns ``(law [s], group [s], group_bounds [g + 1], pieces [2, m])``: every token's realised
-    law in W units (``mass ·`` its group's density), its group, and the groups' pieces.
-    """
-    kern = _kernels()
-    s = len(mass)
-    key = cap / mass
-    order = np.argsort(key, kind="stable")
-    ms, rs, ds = mass[order], cap[order], key[order]
-    cm = np.cumsum(ms)
-    values = np.concatenate([[_w(0.0, hi)], np.cumsum(rs) + _w(0.0, np.maximum(hi - cm, 0.0))])
-    best = int(np.argmin(values))
-    boundary = float(ms[best:].sum()) if best < s else 0.0
-    scratch = np.empty(s + 1)
-    sorted_group = np.empty(s, dtype=np.int64)
-    masses, targets = [], []
-    # U' = sorted [best, s): pool first (highest density), then free tokens by decreasing density.
-    if best < s:
-        total = float(_w(0.0, boundary))
-        free = int(kern.free_in_u(rs, ms, ds, best, s, total, scratch))
-        g = 0
-        if s - best > free:
-            sorted_group[best + free :] = 0
-            masses.append(ms[best + free :].sum())
-            targets.append(max(total - rs[best : best + free].sum(), 0.0))
-            g = 1
-        idx = np.arange(best + free - 1, best - 1, -1)
-        sorted_group[idx] = g + np.arange(len(idx))
-        masses.extend(ms[idx])
-        targets.extend(rs[idx])
-    u_groups = len(masses)
-    if best > 0:
-        total = float(_w(boundary, hi))
-        pool = int(kern.pool_in_t(rs, ms, ds, 0, best, total, scratch))
-        idx = np.arange(best - 1, pool - 1, -1)
-        sorted_group[idx] = u_groups + np.arange(len(idx))
-        masses.extend(ms[idx])
-        targets.extend(rs[idx])
-        if pool > 0:
-            sorted_group[:pool] = len(masses)
-            masses.append(ms[:pool].sum())
-            targets.append(max(total - rs[pool:best].sum(), 0.0))
-    mass_g, target_g = np.asarray(masses, dtype=np.float64), np.asarray(targets, dtype=np.float64)
-    groups = len(mass_g)
-    piece_start, piece_end = np.empty(2 * groups + 2), np.empty(2 * groups + 2)
-    density, group_end = np.empty(groups), np.zeros(groups, dtype=np.int64)
-    stack, hs, hm, hw = np.empty(groups + 2, dtype=np.int64), np.empty(groups + 2), np.empty(groups + 2), np.empty(groups + 2)
-    count = 0
-    for first, m, lo, top in ((0, u_groups, 0.0, boundary), (u_groups, groups - u_groups, boundary, hi)):
-        if m:
-            count = kern.stack_pass(
-                mass_g[first : first + m], target_g[first : first + m], 2, lo, top, piece_start, piece_end, density,
-                group_end, first, count, stack, hs, hm, hw,
-            )  # fmt: skip
-    group = np.empty(s, dtype=np.int64)
-    group[order] = sorted_group
-    law = mass * density[group]
-    bounds = np.concatenate([[0], group_end])
-    return law, group, bounds, np.stack([piece_start[:count], piece_end[:count]])
+    def coordinates(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(xs, ys, cw)`` of draft i: its coordinate, the other's, ``∫_0^{xs[k]} w_i``."""
+        xs, ys = (self.c1, self.c2) if i == 0 else (self.c2, self.c1)
+        cw = np.empty(len(xs))
+        _paths().cumulative(xs, ys, cw)
+        return xs, ys, cw
+
+
+def _path(kind: str, p: np.ndarray, qs: tuple, parts: tuple) -> Path:
+    if kind == "straight":
+        u = [float(q[parts[0]].sum()) for q in qs]
+        return Path(np.array([0.0, u[0], 1.0]), np.array([0.0, u[1], 1.0]))
+    key = p if kind == "target" else p / np.maximum(qs[0] + qs[1], 1e-300)
+    order = np.concatenate([part[np.argsort(-key[part], kind="stable")] for part in parts])
+    c1 = np.concatenate([[0.0], np.cumsum(qs[0][order])])
+    c2 = np.concatenate([[0.0], np.cumsum(qs[1][order])])
+    c1[-1] = c2[-1] = 1.0
+    return Path(np.maximum.accumulate(np.minimum(c1, 1.0)), np.maximum.accumulate(np.minimum(c2, 1.0)), order)
+
+
+def _local_share(path: Path, qs: tuple, n: int) -> np.ndarray | None:
+    """Draft 1's share of every token's target: its part of the rate of h along the token's
+    own segment of the path, ``q_1 (1 - c_2) / (q_1 (1 - c_2) + q_2 (1 - c_1))`` at the
+    segment's midpoint (None for the straight path)."""
+    if path.order is None:
+        return None
+    m1 = 1.0 - 0.5 * (path.c2[:-1] + path.c2[1:])
+    m2 = 1.0 - 0.5 * (path.c1[:-1] + path.c1[1:])
+    a, b = qs[0][path.order] * m1, qs[1][path.order] * m2
+    share = np.full(n, 0.5)
+    share[path.order] = np.divide(a, a + b, out=np.full(len(a), 0.5), where=a + b > 0)
+    return share
+
+
+def _phi(xs, ys, cw, x: np.ndarray) -> np.ndarray:
+    """``∫_0^x w`` at every x (vectorised; the scan's values)."""
+    k = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, len(xs) - 2)
+    span = xs[k + 1] - xs[k]
+    f = np.where(span > 0, ys[k] + (ys[k + 1] - ys[k]) * (x - xs[k]) / np.where(span > 0, span, 1.0), ys[k + 1])
+    return cw[k] + (x - xs[k]) * (1.0 - 0.5 * (ys[k] + f))
 
 
 @dataclass(frozen=True)
 class _Layout:
-    """One draft's layout over both parts, in time coordinates [0, 2): every token's group
-    (-1: the draft cannot propose it), the groups' piece ranges and the pieces."""
+    """One draft's tiling of its coordinate [0, 1): every token's group (-1: the draft cannot
+    propose it), the groups' piece ranges, the pieces, and the path's coordinates."""
 
     group: np.ndarray
     first: np.ndarray
     last: np.ndarray
     start: np.ndarray
     end: np.ndarray
+    xs: np.ndarray
+    ys: np.ndarray
 
-    def times(self, tokens: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-        """Each token's time: the uniform's quantile of the token's pieces (one binary search)."""
+    def coordinates(self, tokens: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """Each token's coordinate: the uniform's quantile of its pieces (one binary search)."""
         group = self.group[tokens]
         cumulative = np.concatenate([[0.0], np.cumsum(self.end - self.start)])
         first, last = self.first[group], self.last[group]
         level = cumulative[first] + uniforms * (cumulative[last] - cumulative[first])
         piece = np.clip(np.searchsorted(cumulative, level, side="right") - 1, first, last - 1)
         return np.minimum(self.start[piece] + (level - cumulative[piece]), self.end[piece])
+
+    def times(self, tokens: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """Each draft's point along the path, ``c_1 + c_2`` there."""
+        return _paths().path_times(self.xs, self.ys, self.coordinates(tokens, uniforms))
 
     def pieces(self, token: int) -> tuple[np.ndarray, np.ndarray]:
         g = self.group[token]
@@ -164,25 +152,24 @@ class _Layout:
 
 @dataclass(frozen=True)
 class IndependentRule(SelectionRule):
-    """The two-segment curtain for ``Independent([q_1, q_2])`` with its exact law (the fields of
-    :class:`SelectionRule`, ``draft`` = q_1; then q_2, the per-draft laws and the layouts).
-
-    ``selection_law = law_1 + law_2``; ``law_i(y) = P(draft i is selected and shows y)``
-    (a token drafted twice counts for draft 1).
-    """
+    """The path curtain for ``Independent([q_1, q_2])`` with its exact law (the fields of
+    :class:`SelectionRule`, ``draft`` = q_1; then q_2, the per-draft laws, the layouts and the
+    path's name). ``selection_law = law1 + law2``, ``law_i(y) = P(draft i is selected, X_i = y)``
+    (the first along the path; a token drafted twice is selected either way)."""
 
     draft2: np.ndarray
     law1: np.ndarray
     law2: np.ndarray
     layouts: tuple
+    path: str
 
     def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The selected column of every row of ``tuples [N, 2]``: the smaller time."""
+        """The selected column of every row of ``tuples [N, 2]``: the earlier point on the path."""
         tuples = np.asarray(tuples, dtype=np.int64)
         uniforms = rng.random(tuples.shape)
-        t1 = self.layouts[0].times(tuples[:, 0], uniforms[:, 0])
-        t2 = self.layouts[1].times(tuples[:, 1], uniforms[:, 1])
-        return (t2 < t1).astype(np.int64)
+        first = self.layouts[0].times(tuples[:, 0], uniforms[:, 0])
+        second = self.layouts[1].times(tuples[:, 1], uniforms[:, 1])
+        return (second < first).astype(np.int64)
 
     def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The verifier's output for every row: select, accept with ``min(1, p/r)``, else draw
@@ -198,101 +185,213 @@ class IndependentRule(SelectionRule):
 
     def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
         """``P(draft i is selected | X = x)`` for rows of ``tuples [m, 2]``, exactly, from the
-        pieces: ``P(V_1 <= V_2)`` for times uniform on the two tokens' pieces (pairs of
-        intervals, closed form). A repeated token goes to draft 1."""
+        pieces: ``P(x_2 > F_1(x_1))`` with x_1, x_2 uniform on the tokens' pieces, integrated by
+        the trapezoid rule between the points where the integrand's slope changes (the path's
+        breakpoints, the ends of the pieces and their images): exact for this piecewise-linear
+        integrand. A repeated token goes to draft 1."""
         tuples = np.asarray(tuples, dtype=np.int64)
         out = np.zeros(tuples.shape)
+        one, two = self.layouts
         for row, (a, b) in enumerate(tuples):
             if a == b:
                 out[row, 0] = 1.0
                 continue
-            first = _before(*self.layouts[0].pieces(a), *self.layouts[1].pieces(b))
+            first = _wins(*one.pieces(a), *two.pieces(b), one.xs, one.ys)
             out[row] = first, 1.0 - first
         return out
 
 
-def _before(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> float:
-    """``P(V < V')``, V uniform on the union of intervals [a0, a1), V' on [b0, b1)."""
-    la, lb = a1 - a0, b1 - b0
-    total_a, total_b = la.sum(), lb.sum()
-    x0, x1 = a0[:, None], a1[:, None]
-    y0, y1 = b0[None, :], b1[None, :]
-    width = np.maximum(y1 - y0, 0.0)
-
-    def integral(x):  # ∫_{-∞}^{x} clip(y1 - t, 0, width) dt, up to a constant in t
-        xc = np.clip(x, y0, y1)
-        return width * np.minimum(x, y0) + (xc * y1 - 0.5 * xc * xc) - (y0 * y1 - 0.5 * y0 * y0)
-
-    with np.errstate(invalid="ignore", divide="ignore"):
-        spread = np.where(x1 > x0, (integral(x1) - integral(x0)), 0.0)
-        point = np.where(x1 > x0, 0.0, np.clip(y1 - x0, 0.0, width))  # zero-length pieces: a point
-    if total_a > 0 and total_b > 0:
-        return float(spread.sum() / (total_a * total_b))
-    if total_b > 0:  # V is a point
-        return float(point.sum() / total_b)
-    return float(np.clip(np.sign(b0.min() - a0.min()), 0.0, 1.0))
+def _wins(a0, a1, b0, b1, xs, ys) -> float:
+    """``P(x_2 > F(x_1))``, x_1 uniform on the intervals [a0, a1), x_2 on [b0, b1)."""
+    la, lb = (a1 - a0).sum(), (b1 - b0).sum()
+    if lb <= 0:
+        return float(np.interp(a0.min(), xs, ys) < b0.min())
+    above = lambda y: np.clip(b1[None, :] - np.maximum(y[:, None], b0[None, :]), 0.0, None).sum(axis=1)  # noqa: E731
+    if la <= 0:
+        return float(above(np.array([np.interp(a0.min(), xs, ys)]))[0] / lb)
+    inverse = np.interp(np.concatenate([b0, b1]), ys, xs)  # where F crosses a piece end
+    total = 0.0
+    for lo, hi in zip(a0, a1):
+        if hi <= lo:
+            continue
+        points = np.concatenate([[lo, hi], xs, inverse])
+        points = np.unique(points[(points >= lo) & (points <= hi)])
+        values = above(np.interp(points, xs, ys))
+        total += float(np.sum(0.5 * (values[1:] + values[:-1]) * np.diff(points)))
+    return total / (la * lb)
 
 
-def _side_by_side(mass: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A constant weight: any tiling; tokens side by side on [0, Σ mass)."""
-    end = np.cumsum(mass)
-    start = end - mass
-    return np.ones(len(mass)), np.arange(len(mass)), np.arange(len(mass) + 1), np.stack([start, end])
+def _region(path_i, mass, cap, lo, hi, offset):
+    """Draft i's best curtain law on the region [lo, hi) of its coordinate against caps: the
+    iid cut scan (tokens by increasing cap/mass; the prefix T' minimising
+    ``cap(T') + W(lo, hi - m(T'))``), ``min(cap, λ m)`` on the rest U' in ``[lo, lo + m(U'))``,
+    ``max(cap, μ m)`` on T' behind it, each laid out by the stack pass. Returns (group of every
+    token, group piece bounds, piece starts, piece ends, laws)."""
+    xs, ys, cw = path_i
+    curtain, paths = _curtain(), _paths()
+    s = len(mass)
+    key = cap / mass
+    order = np.argsort(key, kind="stable")
+    ms, rs, ds = mass[order], cap[order], key[order]
+    cm = np.cumsum(ms)
+    base = _phi(xs, ys, cw, np.array([lo]))[0]
+    values = np.concatenate([[_phi(xs, ys, cw, np.array([hi]))[0] - base], np.cumsum(rs) + _phi(xs, ys, cw, np.maximum(hi - cm, lo)) - base])
+    best = int(np.argmin(values))
+    boundary = lo + (float(ms[best:].sum()) if best < s else 0.0)
+    scratch = np.empty(s + 1)
+    sorted_group = np.empty(s, dtype=np.int64)
+    masses, targets = [], []
+    if best < s:  # U' = sorted [best, s): pool first (highest density), then free by decreasing density
+        total = paths.pweight(xs, ys, cw, lo, boundary)
+        free = int(curtain.free_in_u(rs, ms, ds, best, s, total, scratch))
+        g = 0
+        if s - best > free:
+            sorted_group[best + free :] = 0
+            masses.append(ms[best + free :].sum())
+            targets.append(max(total - rs[best : best + free].sum(), 0.0))
+            g = 1
+        idx = np.arange(best + free - 1, best - 1, -1)
+        sorted_group[idx] = g + np.arange(len(idx))
+        masses.extend(ms[idx])
+        targets.extend(rs[idx])
+    u_groups = len(masses)
+    if best > 0:  # T' = sorted [0, best): free by decreasing density, then the pool
+        total = paths.pweight(xs, ys, cw, boundary, hi)
+        pool = int(curtain.pool_in_t(rs, ms, ds, 0, best, total, scratch))
+        idx = np.arange(best - 1, pool - 1, -1)
+        sorted_group[idx] = u_groups + np.arange(len(idx))
+        masses.extend(ms[idx])
+        targets.extend(rs[idx])
+        if pool > 0:
+            sorted_group[:pool] = len(masses)
+            masses.append(ms[:pool].sum())
+            targets.append(max(total - rs[pool:best].sum(), 0.0))
+    mass_g, target_g = np.asarray(masses, dtype=np.float64), np.asarray(targets, dtype=np.float64)
+    groups = len(mass_g)
+    start, end = np.empty(2 * groups + 2), np.empty(2 * groups + 2)
+    group_end = np.zeros(groups, dtype=np.int64)
+    stack, hs, hm, hw = np.empty(groups + 2, dtype=np.int64), np.empty(groups + 2), np.empty(groups + 2), np.empty(groups + 2)
+    count = 0
+    for first, m, a, b in ((0, u_groups, lo, boundary), (u_groups, groups - u_groups, boundary, hi)):
+        if m:
+            count = paths.path_stack_pass(
+                xs, ys, cw, mass_g[first : first + m], target_g[first : first + m], a, b, start, end, group_end,
+                first, count, stack, hs, hm, hw,
+            )  # fmt: skip
+    bounds = np.concatenate([[0], group_end])
+    start, end = start[:count], end[:count]
+    group_law = np.empty(groups)
+    paths.piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], group_law)
+    group = np.empty(s, dtype=np.int64)
+    group[order] = sorted_group
+    density = np.divide(group_law, mass_g, out=np.zeros(groups), where=mass_g > 0)
+    _check_tiling(start, end, lo, hi, bounds, mass_g)
+    return group + offset, bounds, start, end, mass * density[group]
 
 
-def _fit_split(p, qs, tokens, share, u, t):
-    """One fit for the split ``π_1 = share · p``: laws and layouts of both drafts."""
+def _check_tiling(start, end, lo, hi, bounds, mass_g) -> None:
+    """The pieces must tile [lo, hi) with every group's length its mass: else the law computed
+    from them would not be the rule's (an internal error, never a wrong number)."""
+    solid = end > start
+    order = np.argsort(start[solid], kind="stable")
+    slack = 1e-9 * max(hi - lo, 1e-300) + 1e-15
+    lengths = np.add.reduceat(end - start, bounds[:-1]) if len(start) else np.zeros(0)
+    lengths = np.where(bounds[1:] > bounds[:-1], lengths, 0.0)
+    if (
+        len(start)
+        and (start.min() < lo - slack or end.max() > hi + slack or np.any(start[solid][order][1:] < end[solid][order][:-1] - slack)
+             or np.abs(lengths - mass_g).max() > slack)
+    ):  # fmt: skip
+        raise RuntimeError("path curtain: the stack pass did not tile its region (the fit's majorisation failed)")
+
+
+def _fit(p, qs, parts, share, path: Path, balance: bool):
+    """One fit for the split ``π_1 = share · p`` on ``path``: laws and layouts of both drafts."""
     n = len(p)
     laws, layouts = [np.zeros(n), np.zeros(n)], []
+    shares = _balanced(p, qs, parts, share, path) if balance else [share, share]
     for i in range(2):
-        j = 1 - i
         q = qs[i]
+        coordinates = path.coordinates(i)
         group = np.full(n, -1, dtype=np.int64)
         starts, ends, firsts, lasts = [], [], [], []
-        offset_groups, offset_pieces = 0, 0
-        for part, in_part in enumerate(tokens):
-            mine = in_part[q[in_part] > 0]
-            if not len(mine):
-                continue
-            own, other = (u[i], u[j]) if part == 0 else (t[i], t[j])
-            cap = (share if i == 0 else 1.0 - share)[mine] * p[mine]
-            if part == 0 and other > 0:
-                # weight 1 - (u_j/u_i) x on draft i's mass coordinate x: z = (u_j/u_i) x on [0, u_j)
-                scale, hi, to_time = own / (2.0 * other), other, 1.0 / other
-                mass = q[mine] * (other / own)
-            elif part == 1 and other > 0:
-                scale, hi, to_time = own * other / 2.0, 1.0, 1.0
-                mass = q[mine] / own
-            else:  # the other draft never lies in this part (U) or always in U (T*): constant weight
-                scale, hi, to_time = (1.0 if part == 0 else 0.0), own, 1.0 / own
-                mass = q[mine]
-            if other > 0:
-                law, grp, bounds, pieces = region_law(mass, cap / scale, hi)
-                laws[i][mine] = law * scale
-            else:
-                law, grp, bounds, pieces = _side_by_side(mass)
-                laws[i][mine] = q[mine] * scale
-            group[mine] = grp + offset_groups
-            starts.append(pieces[0] * to_time + part)
-            ends.append(pieces[1] * to_time + part)
-            firsts.append(bounds[:-1] + offset_pieces)
-            lasts.append(bounds[1:] + offset_pieces)
-            offset_groups += len(bounds) - 1
-            offset_pieces += pieces.shape[1]
+        groups, pieces, lo = 0, 0, 0.0
+        for index, part in enumerate(parts):
+            mine = part[q[part] > 0]
+            hi = 1.0 if part is parts[-1] else lo + float(q[mine].sum())
+            if len(mine):
+                cap = (shares[index] if i == 0 else 1.0 - shares[index])[mine] * p[mine]
+                grp, bounds, start, end, law = _region(coordinates, q[mine], cap, lo, hi, groups)
+                laws[i][mine] = law
+                group[mine] = grp
+                starts.append(start)
+                ends.append(end)
+                firsts.append(bounds[:-1] + pieces)
+                lasts.append(bounds[1:] + pieces)
+                groups += len(bounds) - 1
+                pieces += len(start)
+            lo = hi
         cat = lambda xs, dt=np.float64: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)  # noqa: E731
-        layouts.append(_Layout(group, cat(firsts, np.int64), cat(lasts, np.int64), cat(starts), cat(ends)))
-    # a token drafted by both: the selection law counts it once (the W-laws above count the
-    # event "draft i's time is the smaller", ties -- same token -- have probability 0 apart from
-    # the same token, which both layouts then share; r = law_1 + law_2 exactly)
+        layouts.append(_Layout(group, cat(firsts, np.int64), cat(lasts, np.int64), cat(starts), cat(ends), coordinates[0], coordinates[1]))
     return laws[0], laws[1], tuple(layouts)
 
 
-def fit_independent_rule(target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, *, certificate: np.ndarray | None = None, optimum: float | None = None) -> IndependentRule:
-    """The two-segment curtain for ``p`` and two independent drafts ``q_1``, ``q_2`` (module
+def _balanced(p, qs, parts, share, path: Path) -> list[np.ndarray]:
+    """The split per part, shifted in logit so that each draft's share of the part's target
+    is in proportion to what its curtain hands out there (``∫ w_i`` over the part): a draft's
+    law is in its curtain's base polytope, whose total is fixed, so a share summing to less
+    would be exceeded and one summing to more left unused."""
+    out = []
+    lo = [0.0, 0.0]
+    for part in parts:
+        hi = [1.0 if part is parts[-1] else lo[i] + float(qs[i][part].sum()) for i in range(2)]
+        totals = [_weight(path.coordinates(i), lo[i], hi[i]) for i in range(2)]
+        lo = hi
+        adjusted = share.copy()
+        mass = p[part].sum()
+        if len(part) == 0 or mass <= 0 or totals[0] + totals[1] <= 0:
+            out.append(adjusted)
+            continue
+        goal = mass * totals[0] / (totals[0] + totals[1])
+        weights = p[part]
+        base = np.clip(share[part], 1e-300, 1.0 - 1e-16)
+        logit = np.clip(np.log(base) - np.log1p(-base), -60.0, 60.0)
+        low, high, shift = -120.0, 120.0, 0.0
+        for _ in range(60):  # Newton on the shift inside a bisection bracket (the sum increases)
+            sigma = _expit(logit + shift)
+            value = float((weights * sigma).sum()) - goal
+            low, high = (shift, high) if value < 0 else (low, shift)
+            slope = float((weights * sigma * (1.0 - sigma)).sum())
+            step = shift - value / slope if slope > 0 else 0.5 * (low + high)
+            step = step if low < step < high else 0.5 * (low + high)
+            if abs(value) <= 1e-15 * max(goal, 1e-300) or high - low < 1e-13:
+                break
+            shift = step
+        adjusted[part] = _expit(logit + shift)
+        out.append(adjusted)
+    return out
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _weight(coordinates, lo: float, hi: float) -> float:
+    xs, ys, cw = coordinates
+    return float(_paths().pweight(xs, ys, cw, lo, hi))
+
+
+def fit_independent_rule(
+    target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, *, certificate: np.ndarray | None = None,
+    optimum: float | None = None, paths: tuple[str, ...] = PATHS,
+) -> IndependentRule:  # fmt: skip
+    """The path curtain for ``p`` and two independent drafts ``q_1``, ``q_2`` (module
     docstring), with its exact law r and the single-draft step for r (lossless for any r).
 
     ``certificate`` (T*, sorted ids) and ``optimum`` (P*) are computed by
-    :func:`~multidraft.theory.optimum.product_cut` unless given.
+    :func:`~multidraft.theory.optimum.product_cut` unless given. The paths of ``paths`` are
+    tried in order until one reaches P* to 1e-12; the best exact law is kept.
 
     >>> import numpy as np
     >>> rule = fit_independent_rule(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8]))
@@ -307,23 +406,31 @@ def fit_independent_rule(target: np.ndarray, draft1: np.ndarray, draft2: np.ndar
         certificate, optimum = cut.certificate, min(1.0, 1.0 + float(cut.value))
     in_t = np.zeros(n, dtype=bool)
     in_t[certificate] = True
-    tokens = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
-    u = np.array([qs[0][~in_t].sum(), qs[1][~in_t].sum()])
-    t = np.array([qs[0][in_t].sum(), qs[1][in_t].sum()])
+    parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
+    t = [float(q[in_t].sum()) for q in qs]
     score = np.stack([qs[0] * t[1], qs[1] * t[0]])
     total = score.sum(axis=0)
-    share = np.divide(score[0], total, out=np.full(n, 0.5), where=total > 0)
+    first_share = np.divide(score[0], total, out=np.full(n, 0.5), where=total > 0)
     best = None
-    for _ in range(1 + ROUNDS):
-        law1, law2, layouts = _fit_split(p, qs, tokens, share, u, t)
-        law = law1 + law2
-        acceptance = float(np.minimum(p, law).sum())
-        if best is None or acceptance > best[0]:
-            best = (acceptance, law1, law2, layouts)
-        if acceptance >= optimum - 1e-12:
+    for kind, balance in [(kind, balance) for kind in paths for balance in (False, True) if kind == "straight" or balance]:
+        path = _path(kind, p, qs, parts)
+        share = _local_share(path, qs, n)
+        share = first_share if share is None else share
+        for _ in range(1 + ROUNDS):
+            try:
+                law1, law2, layouts = _fit(p, qs, parts, share, path, balance)
+            except RuntimeError:  # this layout did not tile: try the next
+                break
+            law = law1 + law2
+            acceptance = float(np.minimum(p, law).sum())
+            if best is None or acceptance > best[0]:
+                best = (acceptance, law1, law2, layouts, kind)
+            if acceptance >= optimum - 1e-12:
+                break
+            share = np.divide(law1, law, out=share.copy(), where=law > 0)
+        if best is not None and best[0] >= optimum - 1e-12:
             break
-        share = np.divide(law1, law, out=share.copy(), where=law > 0)
-    _, law1, law2, layouts = best
+    _, law1, law2, layouts, kind = best
     law = law1 + law2
     accept = np.divide(p, law, out=np.zeros(n), where=law > 0)
     np.minimum(accept, 1.0, out=accept)
@@ -331,5 +438,5 @@ def fit_independent_rule(target: np.ndarray, draft1: np.ndarray, draft2: np.ndar
     residual = excess / excess.sum() if excess.sum() > 0 else p.copy()
     return IndependentRule(
         k=2, n=n, target=p, draft=qs[0], selection_law=law, optimum=float(optimum), certificate=np.asarray(certificate),
-        accept=accept, residual=residual, draft2=qs[1], law1=law1, law2=law2, layouts=layouts,
+        accept=accept, residual=residual, draft2=qs[1], law1=law1, law2=law2, layouts=layouts, path=kind,
     )  # fmt: skip

@@ -421,7 +421,9 @@ def fit_independent_rule(
     in_t[certificate] = True
     parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
     t = [float(q[in_t].sum()) for q in qs]
-    score = np.stack([qs[0] * t[1], qs[1] * t[0]])
+    # each draft's mean weight over its part on the straight path: U (1 - u_j / 2), T* t_j / 2
+    mean_weight = np.where(in_t[None, :], np.array([t[1], t[0]])[:, None] / 2, 1.0 - np.array([1.0 - t[1], 1.0 - t[0]])[:, None] / 2)
+    score = np.stack([qs[0], qs[1]]) * mean_weight
     total = score.sum(axis=0)
     first_share = np.divide(score[0], total, out=np.full(n, 0.5), where=total > 0)
     best = None

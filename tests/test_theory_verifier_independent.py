@@ -174,3 +174,22 @@ def test_sampled_output_at_full_vocabulary_and_a_broken_twin():
     bad = binned(sampled_output(_CoordinateTwin(rule), rule, law, 200_000, 1))
     assert stats.chisquare(good, expected * good.sum()).pvalue > 1e-3
     assert stats.chisquare(bad, expected * bad.sum()).pvalue < 1e-6
+
+
+def test_fallback_when_no_layout_tiles(monkeypatch):
+    """If no fit tiles its region (forced here), the rule falls back to the tokens side by side
+    on the straight path: still lossless with its exact law."""
+    import multidraft.theory.verifier._independent_rule as module
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("forced")
+
+    monkeypatch.setattr(module, "_region", refuse)
+    rng = np.random.default_rng(2)
+    p, q1, q2 = (rng.dirichlet(np.ones(5)) for _ in range(3))
+    law = Independent([q1, q2])
+    rule = module.fit_independent_rule(p, q1, q2)
+    assert rule.path == "straight, side by side"
+    np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+    assert rule.acceptance <= rule.optimum + 1e-12

@@ -312,8 +312,21 @@ def _check_tiling(start, end, lo, hi, bounds, mass_g) -> None:
         raise RuntimeError("path curtain: the stack pass did not tile its region (the fit's majorisation failed)")
 
 
-def _fit(p, qs, parts, share, path: Path, balance: bool):
-    """One fit for the split ``π_1 = share · p`` on ``path``: laws and layouts of both drafts."""
+def _side_by_side(path_i, mass, lo, offset):
+    """The tokens side by side from lo, one piece each (a fixed priority order: always a
+    tiling, the fallback when no fit tiles); laws ``∫ w`` over the pieces."""
+    xs, ys, cw = path_i
+    end = lo + np.cumsum(mass)
+    start = np.concatenate([[lo], end[:-1]])
+    bounds = np.arange(len(mass) + 1)
+    law = np.empty(len(mass))
+    _paths().piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], law)
+    return np.arange(len(mass)) + offset, bounds, start, end, law
+
+
+def _fit(p, qs, parts, share, path: Path, balance: bool, vertex: bool = False):
+    """One fit for the split ``π_1 = share · p`` on ``path``: laws and layouts of both drafts
+    (``vertex``: every token one piece, side by side, whatever the split)."""
     n = len(p)
     laws, layouts = [np.zeros(n), np.zeros(n)], []
     shares = _balanced(p, qs, parts, share, path) if balance else [share, share]
@@ -328,7 +341,10 @@ def _fit(p, qs, parts, share, path: Path, balance: bool):
             hi = 1.0 if part is parts[-1] else lo + float(q[mine].sum())
             if len(mine):
                 cap = (shares[index] if i == 0 else 1.0 - shares[index])[mine] * p[mine]
-                grp, bounds, start, end, law = _region(coordinates, q[mine], cap, lo, hi, groups)
+                if vertex:
+                    grp, bounds, start, end, law = _side_by_side(coordinates, q[mine], lo, groups)
+                else:
+                    grp, bounds, start, end, law = _region(coordinates, q[mine], cap, lo, hi, groups)
                 laws[i][mine] = law
                 group[mine] = grp
                 starts.append(start)
@@ -445,6 +461,9 @@ def fit_independent_rule(
             share = np.divide(law1, law, out=share.copy(), where=law > 0)
         if best is not None and best[0] >= optimum - 1e-12:
             break
+    if best is None:  # no fit tiled: the tokens side by side on the straight path (a vertex of B(h))
+        law1, law2, layouts = _fit(p, qs, parts, first_share, _path("straight", p, qs, parts), False, vertex=True)
+        best = (0.0, law1, law2, layouts, "straight, side by side")
     _, law1, law2, layouts, kind = best
     law = law1 + law2
     accept = np.divide(p, law, out=np.zeros(n), where=law > 0)

@@ -193,3 +193,16 @@ def test_fallback_when_no_layout_tiles(monkeypatch):
     np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-13)
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
     assert rule.acceptance <= rule.optimum + 1e-12
+
+
+def test_scheme_refuses_an_exact_acceptance_it_cannot_certify():
+    """Beyond the transport LP, ``exact=True`` would have to report P* (which the rule may not
+    reach): refused, with the way out named."""
+    from multidraft.schemes import get_scheme
+
+    from fractions import Fraction
+
+    rng = np.random.default_rng(4)
+    p, q1, q2 = ([Fraction(int(w), int(row.sum())) for w in row] for row in rng.integers(1, 9, size=(3, 3000)))
+    with pytest.raises(ValueError, match="exact=False"):
+        get_scheme("optimal").acceptance(p, Independent([q1, q2]), exact=True)

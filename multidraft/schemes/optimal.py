@@ -114,6 +114,12 @@ class _VerifierPlan(_OptimumPlan):
         return super().sample(tuples, rng)
 
     def closed_form(self):
+        if self.exact and isinstance(self.law, Independent):
+            raise ValueError(
+                f"exact: the path curtain for {self.law.name} drafts has a float law only and does not always reach "
+                "P*, so its exact acceptance is not available; use exact=False (the rule's own Σ min(p, r)) or "
+                "optimal_acceptance(..., exact=True) for P*"
+            )
         if self.exact or isinstance(self.law, PROVEN_OPTIMAL_LAWS):
             return super().closed_form()
         return self.rule.acceptance

@@ -414,7 +414,9 @@ def build(context: BuildContext) -> SectionResult:
                 "Non-identical pairs: two independent drafts at different temperatures (K = 2, as in Figure 4 "
                 "of Khisti et al.). The optimal column is exact: the threshold-set search over the plane of "
                 "draft/target ratios (docs/independent_optimum.md), checked against all subsets and the "
-                "transport LP in the tests. Single draft uses the first temperature."
+                "transport LP in the tests. The optimal verifier's column is the path curtain's own exact "
+                "acceptance (docs/nonidentical_verifier.md): lossless, a lower bound on P*, reached on some pairs "
+                "and not others. Single draft uses the first temperature."
             )
         )
         body = tuple(

@@ -439,14 +439,19 @@ def fit_independent_rule(
     t = [float(q[in_t].sum()) for q in qs]
     # each draft's mean weight over its part on the straight path: U (1 - u_j / 2), T* t_j / 2
     mean_weight = np.where(in_t[None, :], np.array([t[1], t[0]])[:, None] / 2, 1.0 - np.array([1.0 - t[1], 1.0 - t[0]])[:, None] / 2)
-    score = np.stack([qs[0], qs[1]]) * mean_weight
-    total = score.sum(axis=0)
-    first_share = np.divide(score[0], total, out=np.full(n, 0.5), where=total > 0)
+    def split(weights: np.ndarray) -> np.ndarray:
+        score = np.stack([qs[0], qs[1]]) * weights
+        total = score.sum(axis=0)
+        return np.divide(score[0], total, out=np.full(n, 0.5), where=total > 0)
+
+    # the linear score of the min-cut (weights at the end of U: t_j) and the mean weights
+    end_share, first_share = split(np.array([t[1], t[0]])[:, None] * np.ones(n)), split(mean_weight)
+    candidates = [("straight", end_share, False), ("straight", first_share, True), ("straight", end_share, True)]
+    candidates += [(kind, None, True) for kind in paths if kind != "straight"]
     best = None
-    for kind, balance in [(kind, balance) for kind in paths for balance in (False, True) if kind == "straight" or balance]:
+    for kind, share, balance in [c for c in candidates if c[0] in paths]:
         path = _path(kind, p, qs, parts)
-        share = _local_share(path, qs, n)
-        share = first_share if share is None else share
+        share = _local_share(path, qs, n) if share is None else share
         for _ in range(1 + ROUNDS):
             try:
                 law1, law2, layouts = _fit(p, qs, parts, share, path, balance)

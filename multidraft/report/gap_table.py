@@ -30,7 +30,7 @@ from multidraft.report.section import BuildContext, ReportProgress, SectionResul
 from multidraft.theory import IID, Independent, WithoutReplacement, optimal_acceptance, optimal_acceptance_batch
 from multidraft.theory.laws import law_for
 from multidraft.theory.optimum import BATCH_LAWS
-from multidraft.theory.verifier import VERIFIER_LAWS, optimal_selection_rule
+from multidraft.theory.verifier import has_verifier, optimal_selection_rule
 
 __all__ = [
     "GAP_COLUMNS",
@@ -162,10 +162,10 @@ def gap_columns(laws: Sequence[str] = (*_LAWS, _PAIR_LAW), ks: Sequence[int] = (
 
 def _verifier_value(laws: Sequence, targets: np.ndarray) -> tuple[float | None, str | None, str | None]:
     """Mean ``Σ min(p, r)`` of the optimal verifier's rule over the positions."""
-    if not isinstance(laws[0], VERIFIER_LAWS):
+    if not has_verifier(laws[0]):
         return None, None, (
-            "the optimal verifier samples iid drafts and drafts without replacement; for independent drafts "
-            "the optimum is a number only"
+            "the optimal verifier samples iid drafts, drafts without replacement and two independent drafts; "
+            "for more independent drafts the optimum is a number only"
         )
     values = [optimal_selection_rule(p, law).acceptance for p, law in zip(targets, laws)]
     return float(np.mean(values)), "theory.verifier.optimal_selection_rule", None
@@ -418,7 +418,9 @@ def build(context: BuildContext) -> SectionResult:
                 "Non-identical pairs: two independent drafts at different temperatures (K = 2, as in Figure 4 "
                 "of Khisti et al.). The optimal column is exact: the threshold-set search over the plane of "
                 "draft/target ratios (docs/independent_optimum.md), checked against all subsets and the "
-                "transport LP in the tests. Single draft uses the first temperature."
+                "transport LP in the tests. The optimal verifier's column is the path curtain's own exact "
+                "acceptance (docs/nonidentical_verifier.md): lossless, a lower bound on P*, reached on some pairs "
+                "and not others. Single draft uses the first temperature."
             )
         )
         body = tuple(

@@ -24,10 +24,13 @@ asked).
   (:class:`~multidraft.schemes.greedy.GreedyVerifier`, single-draft sampling of the one random
   draft; :class:`~multidraft.schemes.deterministic.DeterministicSet`, sample p), which reach
   those laws' optimum p(G) + Σ_{y ∉ G} min(p, q̃), resp. p(S).
-* **independent (non-identical) drafts** (small n; the optimum itself at any n is
-  :func:`multidraft.theory.optimal_acceptance`'s threshold search): solve the transport LP over draft tuples
-  and read importance weights off its optimal plan (``importance_from_coupling``, Theorem 1
-  direction "⇒").
+* **independent (non-identical) drafts**: where the transport LP fits, solve it over draft
+  tuples and read importance weights off its optimal plan (``importance_from_coupling``,
+  Theorem 1 direction "⇒"); beyond its size limit, for K = 2, the path curtain of
+  :func:`~multidraft.theory.verifier.optimal_selection_rule` (lossless with its exact law; its
+  acceptance ``Σ min(p, r)``, which :meth:`Optimal.acceptance` reports, reaches P* on most
+  instances but not all: docs/nonidentical_verifier.md). The optimum itself at any n is
+  :func:`multidraft.theory.optimal_acceptance`'s threshold search.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ from multidraft.theory.verifier import (
     VERIFIER_LAWS,
     CurtainRule,
     FrontBackRule,
+    IndependentRule,
     fit_curtain_rule,
+    has_verifier,
     optimal_selection_rule,
 )
 
@@ -104,11 +109,17 @@ class _VerifierPlan(_OptimumPlan):
         return self.rule.choose(tuples, rng)
 
     def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if isinstance(self.rule, CurtainRule):
+        if isinstance(self.rule, (CurtainRule, IndependentRule)):
             return self.rule.sample(tuples, rng)
         return super().sample(tuples, rng)
 
     def closed_form(self):
+        if self.exact and isinstance(self.law, Independent):
+            raise ValueError(
+                f"exact: the path curtain for {self.law.name} drafts has a float law only and does not always reach "
+                "P*, so its exact acceptance is not available; use exact=False (the rule's own Σ min(p, r)) or "
+                "optimal_acceptance(..., exact=True) for P*"
+            )
         if self.exact or isinstance(self.law, PROVEN_OPTIMAL_LAWS):
             return super().closed_form()
         return self.rule.acceptance
@@ -157,7 +168,7 @@ class Optimal(ImportanceScheme):
         would refuse the law."""
         if isinstance(law, PROVEN_OPTIMAL_LAWS):
             return True
-        if not isinstance(law, VERIFIER_LAWS):
+        if not has_verifier(law):
             return False
         from multidraft.lp.transport import transport_size
 

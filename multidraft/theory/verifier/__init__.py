@@ -8,6 +8,8 @@
   :class:`CurtainRule` (``_curtain_rule``);
 * drafts without replacement: the J-curtain on U and the front/back rule on T* with its
   uniform tail (``_wor_rule``, ``_wor_curtain``, ``_front_back``, ``_wor_tail``);
+* two independent, non-identical drafts (K = 2): the path curtain, per-draft curtains along a
+  monotone path of draft masses (``_independent_rule``, ``_path_kernels``);
 * the support split: the target's mass outside the draft's support, drawn in blocks
   (:class:`OutsideTarget`, :class:`TargetSplit`; ``_support``).
 
@@ -15,7 +17,8 @@ Imports the laws and optimum rooms; neither imports this one.
 """
 
 from multidraft.theory.verifier._curtain_rule import CurtainRule, fit_curtain_rule, fit_support_rule
-from multidraft.theory.verifier._optimal_rule import PROVEN_OPTIMAL_LAWS, VERIFIER_LAWS, optimal_selection_rule
+from multidraft.theory.verifier._independent_rule import IndependentRule, fit_independent_rule
+from multidraft.theory.verifier._optimal_rule import PROVEN_OPTIMAL_LAWS, VERIFIER_LAWS, has_verifier, optimal_selection_rule
 from multidraft.theory.verifier._selection_rule import FrontBackRule, SelectionRule
 from multidraft.theory.verifier._support import BLOCK, OutsideTarget, TargetSplit, draw_levels, every_token, support_index
 
@@ -23,6 +26,9 @@ __all__ = [
     "SelectionRule",
     "CurtainRule",
     "FrontBackRule",
+    "IndependentRule",
+    "fit_independent_rule",
+    "has_verifier",
     "OutsideTarget",
     "optimal_selection_rule",
     "fit_curtain_rule",

@@ -5,12 +5,13 @@ rules are and why they are optimal: :mod:`multidraft.theory.verifier._selection_
 
 from __future__ import annotations
 
-from multidraft.theory.laws import IID, DraftLaw, WithoutReplacement, check_law
+from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement, check_law
 from multidraft.theory.verifier._curtain_rule import CurtainRule, fit_curtain_rule
+from multidraft.theory.verifier._independent_rule import IndependentRule, fit_independent_rule
 from multidraft.theory.verifier._selection_rule import FrontBackRule
 from multidraft.theory.verifier._wor_rule import wor_selection_rule
 
-__all__ = ["optimal_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS"]
+__all__ = ["optimal_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS", "has_verifier"]
 
 #: Draft-law classes with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
 VERIFIER_LAWS: tuple[type[DraftLaw], ...] = (IID, WithoutReplacement)
@@ -18,7 +19,14 @@ VERIFIER_LAWS: tuple[type[DraftLaw], ...] = (IID, WithoutReplacement)
 PROVEN_OPTIMAL_LAWS: tuple[type[DraftLaw], ...] = (IID,)
 
 
-def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | FrontBackRule:
+def has_verifier(law: DraftLaw) -> bool:
+    """Whether :func:`optimal_selection_rule` has a rule for ``law`` at any vocabulary size: the
+    laws of :data:`VERIFIER_LAWS` for every K, and two independent non-identical drafts
+    (``Independent`` with K = 2, the path curtain; a lower bound on P*, docs/nonidentical_verifier.md)."""
+    return isinstance(law, VERIFIER_LAWS) or (isinstance(law, Independent) and law.k == 2)
+
+
+def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | FrontBackRule | IndependentRule:
     """The verifier's selection rule for ``(p, law)`` at any vocabulary size.
 
     * iid drafts: the optimal law r* (:mod:`multidraft.theory.verifier._selection_rule`) laid
@@ -26,6 +34,9 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
       ``Σ min(p, r) = P*`` up to rounding.
     * drafts without replacement: the J-curtain on U and front/back on T* (a lower bound on P*,
       :mod:`multidraft.theory.verifier._selection_rule`).
+    * two independent, non-identical drafts (``Independent``, K = 2): the path curtain
+      (:mod:`multidraft.theory.verifier._independent_rule`; a lower bound on P*, reached on most
+      but not all instances, docs/nonidentical_verifier.md).
 
     Either way the rule comes with the law r it actually has and the single-draft step for that
     r, so the output is exactly p.
@@ -64,12 +75,15 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     without replacement: the pruned prefix race, the J-law, the front/back pass over T*'s head
     and the uniform tail's power series (docs/optimal_verifier.md §10).
     """
-    if not isinstance(check_law(law), VERIFIER_LAWS):
+    if not has_verifier(check_law(law)):
         raise ValueError(
-            f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws; "
-            f"got the {law.name} law"
+            f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws and "
+            f"{Independent.name} drafts with k=2; got the {law.name} law with k={law.k}"
         )
     p = law.check_target(target)
+    if isinstance(law, Independent):
+        first, second = law.marginals()
+        return fit_independent_rule(p, first, second)
     if isinstance(law, WithoutReplacement):
         return wor_selection_rule(p, law.draft, law.k)
     return fit_curtain_rule(p, law.draft, law.k)

@@ -1,0 +1,79 @@
+"""The path curtain for two independent non-identical drafts (issue 33): acceptance against P*
+and time, at full vocabulary.
+
+For n = 49152 and 131072, a Zipf-like target (``p_(r) ∝ r^-1.1``, tokens permuted; the gap
+table's family) and every pair of draft temperatures in {0.5, 0.8, 1.2, 1.6, 2.0}
+(``q = softmax(log p / T)``): the rule's own exact acceptance ``Σ min(p, r)`` minus P* (the
+threshold search), which path reached it, and the times of the min-cut search, of the fit given
+the cut, and of one selection of a batch of 1,000 draft pairs, next to ``numpy.argsort`` of the
+same size. Medians after a warm-up (CPU time of this process beside the wall time; the machine
+is shared). Memory: the rule keeps O(n) arrays per draft (groups, pieces: fewer than 2 per
+group) plus the path's n + 1 breakpoints.
+
+Writes benchmarks/results/verifier_independent.json.
+
+Run: ``python benchmarks/bench_verifier_independent.py [--repeats R] [--sizes N ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import numpy as np
+from _common import measure, print_table, timed, write_results
+
+from multidraft.theory import Independent, softmax, zipf
+from multidraft.theory.optimum import product_cut
+from multidraft.theory.verifier import fit_independent_rule
+
+TEMPERATURES = (0.5, 0.8, 1.2, 1.6, 2.0)
+EXPONENT = 1.1
+BATCH = 1000
+
+
+def rows_for(n: int, repeats: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    keys = rng.random(n)
+    argsort_ms = 1e3 * timed(lambda: np.argsort(keys), repeats)[0]
+    rows = [{"n": n, "pair": "numpy.argsort", "fit_ms": argsort_ms}]
+    target = zipf(n, EXPONENT, rng)
+    for t1, t2 in itertools.combinations(TEMPERATURES, 2):
+        drafts = np.array([softmax(np.log(target), t1), softmax(np.log(target), t2)])
+        cut_timing = measure(lambda: product_cut(target, drafts), repeats)
+        cut = cut_timing.result
+        optimum = min(1.0, 1.0 + float(cut.value))
+        fit_timing = measure(lambda: fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum), repeats)
+        rule = fit_timing.result
+        tuples = Independent(list(drafts)).sample(rng, BATCH)
+        select = measure(lambda: rule.choose(tuples, rng), repeats)
+        rows.append({
+            "n": n,
+            "pair": f"{t1:g}/{t2:g}",
+            "p_star": optimum,
+            "acceptance": rule.acceptance,
+            "gap": rule.acceptance - optimum,
+            "path": rule.path,
+            "cut_ms": 1e3 * cut_timing.median,
+            "fit_ms": 1e3 * fit_timing.median,
+            "fit_cpu_ms": 1e3 * fit_timing.cpu_median,
+            "select_1000_ms": 1e3 * select.median,
+            "vs_argsort": (1e3 * (cut_timing.median + fit_timing.median)) / argsort_ms,
+        })  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[49152, 131072])
+    args = parser.parse_args()
+    rows = [row for n in args.sizes for row in rows_for(n, args.repeats)]
+    print_table(rows, ["n", "pair", "p_star", "acceptance", "gap", "path", "cut_ms", "fit_ms", "fit_cpu_ms", "select_1000_ms", "vs_argsort"])
+    reached = [row for row in rows if "gap" in row and row["gap"] >= -1e-9]
+    print(f"reached P* (to 1e-9) on {len(reached)} of {sum('gap' in row for row in rows)} settings")
+    print(f"wrote {write_results('verifier_independent', rows, exponent=EXPONENT, temperatures=list(TEMPERATURES))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,481 @@
+"""The path curtain: a lossless selection rule for two independent, non-identical drafts.
+
+Drafts ``X_1 ~ q_1``, ``X_2 ~ q_2`` independently; h(A) = P(set(X) ∩ A ≠ ∅) =
+``1 - (1 - q_1(A))(1 - q_2(A))``. Let T* be the min-cut certificate of
+``P* = 1 + min_T [p(T) - q_1(T) q_2(T)]`` (:func:`~multidraft.theory.optimum.product_cut`),
+U = Ω ∖ T*, ``u_i = q_i(U)``.
+
+**The rule.** Fix a monotone *path* ``c(s) = (c_1(s), c_2(s))`` from (0, 0) to (1, 1) through
+``(u_1, u_2)`` (piecewise linear, breakpoints at cumulative draft masses along a token order).
+Each draft i tiles its own mass coordinate ``x ∈ [0, 1)`` with its tokens (token y covering a
+length ``q_i(y)``: U's tokens ``[0, u_i)``, T*'s ``[u_i, 1)``), draws x uniformly from its token's
+pieces, so x is uniform on [0, 1), and maps it to the point of the path where ``c_i = x``. The
+draft whose point comes first along the path is selected. Draft 1 at x wins iff draft 2's
+coordinate exceeds ``F_1(x)``, the path's ``c_2`` where ``c_1 = x``: probability
+``w_1(x) = 1 - F_1(x)`` (likewise draft 2), so
+
+    r(y) = Σ_i ∫_{pieces_i(y)} w_i(x) dx,
+
+and a U draft always beats a T* draft (U is tight: ``r(U) = h(U)``). Each draft's layout is a
+one-dimensional curtain with a decreasing weight: the stack pass of
+:mod:`multidraft.theory.verifier._curtain` with W(a, b) = ∫_a^b w_i (:mod:`._path_kernels`).
+
+**Which laws.** Draft i's curtain reaches exactly the base polytope of ``A ↦ ∫_0^{q_i(A)} w_i``
+(per part), so the rule reaches ``B(f)`` per part with, by Young's inequality,
+
+    f(A) = a_1 + a_2 - ∫_0^{a_1} F_1 - ∫_0^{a_2} F_2  <=  h(A) = a_1 + a_2 - a_1 a_2
+    (a_i = q_i(A), masses counted from the part's start),
+
+equality iff ``(a_1, a_2)`` lies on the path. It reaches P* iff some optimal law avoids the
+sets off the path (docs/nonidentical_verifier.md): the path is chosen through the sets that bind.
+
+**The fit.** p is split between the drafts in proportion to the linear score of the min-cut
+(``π_1 = p q_1 t_2 / (q_1 t_2 + q_2 t_1)``, t_i = q_i(T*); Lemma 1 of
+docs/independent_optimum.md), and each (draft, part) layout takes the best law of its curtain
+against its share (the iid cut scan over the increasing share/mass order, water levels λ, μ,
+the stack pass). Re-splits in proportion to the laws found and several paths are tried; the best
+exact law is kept. Whatever the fit reaches, the rule's law r is computed from its pieces, and
+the canonical single-draft step against r makes the output exactly p.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multidraft.theory.optimum import product_cut
+from multidraft.theory.verifier._selection_rule import SelectionRule
+
+__all__ = ["IndependentRule", "fit_independent_rule", "PATHS"]
+
+#: Re-split rounds after the first fit of each path (each a refit; the best exact law is kept).
+ROUNDS = 1
+#: Paths tried, in order, until one reaches P* (to 1e-12): the straight two-segment path, then
+#: paths through the cumulative masses of the tokens (U first, then T*) by decreasing p, and by
+#: decreasing p / (q_1 + q_2).
+PATHS = ("straight", "target", "ratio")
+
+
+def _curtain():
+    from multidraft.theory.verifier import _curtain_kernels
+
+    return _curtain_kernels
+
+
+def _paths():
+    from multidraft.theory.verifier import _path_kernels
+
+    return _path_kernels
+
+
+@dataclass(frozen=True)
+class Path:
+    """The path's breakpoints ``(c_1[k], c_2[k])`` (non-decreasing, from 0 to 1)."""
+
+    c1: np.ndarray
+    c2: np.ndarray
+    order: np.ndarray | None = None
+
+    def coordinates(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(xs, ys, cw)`` of draft i: its coordinate, the other's, ``∫_0^{xs[k]} w_i``."""
+        xs, ys = (self.c1, self.c2) if i == 0 else (self.c2, self.c1)
+        cw = np.empty(len(xs))
+        _paths().cumulative(xs, ys, cw)
+        return xs, ys, cw
+
+
+def _path(kind: str, p: np.ndarray, qs: tuple, parts: tuple) -> Path:
+    if kind == "straight":
+        u = [float(q[parts[0]].sum()) for q in qs]
+        return Path(np.array([0.0, u[0], 1.0]), np.array([0.0, u[1], 1.0]))
+    key = p if kind == "target" else p / np.maximum(qs[0] + qs[1], 1e-300)
+    order = np.concatenate([part[np.argsort(-key[part], kind="stable")] for part in parts])
+    c1 = np.concatenate([[0.0], np.cumsum(qs[0][order])])
+    c2 = np.concatenate([[0.0], np.cumsum(qs[1][order])])
+    c1[-1] = c2[-1] = 1.0
+    return Path(np.maximum.accumulate(np.minimum(c1, 1.0)), np.maximum.accumulate(np.minimum(c2, 1.0)), order)
+
+
+def _local_share(path: Path, qs: tuple, n: int) -> np.ndarray | None:
+    """Draft 1's share of every token's target: its part of the rate of h along the token's
+    own segment of the path, ``q_1 (1 - c_2) / (q_1 (1 - c_2) + q_2 (1 - c_1))`` at the
+    segment's midpoint (None for the straight path)."""
+    if path.order is None:
+        return None
+    m1 = 1.0 - 0.5 * (path.c2[:-1] + path.c2[1:])
+    m2 = 1.0 - 0.5 * (path.c1[:-1] + path.c1[1:])
+    a, b = qs[0][path.order] * m1, qs[1][path.order] * m2
+    share = np.full(n, 0.5)
+    share[path.order] = np.divide(a, a + b, out=np.full(len(a), 0.5), where=a + b > 0)
+    return share
+
+
+def _phi(xs, ys, cw, x: np.ndarray) -> np.ndarray:
+    """``∫_0^x w`` at every x (vectorised; the scan's values)."""
+    k = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, len(xs) - 2)
+    span = xs[k + 1] - xs[k]
+    f = np.where(span > 0, ys[k] + (ys[k + 1] - ys[k]) * (x - xs[k]) / np.where(span > 0, span, 1.0), ys[k + 1])
+    return cw[k] + (x - xs[k]) * (1.0 - 0.5 * (ys[k] + f))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One draft's tiling of its coordinate [0, 1): every token's group (-1: the draft cannot
+    propose it), the groups' piece ranges, the pieces, and the path's coordinates."""
+
+    group: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    xs: np.ndarray
+    ys: np.ndarray
+
+    def coordinates(self, tokens: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """Each token's coordinate: the uniform's quantile of its pieces (one binary search)."""
+        group = self.group[tokens]
+        cumulative = np.concatenate([[0.0], np.cumsum(self.end - self.start)])
+        first, last = self.first[group], self.last[group]
+        level = cumulative[first] + uniforms * (cumulative[last] - cumulative[first])
+        piece = np.clip(np.searchsorted(cumulative, level, side="right") - 1, first, last - 1)
+        return np.minimum(self.start[piece] + (level - cumulative[piece]), self.end[piece])
+
+    def times(self, tokens: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """Each draft's point along the path, ``c_1 + c_2`` there."""
+        return _paths().path_times(self.xs, self.ys, self.coordinates(tokens, uniforms))
+
+    def pieces(self, token: int) -> tuple[np.ndarray, np.ndarray]:
+        g = self.group[token]
+        return self.start[self.first[g] : self.last[g]], self.end[self.first[g] : self.last[g]]
+
+
+@dataclass(frozen=True)
+class IndependentRule(SelectionRule):
+    """The path curtain for ``Independent([q_1, q_2])`` with its exact law (the fields of
+    :class:`SelectionRule`, ``draft`` = q_1; then q_2, the per-draft laws, the layouts and the
+    path's name). ``selection_law = law1 + law2``, ``law_i(y) = P(draft i is selected, X_i = y)``
+    (the first along the path; a token drafted twice is selected either way)."""
+
+    draft2: np.ndarray
+    law1: np.ndarray
+    law2: np.ndarray
+    layouts: tuple
+    path: str
+
+    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The selected column of every row of ``tuples [N, 2]``: the earlier point on the path."""
+        tuples = np.asarray(tuples, dtype=np.int64)
+        uniforms = rng.random(tuples.shape)
+        first = self.layouts[0].times(tuples[:, 0], uniforms[:, 0])
+        second = self.layouts[1].times(tuples[:, 1], uniforms[:, 1])
+        return (second < first).astype(np.int64)
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The verifier's output for every row: select, accept with ``min(1, p/r)``, else draw
+        the residual ``norm((p - r)_+)`` (inverse CDF)."""
+        tuples = np.asarray(tuples, dtype=np.int64)
+        chosen = tuples[np.arange(len(tuples)), self.choose(tuples, rng)]
+        out = chosen.copy()
+        rejected = np.flatnonzero(rng.random(len(tuples)) >= self.accept[chosen])
+        if len(rejected):
+            cdf = np.cumsum(self.residual)
+            out[rejected] = np.minimum(np.searchsorted(cdf, rng.random(len(rejected)) * cdf[-1], side="right"), self.n - 1)
+        return out
+
+    def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
+        """``P(draft i is selected | X = x)`` for rows of ``tuples [m, 2]``, exactly, from the
+        pieces: ``P(x_2 > F_1(x_1))`` with x_1, x_2 uniform on the tokens' pieces, integrated by
+        the midpoint rule between the points where the integrand's slope changes (the path's
+        breakpoints, the ends of the pieces and their images): exact for this piecewise-linear
+        integrand. A repeated token goes to draft 1."""
+        tuples = np.asarray(tuples, dtype=np.int64)
+        out = np.zeros(tuples.shape)
+        one, two = self.layouts
+        for row, (a, b) in enumerate(tuples):
+            if a == b:
+                out[row, 0] = 1.0
+                continue
+            first = _wins(*one.pieces(a), *two.pieces(b), one.xs, one.ys)
+            out[row] = first, 1.0 - first
+        return out
+
+
+def _other(xs: np.ndarray, ys: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """F(x) away from breakpoints (the segment with ``xs[k] <= x < xs[k + 1]``)."""
+    k = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, len(xs) - 2)
+    span = xs[k + 1] - xs[k]
+    return np.where(span > 0, ys[k] + (ys[k + 1] - ys[k]) * (x - xs[k]) / np.where(span > 0, span, 1.0), ys[k + 1])
+
+
+def _wins(a0, a1, b0, b1, xs, ys) -> float:
+    """``P(x_2 > F(x_1))``, x_1 uniform on the intervals [a0, a1), x_2 on [b0, b1)."""
+    la, lb = (a1 - a0).sum(), (b1 - b0).sum()
+    if lb <= 0:
+        return float(np.interp(a0.min(), xs, ys) < b0.min())
+    above = lambda y: np.clip(b1[None, :] - np.maximum(y[:, None], b0[None, :]), 0.0, None).sum(axis=1)  # noqa: E731
+    if la <= 0:
+        return float(above(np.array([np.interp(a0.min(), xs, ys)]))[0] / lb)
+    inverse = np.interp(np.concatenate([b0, b1]), ys, xs)  # where F crosses a piece end
+    total = 0.0
+    for lo, hi in zip(a0, a1):
+        if hi <= lo:
+            continue
+        points = np.concatenate([[lo, hi], xs, inverse])
+        points = np.unique(points[(points >= lo) & (points <= hi)])
+        middle = 0.5 * (points[1:] + points[:-1])  # linear between points: the midpoint rule is exact,
+        total += float(np.sum(above(_other(xs, ys, middle)) * np.diff(points)))  # and avoids the jumps
+    return total / (la * lb)
+
+
+def _region(path_i, mass, cap, lo, hi, offset):
+    """Draft i's best curtain law on the region [lo, hi) of its coordinate against caps: the
+    iid cut scan (tokens by increasing cap/mass; the prefix T' minimising
+    ``cap(T') + W(lo, hi - m(T'))``), ``min(cap, λ m)`` on the rest U' in ``[lo, lo + m(U'))``,
+    ``max(cap, μ m)`` on T' behind it, each laid out by the stack pass. Returns (group of every
+    token, group piece bounds, piece starts, piece ends, laws)."""
+    xs, ys, cw = path_i
+    curtain, paths = _curtain(), _paths()
+    s = len(mass)
+    key = cap / mass
+    order = np.argsort(key, kind="stable")
+    ms, rs, ds = mass[order], cap[order], key[order]
+    cm = np.cumsum(ms)
+    base = _phi(xs, ys, cw, np.array([lo]))[0]
+    values = np.concatenate([[_phi(xs, ys, cw, np.array([hi]))[0] - base], np.cumsum(rs) + _phi(xs, ys, cw, np.maximum(hi - cm, lo)) - base])
+    best = int(np.argmin(values))
+    boundary = lo + (float(ms[best:].sum()) if best < s else 0.0)
+    scratch = np.empty(s + 1)
+    sorted_group = np.empty(s, dtype=np.int64)
+    masses, targets = [], []
+    if best < s:  # U' = sorted [best, s): pool first (highest density), then free by decreasing density
+        total = paths.pweight(xs, ys, cw, lo, boundary)
+        free = int(curtain.free_in_u(rs, ms, ds, best, s, total, scratch))
+        g = 0
+        if s - best > free:
+            sorted_group[best + free :] = 0
+            masses.append(ms[best + free :].sum())
+            targets.append(max(total - rs[best : best + free].sum(), 0.0))
+            g = 1
+        idx = np.arange(best + free - 1, best - 1, -1)
+        sorted_group[idx] = g + np.arange(len(idx))
+        masses.extend(ms[idx])
+        targets.extend(rs[idx])
+    u_groups = len(masses)
+    if best > 0:  # T' = sorted [0, best): free by decreasing density, then the pool
+        total = paths.pweight(xs, ys, cw, boundary, hi)
+        pool = int(curtain.pool_in_t(rs, ms, ds, 0, best, total, scratch))
+        idx = np.arange(best - 1, pool - 1, -1)
+        sorted_group[idx] = u_groups + np.arange(len(idx))
+        masses.extend(ms[idx])
+        targets.extend(rs[idx])
+        if pool > 0:
+            sorted_group[:pool] = len(masses)
+            masses.append(ms[:pool].sum())
+            targets.append(max(total - rs[pool:best].sum(), 0.0))
+    mass_g, target_g = np.asarray(masses, dtype=np.float64), np.asarray(targets, dtype=np.float64)
+    groups = len(mass_g)
+    start, end = np.empty(2 * groups + 2), np.empty(2 * groups + 2)
+    group_end = np.zeros(groups, dtype=np.int64)
+    stack, hs, hm, hw = np.empty(groups + 2, dtype=np.int64), np.empty(groups + 2), np.empty(groups + 2), np.empty(groups + 2)
+    count = 0
+    for first, m, a, b in ((0, u_groups, lo, boundary), (u_groups, groups - u_groups, boundary, hi)):
+        if m:
+            count = paths.path_stack_pass(
+                xs, ys, cw, mass_g[first : first + m], target_g[first : first + m], a, b, start, end, group_end,
+                first, count, stack, hs, hm, hw,
+            )  # fmt: skip
+    bounds = np.concatenate([[0], group_end])
+    start, end = start[:count], end[:count]
+    group_law = np.empty(groups)
+    paths.piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], group_law)
+    group = np.empty(s, dtype=np.int64)
+    group[order] = sorted_group
+    density = np.divide(group_law, mass_g, out=np.zeros(groups), where=mass_g > 0)
+    _check_tiling(start, end, lo, hi, bounds, mass_g)
+    return group + offset, bounds, start, end, mass * density[group]
+
+
+def _check_tiling(start, end, lo, hi, bounds, mass_g) -> None:
+    """The pieces must tile [lo, hi) with every group's length its mass: else the law computed
+    from them would not be the rule's (an internal error, never a wrong number)."""
+    solid = end > start
+    order = np.argsort(start[solid], kind="stable")
+    slack = 1e-9 * max(hi - lo, 1e-300) + 1e-15
+    lengths = np.add.reduceat(end - start, bounds[:-1]) if len(start) else np.zeros(0)
+    lengths = np.where(bounds[1:] > bounds[:-1], lengths, 0.0)
+    if (
+        len(start)
+        and (start.min() < lo - slack or end.max() > hi + slack or np.any(start[solid][order][1:] < end[solid][order][:-1] - slack)
+             or np.abs(lengths - mass_g).max() > slack)
+    ):  # fmt: skip
+        raise RuntimeError("path curtain: the stack pass did not tile its region (the fit's majorisation failed)")
+
+
+def _side_by_side(path_i, mass, lo, offset):
+    """The tokens side by side from lo, one piece each (a fixed priority order: always a
+    tiling, the fallback when no fit tiles); laws ``∫ w`` over the pieces."""
+    xs, ys, cw = path_i
+    end = lo + np.cumsum(mass)
+    start = np.concatenate([[lo], end[:-1]])
+    bounds = np.arange(len(mass) + 1)
+    law = np.empty(len(mass))
+    _paths().piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], law)
+    return np.arange(len(mass)) + offset, bounds, start, end, law
+
+
+def _fit(p, qs, parts, share, path: Path, balance: bool, vertex: bool = False):
+    """One fit for the split ``π_1 = share · p`` on ``path``: laws and layouts of both drafts
+    (``vertex``: every token one piece, side by side, whatever the split)."""
+    n = len(p)
+    laws, layouts = [np.zeros(n), np.zeros(n)], []
+    shares = _balanced(p, qs, parts, share, path) if balance else [share, share]
+    for i in range(2):
+        q = qs[i]
+        coordinates = path.coordinates(i)
+        group = np.full(n, -1, dtype=np.int64)
+        starts, ends, firsts, lasts = [], [], [], []
+        groups, pieces, lo = 0, 0, 0.0
+        for index, part in enumerate(parts):
+            mine = part[q[part] > 0]
+            hi = 1.0 if part is parts[-1] else lo + float(q[mine].sum())
+            if len(mine):
+                cap = (shares[index] if i == 0 else 1.0 - shares[index])[mine] * p[mine]
+                if vertex:
+                    grp, bounds, start, end, law = _side_by_side(coordinates, q[mine], lo, groups)
+                else:
+                    grp, bounds, start, end, law = _region(coordinates, q[mine], cap, lo, hi, groups)
+                laws[i][mine] = law
+                group[mine] = grp
+                starts.append(start)
+                ends.append(end)
+                firsts.append(bounds[:-1] + pieces)
+                lasts.append(bounds[1:] + pieces)
+                groups += len(bounds) - 1
+                pieces += len(start)
+            lo = hi
+        cat = lambda xs, dt=np.float64: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)  # noqa: E731
+        layouts.append(_Layout(group, cat(firsts, np.int64), cat(lasts, np.int64), cat(starts), cat(ends), coordinates[0], coordinates[1]))
+    return laws[0], laws[1], tuple(layouts)
+
+
+def _balanced(p, qs, parts, share, path: Path) -> list[np.ndarray]:
+    """The split per part, shifted in logit so that each draft's share of the part's target
+    is in proportion to what its curtain hands out there (``∫ w_i`` over the part): a draft's
+    law is in its curtain's base polytope, whose total is fixed, so a share summing to less
+    would be exceeded and one summing to more left unused."""
+    out = []
+    lo = [0.0, 0.0]
+    for part in parts:
+        hi = [1.0 if part is parts[-1] else lo[i] + float(qs[i][part].sum()) for i in range(2)]
+        totals = [_weight(path.coordinates(i), lo[i], hi[i]) for i in range(2)]
+        lo = hi
+        adjusted = share.copy()
+        mass = p[part].sum()
+        if len(part) == 0 or mass <= 0 or totals[0] + totals[1] <= 0:
+            out.append(adjusted)
+            continue
+        goal = mass * totals[0] / (totals[0] + totals[1])
+        weights = p[part]
+        base = np.clip(share[part], 1e-300, 1.0 - 1e-16)
+        logit = np.clip(np.log(base) - np.log1p(-base), -60.0, 60.0)
+        low, high, shift = -120.0, 120.0, 0.0
+        for _ in range(60):  # Newton on the shift inside a bisection bracket (the sum increases)
+            sigma = _expit(logit + shift)
+            value = float((weights * sigma).sum()) - goal
+            low, high = (shift, high) if value < 0 else (low, shift)
+            slope = float((weights * sigma * (1.0 - sigma)).sum())
+            step = shift - value / slope if slope > 0 else 0.5 * (low + high)
+            step = step if low < step < high else 0.5 * (low + high)
+            if abs(value) <= 1e-15 * max(goal, 1e-300) or high - low < 1e-13:
+                break
+            shift = step
+        adjusted[part] = _expit(logit + shift)
+        out.append(adjusted)
+    return out
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _weight(coordinates, lo: float, hi: float) -> float:
+    xs, ys, cw = coordinates
+    return float(_paths().pweight(xs, ys, cw, lo, hi))
+
+
+def fit_independent_rule(
+    target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, *, certificate: np.ndarray | None = None,
+    optimum: float | None = None, paths: tuple[str, ...] = PATHS,
+) -> IndependentRule:  # fmt: skip
+    """The path curtain for ``p`` and two independent drafts ``q_1``, ``q_2`` (module
+    docstring), with its exact law r and the single-draft step for r (lossless for any r).
+
+    ``certificate`` (T*, sorted ids) and ``optimum`` (P*) are computed by
+    :func:`~multidraft.theory.optimum.product_cut` unless given. The paths of ``paths`` are
+    tried in order until one reaches P* to 1e-12; the best exact law is kept.
+
+    >>> import numpy as np
+    >>> rule = fit_independent_rule(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.3, 0.3, 0.4]))
+    >>> round(rule.acceptance, 12), round(rule.optimum, 12)
+    (0.94, 0.94)
+
+    Not every instance is reached (the path class is a lower bound on P*):
+
+    >>> rule = fit_independent_rule(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8]))
+    >>> round(rule.acceptance, 6), round(rule.optimum, 12)
+    (0.772285, 0.78)
+    """
+    p = np.asarray(target, dtype=np.float64)
+    qs = (np.asarray(draft1, dtype=np.float64), np.asarray(draft2, dtype=np.float64))
+    n = len(p)
+    if certificate is None or optimum is None:
+        cut = product_cut(p, np.stack(qs))
+        certificate, optimum = cut.certificate, min(1.0, 1.0 + float(cut.value))
+    in_t = np.zeros(n, dtype=bool)
+    in_t[certificate] = True
+    parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
+    t = [float(q[in_t].sum()) for q in qs]
+    # each draft's mean weight over its part on the straight path: U (1 - u_j / 2), T* t_j / 2
+    mean_weight = np.where(in_t[None, :], np.array([t[1], t[0]])[:, None] / 2, 1.0 - np.array([1.0 - t[1], 1.0 - t[0]])[:, None] / 2)
+    def split(weights: np.ndarray) -> np.ndarray:
+        score = np.stack([qs[0], qs[1]]) * weights
+        total = score.sum(axis=0)
+        return np.divide(score[0], total, out=np.full(n, 0.5), where=total > 0)
+
+    # the linear score of the min-cut (weights at the end of U: t_j) and the mean weights
+    end_share, first_share = split(np.array([t[1], t[0]])[:, None] * np.ones(n)), split(mean_weight)
+    candidates = [("straight", end_share, False), ("straight", first_share, True), ("straight", end_share, True)]
+    candidates += [(kind, None, True) for kind in paths if kind != "straight"]
+    best = None
+    for kind, share, balance in [c for c in candidates if c[0] in paths]:
+        path = _path(kind, p, qs, parts)
+        share = _local_share(path, qs, n) if share is None else share
+        for _ in range(1 + ROUNDS):
+            try:
+                law1, law2, layouts = _fit(p, qs, parts, share, path, balance)
+            except RuntimeError:  # this layout did not tile: try the next
+                break
+            law = law1 + law2
+            acceptance = float(np.minimum(p, law).sum())
+            if best is None or acceptance > best[0]:
+                best = (acceptance, law1, law2, layouts, kind)
+            if acceptance >= optimum - 1e-12:
+                break
+            share = np.divide(law1, law, out=share.copy(), where=law > 0)
+        if best is not None and best[0] >= optimum - 1e-12:
+            break
+    if best is None:  # no fit tiled: the tokens side by side on the straight path (a vertex of B(h))
+        law1, law2, layouts = _fit(p, qs, parts, first_share, _path("straight", p, qs, parts), False, vertex=True)
+        best = (0.0, law1, law2, layouts, "straight, side by side")
+    _, law1, law2, layouts, kind = best
+    law = law1 + law2
+    accept = np.divide(p, law, out=np.zeros(n), where=law > 0)
+    np.minimum(accept, 1.0, out=accept)
+    excess = np.maximum(p - law, 0.0)
+    residual = excess / excess.sum() if excess.sum() > 0 else p.copy()
+    return IndependentRule(
+        k=2, n=n, target=p, draft=qs[0], selection_law=law, optimum=float(optimum), certificate=np.asarray(certificate),
+        accept=accept, residual=residual, draft2=qs[1], law1=law1, law2=law2, layouts=layouts, path=kind,
+    )  # fmt: skip

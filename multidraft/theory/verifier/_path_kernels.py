@@ -1,0 +1,151 @@
+"""Compiled kernels of the path curtain (:mod:`multidraft.theory.verifier._independent_rule`):
+the stack pass of :mod:`multidraft.theory.verifier._curtain` for a piecewise-linear weight.
+
+A draft's weight on its mass coordinate x ∈ [0, 1) is ``w(x) = 1 - F(x)``, F the other draft's
+mass along a monotone path through the breakpoints ``(xs[k], ys[k])`` (``xs``, ``ys``
+non-decreasing from 0 to 1); ``W(a, b) = ∫_a^b w``. Kept at module level (numba's disk cache).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+jit = numba.njit(cache=True, nogil=True)
+
+
+@jit
+def segment(xs, x):
+    """The k with ``xs[k] <= x < xs[k + 1]`` (clipped to ``[0, len - 2]``)."""
+    lo, hi = 0, xs.shape[0] - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if xs[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@jit
+def other_mass(xs, ys, x):
+    """F(x): the other coordinate of the path where this one is x."""
+    k = segment(xs, x)
+    span = xs[k + 1] - xs[k]
+    if span <= 0.0:
+        return ys[k + 1]
+    return ys[k] + (ys[k + 1] - ys[k]) * (min(max(x, xs[k]), xs[k + 1]) - xs[k]) / span
+
+
+@jit
+def cumulative(xs, ys, out):
+    """``out[k] = ∫_0^{xs[k]} w``: trapezoids of ``1 - F``."""
+    out[0] = 0.0
+    for k in range(xs.shape[0] - 1):
+        out[k + 1] = out[k] + (xs[k + 1] - xs[k]) * (1.0 - 0.5 * (ys[k] + ys[k + 1]))
+
+
+@jit
+def pweight(xs, ys, cw, a, b):
+    """``W(a, b) = ∫_a^b (1 - F)`` for a <= b: partial segments at both ends, breakpoint sums
+    between (no cancellation inside one segment)."""
+    if b <= a:
+        return 0.0
+    ka, kb = segment(xs, a), segment(xs, b)
+    fa, fb = other_mass(xs, ys, a), other_mass(xs, ys, b)
+    if ka == kb:
+        return (b - a) * (1.0 - 0.5 * (fa + fb))
+    out = (xs[ka + 1] - a) * (1.0 - 0.5 * (fa + ys[ka + 1]))
+    out += cw[kb] - cw[ka + 1]
+    out += (b - xs[kb]) * (1.0 - 0.5 * (ys[kb] + fb))
+    return out
+
+
+@jit
+def psolo(xs, ys, cw, c, target, lo, hi):
+    """α ∈ [lo, hi - c] with ``W(α, α + c) = target`` (decreasing in α): safeguarded Newton
+    (derivative ``w(α + c) - w(α)``) inside a bisection bracket."""
+    a, b = lo, hi - c
+    if b <= a:
+        return a
+    if pweight(xs, ys, cw, a, a + c) <= target:
+        return a
+    if pweight(xs, ys, cw, b, b + c) >= target:
+        return b
+    x = 0.5 * (a + b)
+    for _ in range(200):
+        value = pweight(xs, ys, cw, x, x + c) - target
+        if value > 0.0:
+            a = x
+        else:
+            b = x
+        slope = other_mass(xs, ys, x) - other_mass(xs, ys, x + c)  # w(x + c) - w(x) <= 0
+        step_ok = False
+        if slope < 0.0:
+            nxt = x - value / slope
+            if a < nxt < b:
+                step_ok = True
+        if not step_ok:
+            nxt = 0.5 * (a + b)
+        if abs(nxt - x) <= 1e-16 * max(1.0, abs(x)) or b - a <= 4e-16:
+            x = nxt
+            break
+        x = nxt
+    return min(max(x, lo), hi - c)
+
+
+@jit
+def path_stack_pass(xs, ys, cw, mass, target, lo, hi, piece_start, piece_end, group_end, offset, count, stack, hull_start, hull_mass, hull_weight):
+    """The stack pass (group by group) of :func:`~multidraft.theory.verifier._curtain_kernels.stack_pass`
+    with ``W`` of the path's weight: groups by decreasing density, each set's solo interval
+    popping the hulls it overlaps. Writes the pieces and every group's piece end; returns the
+    new number of pieces."""
+    m = mass.shape[0]
+    top = 0
+    for g in range(m):
+        c, r = mass[g], target[g]
+        first_child = top
+        while top > 0:
+            below = stack[top - 1]
+            end = hull_start[below] + hull_mass[below]
+            if end + c <= hi and pweight(xs, ys, cw, end, end + c) >= r:
+                break
+            top -= 1
+            c += hull_mass[below]
+            r += hull_weight[below]
+        start = psolo(xs, ys, cw, c, r, lo, hi)
+        cursor = start + c
+        for index in range(first_child - 1, top - 2, -1):
+            if index >= top:
+                child = stack[index]
+                piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                cursor = hull_start[child]
+            else:
+                piece_begin, piece_stop = start, cursor
+            piece_stop = max(piece_stop, piece_begin)
+            piece_start[count], piece_end[count] = piece_begin, piece_stop
+            count += 1
+        group_end[offset + g] = count
+        hull_start[g], hull_mass[g], hull_weight[g] = start, c, r
+        stack[top] = g
+        top += 1
+    return count
+
+
+@jit
+def piece_laws(xs, ys, cw, piece_start, piece_end, first, last, out):
+    """Every group's law ``Σ_{pieces} W`` (groups ``first[g]:last[g]``)."""
+    for g in range(first.shape[0]):
+        total = 0.0
+        for j in range(first[g], last[g]):
+            total += pweight(xs, ys, cw, piece_start[j], piece_end[j])
+        out[g] = total
+
+
+@jit
+def path_times(xs, ys, x):
+    """Position on the path (``x + F(x)``) of every coordinate x."""
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i] + other_mass(xs, ys, x[i])
+    return out

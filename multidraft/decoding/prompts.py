@@ -55,6 +55,20 @@ class PromptSet:
         """The distinct task tags in order of first appearance."""
         return tuple(dict.fromkeys(self.tasks))
 
+    def round_robin(self, count: int) -> PromptSet:
+        """``count`` prompts taken in turn from each task (the first of every task, then the
+        second, ...), in that order: a small sample that covers the tasks.
+
+        >>> PromptSet(("a", "b", "c", "d"), ("x", "x", "y", "y")).round_robin(3).prompts
+        ('a', 'c', 'b')
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(self.prompts):
+            raise ValueError(f"count: expected an integer in 1..{len(self.prompts)}, got {count!r}")
+        queues = {task: [i for i, t in enumerate(self.tasks) if t == task] for task in self.task_names}
+        order = [queue[row] for row in range(max(map(len, queues.values()))) for queue in queues.values() if row < len(queue)]
+        chosen = order[:count]
+        return PromptSet(tuple(self.prompts[i] for i in chosen), tuple(self.tasks[i] for i in chosen), self.source)
+
     def head(self, count: int | None) -> PromptSet:
         """The first ``count`` prompts (all when None)."""
         if count is None:

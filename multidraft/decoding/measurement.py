@@ -13,6 +13,11 @@ Rao-Blackwell: it needs only the distributions on the tree), and the driving ver
 ``Var[τ | tree]``. With several verifiers (``verifiers``), each drives its own run on the same
 prompts and seeds, and every one is scored on every block of every run.
 
+Seeds are per prompt (:func:`~multidraft.decoding.config.prompt_seeds`): each prompt is measured
+on its own (:class:`Shard` holds one tally per prompt) and the per-prompt tallies are joined in
+prompt order (:func:`merge_shards`), so the prompts can be split over processes
+(:mod:`multidraft.decoding.sharding`) without changing a number.
+
 The same run times plain autoregressive sampling of each prompt right after its speculative
 generation by the first verifier (so both see the same machine load) and reports the speed-up
 ``tokens_per_second / autoregressive_tokens_per_second``.
@@ -260,12 +265,15 @@ def measure_shard(
                 start = run * per_run + position * config.max_new_tokens
                 tally = shard.tallies[run][index] = Tally(verifier=verifier.name)
                 began = time.perf_counter()
-                _measure_prompt(index, prompts[index], config, verifier, target, specs, randomness, tally, keep_distributions, bar, start, run == 0)
+                _measure_prompt(
+                    index, prompts[index], config, verifier, target, specs, randomness, tally, keep_distributions, bar, start, run == 0
+                )
                 bar.update(start + config.max_new_tokens - bar.n)  # a prompt that ended early: skip its rest
                 if lines:
+                    done, todo = run * len(indices) + position + 1, len(indices) * len(config.verifiers)
                     print(
                         f"measure{label}: {verifier.name} prompt {index + 1} of {len(config.prompts)}: {tally.new_tokens} tokens "
-                        f"in {time.perf_counter() - began:.1f} s ({run * len(indices) + position + 1}/{len(indices) * len(config.verifiers)} here)",
+                        f"in {time.perf_counter() - began:.1f} s ({done}/{todo} here)",
                         file=sys.stderr, flush=True,
                     )  # fmt: skip
     return shard

@@ -193,7 +193,10 @@ def dataset_prompts(spec: str) -> PromptSet:
     if field is None:
         field = next((f for f in DATASET_FIELDS if f in columns), None)
         if field is None:
-            raise ValueError(f"dataset: {name!r} has none of the fields {', '.join(DATASET_FIELDS)}; name one as {name}:{split or 'SPLIT'}:FIELD (its fields: {', '.join(columns)})")
+            raise ValueError(
+                f"dataset: {name!r} has none of the fields {', '.join(DATASET_FIELDS)}; name one as "
+                f"{name}:{split or 'SPLIT'}:FIELD (its fields: {', '.join(columns)})"
+            )
     elif field not in columns:
         raise ValueError(f"dataset: {name!r} has no field {field!r}; its fields: {', '.join(columns)}")
     values = loaded[field]

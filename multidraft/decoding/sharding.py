@@ -53,7 +53,9 @@ def check_world(prompts: int, size: int) -> None:
         ``size > prompts``, naming both.
     """
     if size > prompts:
-        raise ValueError(f"torchrun: {size} processes for {prompts} prompts; start at most {prompts} (--nproc_per_node) or give more prompts")
+        raise ValueError(
+            f"torchrun: {size} processes for {prompts} prompts; start at most {prompts} (--nproc_per_node) or give more prompts"
+        )
 
 
 def rank_device(device: str) -> str:

@@ -174,7 +174,7 @@ def dataset_prompts(spec: str) -> PromptSet:
             if split not in splits:
                 raise ValueError(f"dataset: {name!r} has no split {split!r}; its splits: {', '.join(splits)}")
             loaded = loaded[split]
-        elif split is not None and len(parts) > 1:
+        elif split is not None:
             raise ValueError(f"dataset: {name!r} is one saved dataset without splits; give {name} alone (no :{split})")
     else:
         from multidraft.decoding.models import _hub_reachable

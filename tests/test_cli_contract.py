@@ -81,7 +81,9 @@ def test_the_package_declares_its_type_hints():
 
     assert files("multidraft").joinpath("py.typed").is_file()
     pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
-    assert 'multidraft = ["py.typed"]' in pyproject
+    assert 'multidraft = ["py.typed", "decoding/data/*.jsonl"]' in pyproject
+    # issue 32: the bundled prompt set ships as package data beside it
+    assert files("multidraft.decoding").joinpath("data", "prompts.jsonl").is_file()
 
 
 # ------------------------------------------------------------------------------ silent solvers

@@ -146,10 +146,10 @@ def test_measure_bar_never_runs_backwards(monkeypatch):
 
 def test_cli_measure_prints_no_bar_and_no_loading_bar_into_a_pipe(cli, tiny_dir):
     """The README says progress bars appear only on a terminal; transformers' "Loading weights"
-    bar also stood beside ours."""
+    bar also stood beside ours. Into a pipe, a line per prompt replaces the bar (issue 32)."""
     result = cli("measure", "--model", str(tiny_dir), "--max-new-tokens", "3", "--prompt", "a", "--no-baseline", "--json")
     assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
+    assert re.fullmatch(r"measure: token:specinfer prompt 1 of 1: \d+ tokens in [\d.]+ s \(1/1 here\)\n", result.stderr), result.stderr
     assert result.json()["positions"] >= 1
 
 

@@ -106,7 +106,8 @@ def test_missing_cuda_is_one_clear_error(tiny_dir):
 def test_quiet_loading_prints_nothing(tiny_dir, capfd):
     """transformers' loading bar (on file descriptor 2) never shows, whatever ``progress`` says
     (issue 20: it stood beside the caller's own bar), nor does the measurement's bar when stderr
-    is not a terminal; transformers' and the hub's own settings are left as they were."""
+    is not a terminal (with ``progress``, one line per prompt instead: issue 32); transformers'
+    and the hub's own settings are left as they were."""
     from huggingface_hub import utils as hub_utils
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
@@ -116,7 +117,9 @@ def test_quiet_loading_prints_nothing(tiny_dir, capfd):
         load_model(str(tiny_dir), device="cpu", progress=progress)
         measure(str(tiny_dir), prompts=["a"], max_new_tokens=2, device="cpu", progress=progress)
     captured = capfd.readouterr()
-    assert captured.err == "" and captured.out == ""
+    assert captured.out == "" and [line.split(": ")[:2] for line in captured.err.splitlines()] == [
+        ["measure", "token:specinfer prompt 1 of 1"]
+    ], captured.err
     assert hf_logging.is_progress_bar_enabled() and hub_utils.are_progress_bars_disabled() == hub_before
     AutoModelForCausalLM.from_pretrained(tiny_dir)  # the twin: transformers itself draws the bar here
     assert "Loading weights" in capfd.readouterr().err
@@ -155,7 +158,8 @@ def test_cli_measure_json(tiny_dir, capfd):
     assert len(summary["ci95"]) == 2
     assert summary["draft_temperatures"] == [1.0, 2.0] and summary["new_tokens"] == 12
     assert summary["speedup"] > 0 and summary["compile"] is False
-    assert captured.err == ""  # no progress bar: stderr is not a terminal here (README)
+    # no progress bar: stderr is not a terminal here (README); a line per prompt instead (issue 32)
+    assert [line.split(": ")[1] for line in captured.err.splitlines()] == ["token:specinfer prompt 1 of 2", "token:specinfer prompt 2 of 2"]
 
 
 def test_cli_measure_table(tiny_dir, capfd):

@@ -443,11 +443,12 @@ def test_real_model_section_on_the_bundled_model():
     from multidraft.report import RealModelGrid, real_model_section
 
     grid = RealModelGrid(
-        schemes=("specinfer", "optimal"), wor_schemes=("optimal",), ks=(2,), temperatures=(1.6,), length=2, prompts=1,
-        max_new_tokens=4,
+        schemes=("specinfer", "optimal"), wor_schemes=("optimal",), ks=(2,), temperatures=(1.6,), length=2, prompts=2,
+        max_new_tokens=4, target_temperatures=(1.0, 0.6), cool_schemes=("optimal",),
     )  # fmt: skip
     real = real_model_section(ReportConfig(target="default"), grid=grid)
-    specinfer, optimal, optimal_wor = real.data["measurements"]
+    specinfer, optimal, optimal_wor, optimal_cool = real.data["measurements"]
+    assert optimal_cool["target_temperature"] == 0.6 and optimal["target_temperature"] == 1.0
     assert specinfer["scheme"] == "specinfer" and specinfer["k"] == 2 and specinfer["positions"] >= 1
     for measurement in (specinfer, optimal, optimal_wor):
         low, high = measurement["empirical_ci95"]
@@ -456,17 +457,23 @@ def test_real_model_section_on_the_bundled_model():
     # the optimal verifier on iid drafts expects exactly the optimum (the sampler at full vocabulary)
     assert optimal["expected_acceptance"] == pytest.approx(optimal["optimal_acceptance"], abs=1e-9)
     table = next(block for block in real.section.blocks if isinstance(block, Table))
-    assert [row[:4] for row in table.rows] == [
-        ("specinfer", "iid", "2", "1.6"),
-        ("optimal verifier (achieved)", "iid", "2", "1.6"),
-        ("optimal verifier (achieved)", "wor", "2", "1.6"),
+    assert [row[:5] for row in table.rows] == [
+        ("specinfer", "iid", "2", "1.6", "1.0"),
+        ("optimal verifier (achieved)", "iid", "2", "1.6", "1.0"),
+        ("optimal verifier (achieved)", "wor", "2", "1.6", "1.0"),
+        ("optimal verifier (achieved)", "iid", "2", "1.6", "0.6"),
     ]
+    # issue 32: a row per task (the two prompts are the bundled chat and code ones) under every setting
+    tasks = [block for block in real.section.blocks if isinstance(block, Table)][1]
+    assert [row[0] for row in tasks.rows] == ["chat", "code"] and len(tasks.headers) == 1 + len(table.rows)
+    for measurement in real.data["measurements"]:
+        assert sum(task["positions"] for task in measurement["tasks"]) == measurement["positions"]
     assert set(real.timings["latency_profiles"]) == {"target", "draft"}
     # issue 20: the text states the positions each row rests on, and how wide that leaves the interval
     counts = [measurement["positions"] for measurement in real.data["measurements"]]
     text = next(block for block in real.section.blocks if isinstance(block, Paragraph)).text
     assert f"'positions' column, {min(counts)}–{max(counts)} here" in text
-    assert [row[4] for row in table.rows] == [str(count) for count in counts]
+    assert [row[5] for row in table.rows] == [str(count) for count in counts]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -669,7 +676,8 @@ def test_real_model_default_grid_measures_few_settings_well():
     grid = RealModelGrid()
     tokens_per_row = grid.prompts * grid.max_new_tokens
     assert tokens_per_row >= 150  # a Wilson interval of about ±0.07 needs ~170 positions
-    assert len(_settings(grid)) * tokens_per_row <= 1000  # the time budget (see README)
+    assert len(_settings(grid)) * tokens_per_row <= 1200  # the time budget (see README)
+    assert any(setting[4] < 1 for setting in _settings(grid))  # issue 32: a target temperature below 1
 
 
 def test_cli_report_refuses_an_empty_out_and_a_bad_seed_before_creating_anything(tmp_path, cli):

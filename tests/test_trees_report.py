@@ -102,7 +102,7 @@ def test_real_block_section_on_the_bundled_model():
     pytest.importorskip("torch")
     from multidraft.report.real_blocks import RealBlockGrid, real_block_section
 
-    grid = RealBlockGrid(ks=(1, 2), lengths=(2,), temperatures=(1.6,), prompts=1, max_new_tokens=12)
+    grid = RealBlockGrid(ks=(1, 2), lengths=(2,), temperatures=(1.6,), prompts=2, max_new_tokens=8)
     real = real_block_section(ReportConfig(target="default"), grid=grid)
     single, double = real.data["settings"]
     assert (single["k"], double["k"]) == (1, 2) and single["blocks"] >= 3 and double["blocks"] >= 3
@@ -121,6 +121,12 @@ def test_real_block_section_on_the_bundled_model():
     assert table.rows[1][-1] == "—"  # block verification takes one draft
     assert any(isinstance(block, Figure) for block in real.section.blocks)
     assert len(real.timings["settings_seconds"]) == 2
+    # issue 32: a row per task (the bundled chat and code prompts), blocks pooled over the settings
+    tasks = [block for block in real.section.blocks if isinstance(block, Table)][1]
+    assert [row[:2] for row in tasks.rows] == [
+        (task, str(single["tasks"][task]["blocks"] + double["tasks"][task]["blocks"])) for task in ("chat", "code")
+    ]
+    assert tasks.rows[0][-1] != "—" and sum(t["blocks"] for t in double["tasks"].values()) == double["blocks"]
 
 
 def test_real_block_single_draft_check_catches_a_verifier_that_differs():

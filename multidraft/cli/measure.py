@@ -20,6 +20,20 @@ their own (one run ranks them all on the same trees)::
 
     multidraft measure --k 4 --length 4 --verifier token --score traversal selective token:optimal
 
+Prompts from a file (JSON lines with a ``"prompt"`` field and an optional ``"task"``, or one
+prompt a line), the bundled set of 30 tagged prompts, or a ``datasets`` dataset; tagged prompts
+add a per-task table::
+
+    multidraft measure --prompts bundled --max-new-tokens 16
+    multidraft measure --dataset tatsu-lab/alpaca:train:instruction --max-prompts 200
+
+On several processes (one GPU each, or CPU processes over gloo), the prompts are split over the
+ranks and rank 0 prints one merged result, equal to one process's (seeds are per prompt);
+a target larger than one device is spread by accelerate with ``--device-map auto``::
+
+    torchrun --nproc_per_node 8 -m multidraft measure --prompts bundled --json
+    multidraft measure --target meta-llama/Llama-3.1-70B-Instruct --device-map auto
+
 Every value is checked before a model loads. ``--without-replacement`` without ``--scheme``
 runs ``rrs-wor`` (specinfer's counterpart for such drafts) and says so; a scheme that does not fit
 the drafts is refused with the name of one that does. A ``--length`` beyond ``--max-new-tokens``
@@ -44,11 +58,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 
 #: The token verifier's scheme without ``--scheme``, and with ``--without-replacement``
 #: (SpecInfer's recursive rejection sampling for drafts drawn without replacement).
 DEFAULT_SCHEME = "specinfer"
 DEFAULT_WOR_SCHEME = "rrs-wor"
+#: accelerate's named device maps (``--device-map``).
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -97,9 +114,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     parser.add_argument("--without-replacement", action="store_true", help="draw the first K draft tokens without replacement")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="new tokens per prompt (default 32)")
-    parser.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable; default: four built-in prompts)")
+    sources = parser.add_mutually_exclusive_group()
+    sources.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable; default: four built-in prompts)")
+    sources.add_argument(
+        "--prompts", default=None, metavar="FILE",
+        help="prompts from a file: JSON lines with a \"prompt\" field and an optional \"task\" (.jsonl, .json), else one "
+        "prompt a line; 'bundled' for the 30 bundled prompts tagged chat, code, math, translation, summarisation",
+    )  # fmt: skip
+    sources.add_argument(
+        "--dataset", default=None, metavar="NAME[:SPLIT[:FIELD]]",
+        help="prompts from a datasets dataset (hub id or save_to_disk directory; split default train, field default "
+        "the first of prompt, text, instruction, question); needs the datasets extra",
+    )  # fmt: skip
+    parser.add_argument("--max-prompts", type=int, default=None, metavar="N", help="only the first N prompts of --prompts or --dataset")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
+    parser.add_argument(
+        "--device-map", default=None, choices=DEVICE_MAPS,
+        help="place the target and draft with accelerate across every GPU (then the CPU): for models larger than one "
+        "device; replaces --device, one process (not under torchrun)",
+    )  # fmt: skip
     parser.add_argument("--compile", action="store_true", help="static KV cache and torch.compile (CUDA graphs on CUDA)")
     parser.add_argument("--no-baseline", action="store_true", help="do not time autoregressive decoding (no speed-up)")
     parser.add_argument(
@@ -118,11 +152,22 @@ def run(args: argparse.Namespace) -> int:
     from multidraft.decoding import DraftSpec, MeasureConfig, early_exit, load_model, run_measurement
     from multidraft.decoding.generation import check_specs
     from multidraft.decoding.models import default_threads
+    from multidraft.decoding.prompts import resolve_prompts
+    from multidraft.decoding.sharding import check_world, rank_device, run_sharded, world_size
 
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"threads: must be >= 1, got {args.threads}")
     if args.early_exit is not None and args.early_exit < 1:
         raise ValueError(f"early-exit: must be >= 1 layers, got {args.early_exit}")
+    if args.max_prompts is not None and args.prompts is None and args.dataset is None:
+        raise ValueError("max-prompts: applies to --prompts or --dataset only")
+    processes = world_size()
+    if args.device_map is not None and (args.device != "auto" or processes > 1):
+        raise ValueError(
+            "device-map: places one model over every device, so it takes neither --device nor torchrun's several processes"
+        )
+    found = resolve_prompts(args.prompts, args.dataset)
+    prompts = args.prompt if found is None else found.head(args.max_prompts)
     notes = []
     scheme = args.scheme
     if scheme is None:
@@ -140,32 +185,39 @@ def run(args: argparse.Namespace) -> int:
         k=args.k,
         length=length,
         scheme=scheme,
-        prompts=args.prompt,
+        prompts=prompts,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
         target_sampling=_sampling(args.target_temperature, args.target_top_p, "target"),
         draft_sampling=_draft_samplings(args.draft_temperature, args.draft_top_p, args.k),
         without_replacement=args.without_replacement,
-        device=args.device,
+        device=rank_device(args.device),
         compile=args.compile,
         baseline=not args.no_baseline,
         verifiers=args.verifier,
         scored=args.score,
     )
+    check_world(len(config.prompts), processes)
     torch.set_num_threads(args.threads or default_threads())
-    target = load_model(args.target or args.model or "default", device=config.device)
+    target = load_model(args.target or args.model or "default", device=config.device, device_map=args.device_map)
     if args.early_exit is not None:
         draft = early_exit(target, args.early_exit)
     elif args.draft is not None:
-        draft = load_model(args.draft, device=config.device)
+        draft = load_model(args.draft, device=config.device, device_map=args.device_map)
     else:
         draft = None
     specs = [DraftSpec(draft, sampling) for sampling in config.draft_sampling]
     check_specs(target, specs, config.without_replacement)
-    if not args.json:  # before the run, so that a changed setting is seen at once
+    first = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 prints
+    if not args.json and first:  # before the run, so that a changed setting is seen at once
         for note in notes:
             print(f"note: {note}", flush=True)
-    results = run_measurement(config, target, specs, progress=True)
+    if processes > 1:
+        results = run_sharded(config, target, specs, progress=True)
+        if results is None:
+            return 0
+    else:
+        results = run_measurement(config, target, specs, progress=True)
     if args.json:
         print(dataclasses.replace(results, notes=(*notes, *results.notes)).to_json())
         return 0
@@ -204,6 +256,7 @@ def _print_results(results) -> None:
         + f", warm-up {results.seconds_warmup:.2f}"
     )
     _print_verifiers(results)
+    _print_tasks(results)
     for note in results.notes:
         print(f"note: {note}")
 
@@ -228,6 +281,25 @@ def _print_verifiers(results) -> None:
         print(
             f"  {score.verifier:{width}s}  block efficiency {score.expected_block_efficiency:.3f}, difference "
             f"{_signed(score.difference)} [{_signed(low)}, {_signed(high)}], ahead on {score.ahead}, behind on {score.behind}"
+        )
+
+
+def _print_tasks(results) -> None:
+    """Per task of tagged prompts: positions, empirical / expected / optimal acceptance and
+    block efficiency of the first verifier (nothing for untagged prompts)."""
+    tasks = results.by_task()
+    if not tasks:
+        return
+    width = max(len(task.task) for task in tasks)
+    print(f"by task ({results.verifiers[0].name})")
+    for task in tasks:
+        acceptance = (
+            f"acceptance {task.empirical_acceptance:.3f} empirical, {task.expected_acceptance:.3f} expected, "
+            f"{task.optimal_acceptance:.3f} optimal; " if task.positions else ""
+        )
+        print(
+            f"  {task.task:{width}s}  {task.prompts} prompts, {task.positions} positions, {task.blocks} blocks; {acceptance}"
+            f"block efficiency {task.block_efficiency:.3f} realised, {task.expected_block_efficiency:.3f} expected"
         )
 
 

@@ -4,7 +4,9 @@ drafts, and the measurement of empirical acceptance beside the theory's numbers.
 Imports torch and transformers (the ``decoding`` extra). The public face:
 :func:`load_model`, :func:`early_exit`, :class:`Sampling`, :class:`DraftSpec`,
 :func:`speculative_generate`, :func:`sample_autoregressive`, :func:`measure` with its
-:class:`MeasureConfig` and :class:`Results`.
+:class:`MeasureConfig` and :class:`Results`; prompt sets (:func:`read_prompts`,
+:func:`bundled_prompts`, :func:`dataset_prompts`) and runs sharded over torchrun's processes
+(:func:`run_sharded`).
 """
 
 from multidraft.decoding.config import DEFAULT_PROMPTS, MeasureConfig
@@ -29,7 +31,9 @@ from multidraft.decoding.models import (
     load_model,
     resolve_device,
 )
+from multidraft.decoding.prompts import PromptSet, bundled_prompts, dataset_prompts, read_prompts
 from multidraft.decoding.results import TIMING_FIELDS, PositionRecord, Results, difference_interval
+from multidraft.decoding.sharding import run_sharded
 from multidraft.decoding.state import ModelState
 from multidraft.decoding.verification import (
     BlockOutcome,
@@ -83,4 +87,9 @@ __all__ = [
     "node_optimal_acceptance",
     "measure",
     "run_measurement",
+    "run_sharded",
+    "PromptSet",
+    "read_prompts",
+    "bundled_prompts",
+    "dataset_prompts",
 ]

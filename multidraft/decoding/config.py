@@ -9,11 +9,12 @@ from typing import Any
 from multidraft.decoding.drafting import Sampling
 from multidraft.decoding.generation import check_without_replacement, resolve_scheme, resolve_verifier
 from multidraft.decoding.models import resolve_device
+from multidraft.decoding.prompts import PromptSet
 from multidraft.decoding.verification import node_law_class
 from multidraft.schemes.base import Scheme
 from multidraft.theory.laws import check_count, check_k
 
-__all__ = ["DEFAULT_PROMPTS", "MeasureConfig", "check_prompts"]
+__all__ = ["DEFAULT_PROMPTS", "MeasureConfig", "check_prompts", "prompt_seeds"]
 
 #: Prompts used when none are given (open-ended, so that sampling matters).
 DEFAULT_PROMPTS = (
@@ -22,7 +23,7 @@ DEFAULT_PROMPTS = (
     "List some ideas for a weekend trip in the mountains and say why each is fun.",
     "Describe the taste of your favourite fruit without naming it.",
 )
-#: Seeds are non-negative and fit a torch generator with room for the baseline's seed + 1.
+#: Seeds are non-negative integers below this bound.
 SEED_LIMIT = 2**63 - 1
 
 
@@ -39,6 +40,32 @@ def check_prompts(prompts: Sequence[str] | None) -> tuple[str, ...]:
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"prompts: every prompt must be a non-empty string, got {text!r}")
     return prompts
+
+
+def _check_tasks(tasks: Sequence[str], count: int) -> tuple[str, ...]:
+    """The task tags as a tuple: empty (untagged) or one string per prompt."""
+    if isinstance(tasks, str) or not isinstance(tasks, Sequence):
+        raise ValueError(f"tasks: expected a sequence of strings, got {tasks!r}")
+    tasks = tuple(tasks)
+    if tasks and len(tasks) != count:
+        raise ValueError(f"tasks: one task per prompt, got {len(tasks)} for {count} prompts")
+    if not all(isinstance(task, str) for task in tasks):
+        raise ValueError(f"tasks: every task must be a string, got {tasks!r}")
+    return tasks
+
+
+def prompt_seeds(seed: int, prompt: int) -> tuple[int, int, int]:
+    """Seeds of prompt ``prompt``'s three generators -- drafting (torch), selection (numpy) and
+    the baseline (torch) -- drawn from ``numpy.random.SeedSequence([seed, prompt])``: every
+    prompt has its own stream, independent of which prompts run beside it.
+
+    >>> prompt_seeds(0, 3) == prompt_seeds(0, 3) != prompt_seeds(0, 4)
+    True
+    """
+    import numpy as np
+
+    drafting, selection, baseline = np.random.SeedSequence([seed, prompt]).generate_state(3, dtype=np.uint64)
+    return int(drafting), int(selection), int(baseline)
 
 
 def _flag(value: object, name: str) -> bool:
@@ -60,11 +87,17 @@ class MeasureConfig:
         The selection rule (a registry name is resolved on construction); it must support
         the root law of the drafts.
     prompts : tuple of str
-        Non-empty prompts (default :data:`DEFAULT_PROMPTS`).
+        Non-empty prompts (default :data:`DEFAULT_PROMPTS`); a
+        :class:`~multidraft.decoding.prompts.PromptSet` gives the prompts and their tasks.
+    tasks : tuple of str
+        One task tag per prompt (:meth:`~multidraft.decoding.Results.by_task`), or empty
+        (untagged).
     max_new_tokens : int
         New tokens per prompt (>= 1).
     seed : int
-        In ``[0, 2**63 - 1)``; seeds drafting and selection (and, plus one, the baseline).
+        In ``[0, 2**63 - 1)``. Seeds are per prompt: prompt i draws from generators seeded by
+        :func:`prompt_seeds` ``(seed, i)``, whatever other prompts run and in which process
+        (so a sharded run equals one process, :mod:`multidraft.decoding.sharding`).
     target_sampling : Sampling
         The target's processing; p is recorded after it.
     draft_sampling : tuple of Sampling
@@ -98,6 +131,7 @@ class MeasureConfig:
     length: int = 4
     scheme: Any = "specinfer"
     prompts: tuple[str, ...] = DEFAULT_PROMPTS
+    tasks: tuple[str, ...] = ()
     max_new_tokens: int = 32
     seed: int = 0
     target_sampling: Sampling = Sampling()
@@ -115,7 +149,13 @@ class MeasureConfig:
         put(self, "k", k)
         put(self, "length", check_count(self.length, "length"))
         put(self, "max_new_tokens", check_count(self.max_new_tokens, "max_new_tokens"))
+        if isinstance(self.prompts, PromptSet):
+            if self.tasks:
+                raise ValueError("tasks: a PromptSet carries its tasks; give tasks only with a plain prompt list")
+            put(self, "tasks", self.prompts.tasks)
+            put(self, "prompts", self.prompts.prompts)
         put(self, "prompts", check_prompts(self.prompts))
+        put(self, "tasks", _check_tasks(self.tasks, len(self.prompts)))
         seed = self.seed
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
             raise ValueError(f"seed: expected an integer in [0, 2**63 - 1), got {seed!r}")

@@ -13,6 +13,11 @@ Rao-Blackwell: it needs only the distributions on the tree), and the driving ver
 ``Var[τ | tree]``. With several verifiers (``verifiers``), each drives its own run on the same
 prompts and seeds, and every one is scored on every block of every run.
 
+Seeds are per prompt (:func:`~multidraft.decoding.config.prompt_seeds`): each prompt is measured
+on its own (:class:`Shard` holds one tally per prompt) and the per-prompt tallies are joined in
+prompt order (:func:`merge_shards`), so the prompts can be split over processes
+(:mod:`multidraft.decoding.sharding`) without changing a number.
+
 The same run times plain autoregressive sampling of each prompt right after its speculative
 generation by the first verifier (so both see the same machine load) and reports the speed-up
 ``tokens_per_second / autoregressive_tokens_per_second``.
@@ -24,23 +29,34 @@ import dataclasses
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from multidraft.decoding.config import DEFAULT_PROMPTS, MeasureConfig
+from multidraft.decoding.config import DEFAULT_PROMPTS, MeasureConfig, prompt_seeds
 from multidraft.decoding.drafting import DraftSpec, Sampling
 from multidraft.decoding.generation import check_specs, clock, sample_autoregressive, speculative_generate, warm_up
 from multidraft.decoding.models import LoadedModel, load_model
-from multidraft.decoding.results import BlockRecord, PositionRecord, Results, Tally, aggregate
+from multidraft.decoding.prompts import PromptSet
+from multidraft.decoding.results import BlockRecord, PositionRecord, Results, Tally, aggregate, merge_tallies
 from multidraft.decoding.verification import BlockOutcome, NodeStep, spec_groups
 from multidraft.theory.laws import DraftLaw, WithoutReplacement
 from multidraft.theory.optimum import optimal_acceptance
 from multidraft.theory.optimum._wor_race import optimal_cut
 from multidraft.theory.verifier._wor_rule import WithoutReplacementRule
 
-__all__ = ["DEFAULT_PROMPTS", "encode_prompt", "node_optimal_acceptance", "measure", "run_measurement"]
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "encode_prompt",
+    "node_optimal_acceptance",
+    "measure",
+    "run_measurement",
+    "Shard",
+    "measure_shard",
+    "merge_shards",
+]
 
 #: Why a position can lack its optimum: the exact threshold search (non-identical drafts) stops
 #: at a search limit rather than return an unsettled number.
@@ -90,13 +106,14 @@ def measure(
     k: int = 2,
     length: int = 4,
     scheme: Any = "specinfer",
-    prompts: Sequence[str] | None = None,
+    prompts: Sequence[str] | PromptSet | None = None,
     max_new_tokens: int = 32,
     seed: int = 0,
     target_sampling: Sampling = Sampling(),
     draft_sampling: Sampling | Sequence[Sampling] = Sampling(1.5),
     without_replacement: bool = False,
     device: str = "auto",
+    device_map: str | dict | None = None,
     compile: bool = False,
     baseline: bool = True,
     keep_distributions: bool = False,
@@ -122,12 +139,17 @@ def measure(
     scheme : str or Scheme
         A name in the schemes registry (``multidraft.schemes.get_scheme``) or a scheme object:
         the scheme of the token walk (the verifier ``"token"``).
-    prompts : sequence of str, optional
-        Non-empty; default :data:`DEFAULT_PROMPTS`.
+    prompts : sequence of str or PromptSet, optional
+        Non-empty; default :data:`DEFAULT_PROMPTS`. A
+        :class:`~multidraft.decoding.prompts.PromptSet` (:func:`~multidraft.decoding.read_prompts`,
+        :func:`~multidraft.decoding.dataset_prompts`, :func:`~multidraft.decoding.bundled_prompts`)
+        brings task tags, which give :meth:`Results.by_task`.
     max_new_tokens : int
         New tokens per prompt (>= 1).
     seed : int
-        Seeds drafting and selection; the baseline uses ``seed + 1``.
+        Seeds drafting, selection and the baseline, per prompt: prompt i uses
+        :func:`~multidraft.decoding.config.prompt_seeds` ``(seed, i)``, so its numbers do not
+        depend on the other prompts (nor on how a sharded run splits them).
     target_sampling : Sampling
         Target processing; p is recorded after it.
     draft_sampling : Sampling or sequence of Sampling
@@ -136,6 +158,10 @@ def measure(
         Draw the K first tokens without replacement (needs one draft sampling).
     device : str
         Device for models given by name (``auto``: cuda, mps, cpu).
+    device_map : str or dict, optional
+        For models given by name: an accelerate device map (``"auto"`` spreads a model larger
+        than one device over the GPUs, then the CPU), passed to
+        :func:`~multidraft.decoding.load_model`; replaces ``device`` (leave it ``"auto"``).
     compile : bool
         Static KV caches and compiled forwards (CUDA graphs on CUDA); compilation happens in
         an untimed warm-up (``seconds_warmup``).
@@ -172,15 +198,19 @@ def measure(
         target_sampling=target_sampling, draft_sampling=draft_sampling, without_replacement=without_replacement,
         device=device, compile=compile, baseline=baseline, verifiers=verifiers, scored=scored,
     )  # fmt: skip
-    target_model = _as_model(target, config.device, progress)
-    draft_model = None if draft is None else _as_model(draft, config.device, progress)
+    if device_map is not None and device != "auto":
+        raise ValueError(f"device_map: give a device map or a device, not both (device={device!r})")
+    target_model = _as_model(target, config.device, device_map, progress)
+    draft_model = None if draft is None else _as_model(draft, config.device, device_map, progress)
     specs = [DraftSpec(draft_model, sampling) for sampling in config.draft_sampling]
     check_specs(target_model, specs, config.without_replacement)
     return run_measurement(config, target_model, specs, keep_distributions=keep_distributions, progress=progress)
 
 
-def _as_model(model: str | LoadedModel, device: str, progress: bool) -> LoadedModel:
-    return model if isinstance(model, LoadedModel) else load_model(model, device=device, progress=progress)
+def _as_model(model: str | LoadedModel, device: str, device_map: str | dict | None, progress: bool) -> LoadedModel:
+    if isinstance(model, LoadedModel):
+        return model
+    return load_model(model, device=device, device_map=device_map, progress=progress)
 
 
 def run_measurement(
@@ -192,39 +222,95 @@ def run_measurement(
     progress: bool = True,
 ) -> Results:
     """:func:`measure` on loaded models: ``specs`` are the K drafts (checked by the caller).
-    Each verifier of ``config.verifiers`` drives one run over every prompt, with the same
-    seeds."""
+    Each verifier of ``config.verifiers`` drives one run over every prompt, prompt i with the
+    seeds :func:`~multidraft.decoding.config.prompt_seeds` ``(config.seed, i)``."""
+    shard = measure_shard(config, target, specs, range(len(config.prompts)), keep_distributions=keep_distributions, progress=progress)
+    return merge_shards(config, target, specs, [shard])
+
+
+@dataclass
+class Shard:
+    """What one process measured: for each verifier of the run, one :class:`Tally` per prompt
+    it ran, keyed by the prompt's index in ``config.prompts`` (block numbers count from 0 in
+    each prompt); ``warmup`` its compilation seconds."""
+
+    tallies: list[dict[int, Tally]]
+    warmup: float = 0.0
+
+
+def measure_shard(
+    config: MeasureConfig,
+    target: LoadedModel,
+    specs: Sequence[DraftSpec],
+    indices: Sequence[int],
+    *,
+    keep_distributions: bool = False,
+    progress: bool = True,
+    label: str = "",
+) -> Shard:
+    """Run the prompts ``indices`` of ``config.prompts`` with every verifier: a progress bar on
+    stderr when it is a terminal, else (with ``progress``) one line per prompt there, prefixed
+    ``measure{label}:``."""
     from tqdm.auto import tqdm
 
-    draft = specs[0].model
     device = target.device
-    prompts = [encode_prompt(target.tokenizer, text) for text in config.prompts]
-    tallies = [Tally(verifier=verifier.name) for verifier in config.verifiers]
-    if config.compile:
+    indices = list(indices)
+    prompts = {index: encode_prompt(target.tokenizer, config.prompts[index]) for index in indices}
+    shard = Shard([{} for _ in config.verifiers])
+    if config.compile and prompts:
         start = time.perf_counter()
-        capacity = max(len(ids) for ids in prompts) + config.max_new_tokens + config.length + 2
+        capacity = max(len(ids) for ids in prompts.values()) + config.max_new_tokens + config.length + 2
         warm_up(target, specs, length=config.length, capacity=capacity, autoregressive=config.baseline)
-        tallies[0].seconds["warmup"] = time.perf_counter() - start
-    per_run = len(prompts) * config.max_new_tokens
+        shard.warmup = time.perf_counter() - start
+    per_run = len(indices) * config.max_new_tokens
+    lines = progress and not sys.stderr.isatty()  # a pipe or a log: a line per prompt instead of a bar
     # disable=None: tqdm draws only when stderr is a terminal (a pipe or a log gets no bar lines)
-    bar = tqdm(total=per_run * len(tallies), disable=None if progress else True, file=sys.stderr, unit="tok", desc="measure")
+    bar = tqdm(total=per_run * len(config.verifiers), disable=None if progress else True, file=sys.stderr, unit="tok", desc="measure")
     with bar:
-        for run, (verifier, tally) in enumerate(zip(config.verifiers, tallies)):
-            randomness = (
-                torch.Generator(device=device).manual_seed(config.seed),
-                np.random.default_rng(config.seed),
-                torch.Generator(device=device).manual_seed(config.seed + 1),
-            )
-            for index, ids in enumerate(prompts):
-                start = run * per_run + index * config.max_new_tokens
-                _measure_prompt(index, ids, config, verifier, target, specs, randomness, tally, keep_distributions, bar, start, run == 0)
+        for run, verifier in enumerate(config.verifiers):
+            for position, index in enumerate(indices):
+                drafting, selection, baseline = prompt_seeds(config.seed, index)
+                randomness = (
+                    torch.Generator(device=device).manual_seed(drafting),
+                    np.random.default_rng(selection),
+                    torch.Generator(device=device).manual_seed(baseline),
+                )
+                start = run * per_run + position * config.max_new_tokens
+                tally = shard.tallies[run][index] = Tally(verifier=verifier.name)
+                began = time.perf_counter()
+                _measure_prompt(
+                    index, prompts[index], config, verifier, target, specs, randomness, tally, keep_distributions, bar, start, run == 0
+                )
                 bar.update(start + config.max_new_tokens - bar.n)  # a prompt that ended early: skip its rest
+                if lines:
+                    done, todo = run * len(indices) + position + 1, len(indices) * len(config.verifiers)
+                    print(
+                        f"measure{label}: {verifier.name} prompt {index + 1} of {len(config.prompts)}: {tally.new_tokens} tokens "
+                        f"in {time.perf_counter() - began:.1f} s ({done}/{todo} here)",
+                        file=sys.stderr, flush=True,
+                    )  # fmt: skip
+    return shard
+
+
+def merge_shards(config: MeasureConfig, target: LoadedModel, specs: Sequence[DraftSpec], shards: Sequence[Shard]) -> Results:
+    """The :class:`Results` of ``shards`` that together ran every prompt once: each verifier's
+    per-prompt tallies are joined in prompt order (:func:`~multidraft.decoding.results.merge_tallies`,
+    block numbers running over the prompts), so the records do not depend on how the prompts
+    were split; times and warm-up are summed over the shards."""
+    draft = specs[0].model
+    tallies = []
+    for run, verifier in enumerate(config.verifiers):
+        parts = {index: tally for shard in shards for index, tally in shard.tallies[run].items()}
+        if sorted(parts) != list(range(len(config.prompts))):
+            raise ValueError(f"shards: expected every prompt 0..{len(config.prompts) - 1} once, got {sorted(parts)}")
+        tallies.append(merge_tallies([parts[index] for index in sorted(parts)], verifier.name))
+    tallies[0].seconds["warmup"] = sum(shard.warmup for shard in shards)
     return aggregate(
         tallies,
         config,
         target=target.name,
         draft=draft.name if draft is not None else f"{target.name} (self)",
-        device=str(device),
+        device=str(target.device),
         missing_optimal=MISSING_OPTIMAL,
     )
 

@@ -26,6 +26,7 @@ independent draws of trees -- blocks of one prompt share their context, so it is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "BlockRecord",
     "VerifierRun",
     "PairedScore",
+    "TaskSummary",
     "Results",
     "TIMING_FIELDS",
     "VERIFIER_TIMING_FIELDS",
@@ -191,6 +193,31 @@ class PairedScore:
 
 
 @dataclass(frozen=True)
+class TaskSummary:
+    """The first verifier's run restricted to the prompts of one task (:meth:`Results.by_task`).
+
+    ``empirical_acceptance``, ``expected_acceptance`` and ``optimal_acceptance`` are means over
+    the task's ``positions`` (the last two over the finite values); ``block_efficiency`` the
+    realised and ``expected_block_efficiency`` 1 + the mean ``E[τ | tree]`` of the driving
+    verifier over the task's ``blocks``.
+    """
+
+    task: str
+    prompts: int
+    positions: int
+    empirical_acceptance: float
+    expected_acceptance: float
+    optimal_acceptance: float
+    blocks: int
+    block_efficiency: float
+    expected_block_efficiency: float
+
+    def summary(self) -> dict[str, Any]:
+        """Every field as plain Python values (NaN -> None)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class Results:
     """Empirical versus theoretical acceptance of one measurement, and its speed.
 
@@ -256,7 +283,8 @@ class Results:
         NaN -> None. Keys: scheme, verifier_names, target, draft, k, length, target_temperature,
         target_top_p, draft_temperatures, draft_top_p, without_replacement, seed, prompts (their
         number), max_new_tokens, device, compile, compiled, then the aggregates in field order
-        (``verifiers`` and ``paired`` as lists of their summaries)."""
+        (``verifiers`` and ``paired`` as lists of their summaries), then ``tasks``
+        (:meth:`by_task` as a list of summaries; empty for untagged prompts)."""
         config = self.config
         out: dict[str, Any] = {
             "scheme": config.scheme_name,
@@ -281,7 +309,38 @@ class Results:
                 continue
             value = getattr(self, f.name)
             out[f.name] = [item.summary() for item in value] if f.name in ("verifiers", "paired") else _plain(value)
+        out["tasks"] = [task.summary() for task in self.by_task()]
         return out
+
+    def by_task(self) -> tuple[TaskSummary, ...]:
+        """One :class:`TaskSummary` per task tag of ``config.tasks`` (order of first
+        appearance) over the first verifier's positions and blocks; empty when the prompts are
+        untagged."""
+        tasks = self.config.tasks
+        if not any(tasks):
+            return ()
+        first = self.config.verifiers[0].name
+        out = []
+        for task in dict.fromkeys(tasks):
+            mine = {i for i, t in enumerate(tasks) if t == task}
+            records = [r for r in self.records if r.prompt in mine]
+            blocks = [b for b in self.block_records if b.prompt in mine and b.verifier == first]
+            accepted = np.array([r.accepted for r in records], dtype=np.float64)
+            own = np.array([b.expected[0] for b in blocks], dtype=np.float64)
+            out.append(
+                TaskSummary(
+                    task=task,
+                    prompts=len(mine),
+                    positions=len(records),
+                    empirical_acceptance=float(accepted.mean()) if records else float("nan"),
+                    expected_acceptance=_mean(np.array([r.expected for r in records], dtype=np.float64)),
+                    optimal_acceptance=_mean(np.array([r.optimal for r in records], dtype=np.float64)),
+                    blocks=len(blocks),
+                    block_efficiency=float(np.mean([b.accepted + 1 for b in blocks])) if blocks else float("nan"),
+                    expected_block_efficiency=_mean(own) + 1,
+                )
+            )
+        return tuple(out)
 
     def to_json(self) -> str:
         """:meth:`summary` as one JSON object (valid JSON: NaN is written as null)."""
@@ -355,6 +414,29 @@ class Tally:
     def seconds_decoding(self) -> float:
         """Drafting + verification + selection: the time decoding took (theory excluded)."""
         return self.seconds["drafting"] + self.seconds["verification"] + self.seconds["selection"]
+
+
+def merge_tallies(parts: Sequence[Tally], verifier: str) -> Tally:
+    """One verifier's :class:`Tally` over several prompts from one tally per prompt, in
+    prompt order: records, blocks and texts concatenated with block numbers running on from
+    one prompt to the next (each part numbers its blocks from 0); counts and times summed,
+    gaps and notes joined, compiled when every part was."""
+    merged = Tally(verifier=verifier)
+    for part in parts:
+        offset = len(merged.blocks)
+        merged.records.extend(dataclasses.replace(r, block=r.block + offset) for r in part.records)
+        merged.block_records.extend(dataclasses.replace(r, block=r.block + offset) for r in part.block_records)
+        merged.blocks.extend(part.blocks)
+        merged.texts.extend(part.texts)
+        merged.gaps |= part.gaps
+        merged.block_gaps |= part.block_gaps
+        merged.notes |= part.notes
+        merged.new_tokens += part.new_tokens
+        merged.autoregressive_tokens += part.autoregressive_tokens
+        merged.compiled = merged.compiled and part.compiled
+        for key, value in part.seconds.items():
+            merged.seconds[key] += value
+    return merged
 
 
 def aggregate(

@@ -17,6 +17,10 @@ selective verification must agree on every tree (traversal equals block verifica
 Weng et al. Theorem 3.4; selective reduces to block verification) and the token-level optimal
 verifier must equal token-level SpecInfer (one draft: both are speculative sampling), so the
 largest per-block difference among them is reported and must be rounding.
+
+The prompts are taken in turn from each task of the bundled prompt set
+(:func:`multidraft.decoding.prompts.bundled_prompts`); a second table gives, per task, the
+driver's block efficiency and every verifier's gain pooled over the blocks of every setting.
 """
 
 from __future__ import annotations
@@ -53,18 +57,19 @@ _LABELS = {
 @dataclass(frozen=True)
 class RealBlockGrid:
     """The settings of the section: every K × L × draft temperature, each a measurement of
-    ``prompts`` default prompts × ``max_new_tokens`` new tokens with the model drafting for
-    itself (or the report's draft model).
+    ``prompts`` bundled prompts taken in turn from each task × ``max_new_tokens`` new tokens
+    with the model drafting for itself (or the report's draft model).
 
-    The default (12 settings of 4 × 32 tokens, some 40–60 blocks each) keeps the section to a
-    few minutes on two CPU cores; the paired gains rest on every block of a setting.
+    The default (12 settings of 5 prompts, one per task, × 26 tokens, some 40–60 blocks each)
+    keeps the section to a few minutes on two CPU cores; the paired gains rest on every block
+    of a setting.
     """
 
     ks: tuple[int, ...] = (1, 2, 4)
     lengths: tuple[int, ...] = (2, 4)
     temperatures: tuple[float, ...] = (0.6, 1.6)
-    prompts: int = 4
-    max_new_tokens: int = 32
+    prompts: int = 5
+    max_new_tokens: int = 26
 
     def settings(self) -> list[tuple[int, int, float]]:
         """``(K, L, T)`` in table order: temperature, then K, then L."""
@@ -105,6 +110,56 @@ def _setting_data(k: int, length: int, temperature: float, result) -> dict:
         deviations = [np.nanmax(np.abs(table[:, names.index(a)] - table[:, names.index(b)])) for a, b in SINGLE_DRAFT_EQUAL]
         data["single_draft_max_difference"] = float(max(deviations))
     return data
+
+
+def _task_data(result) -> dict:
+    """Per task: the blocks, the driver's realised and expected block efficiency, and every
+    scored verifier's mean gain ``E_V[τ | tree] − E_SpecInfer[τ | tree]`` over them."""
+    names = result.config.verifier_names
+    table = np.array([record.expected for record in result.block_records], dtype=np.float64).reshape(-1, len(names))
+    tasks = result.config.tasks
+    out = {}
+    for summary in result.by_task():
+        rows = np.array([tasks[record.prompt] == summary.task for record in result.block_records], dtype=bool)
+        gains = {name: _finite_mean(table[rows, i] - table[rows, 0]) for i, name in enumerate(names[1:], 1)}
+        out[summary.task] = {
+            "blocks": summary.blocks,
+            "realised_block_efficiency": summary.block_efficiency,
+            "expected_block_efficiency": summary.expected_block_efficiency,
+            "gains": gains,
+        }
+    return out
+
+
+def _finite_mean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+def _task_table(measured: Sequence[dict]) -> Table:
+    """A row per task: blocks, the driver's realised / expected block efficiency and each
+    verifier's mean gain over token-level SpecInfer, pooled (weighted by blocks) over every
+    setting where the verifier was scored."""
+    rows = []
+    for task in measured[0]["tasks"]:
+        parts = [setting["tasks"][task] for setting in measured if task in setting["tasks"]]
+        weights = np.array([part["blocks"] for part in parts], dtype=np.float64)
+
+        def pooled(values, weights=weights):
+            return float(np.dot(values, weights) / weights.sum()) if weights.sum() else float("nan")
+
+        cells = []
+        for name in (*SCORED, "block"):
+            scored = [(part["gains"][name], part["blocks"]) for part in parts if name in part["gains"]]
+            cells.append(f"{pooled(*map(np.array, zip(*scored))):+.3f}" if scored else "—")
+        rows.append(
+            (
+                task, str(int(weights.sum())),
+                f"{pooled([p['realised_block_efficiency'] for p in parts]):.3f} / {pooled([p['expected_block_efficiency'] for p in parts]):.3f}",
+                *cells,
+            )
+        )  # fmt: skip
+    return Table(("task", "blocks", "SpecInfer (token): realised / expected", *(_LABELS[n] for n in (*SCORED, "block"))), tuple(rows))
 
 
 def real_block_figure(settings: Sequence[dict], temperatures: Sequence[float]):
@@ -155,10 +210,12 @@ def real_block_section(
     Setting i is seeded with ``config.seed + i``; torch runs on
     :func:`multidraft.decoding.models.default_threads` CPU threads, restored afterwards.
     """
-    from multidraft.decoding import DEFAULT_PROMPTS, Sampling, load_model, measure  # noqa: PLC0415
+    from multidraft.decoding import Sampling, load_model, measure  # noqa: PLC0415
     from multidraft.decoding.models import cpu_threads  # noqa: PLC0415
+    from multidraft.decoding.prompts import bundled_prompts  # noqa: PLC0415
 
     settings = grid.settings()
+    prompts = bundled_prompts().round_robin(grid.prompts)
     measured, seconds = [], []
     with cpu_threads(), progress_bar(progress, 1 + len(settings)) as bar:
         bar.stage(f"real models, block level: loading {config.target}")
@@ -168,11 +225,11 @@ def real_block_section(
         for index, (k, length, temperature) in enumerate(bar.track(settings, _label)):
             start = time.perf_counter()
             result = measure(
-                target, draft, k=k, length=length, scheme="specinfer", prompts=DEFAULT_PROMPTS[: grid.prompts],
+                target, draft, k=k, length=length, scheme="specinfer", prompts=prompts,
                 max_new_tokens=grid.max_new_tokens, seed=config.seed + index, draft_sampling=Sampling(temperature),
                 baseline=False, progress=False, verifiers=(REFERENCE,), scored=_scored(k),
             )  # fmt: skip
-            measured.append(_setting_data(k, length, temperature, result))
+            measured.append(_setting_data(k, length, temperature, result) | {"tasks": _task_data(result)})
             seconds.append(time.perf_counter() - start)
     names = f"{target.name} drafting for itself" if draft is None else f"target {target.name}, draft {draft.name}"
     section = _render(measured, grid, names)
@@ -204,7 +261,8 @@ def _render(measured: Sequence[dict], grid: RealBlockGrid, names: str) -> Sectio
     single = [s["single_draft_max_difference"] for s in measured if "single_draft_max_difference" in s]
     blocks = [s["blocks"] for s in measured]
     text = (
-        f"{names}; target temperature 1.0; {grid.prompts} prompts × {grid.max_new_tokens} new tokens per setting, "
+        f"{names}; target temperature 1.0; {grid.prompts} bundled prompts taken in turn from each task × "
+        f"{grid.max_new_tokens} new tokens per setting, "
         f"{min(blocks)}–{max(blocks)} blocks each. Block efficiency = 1 + accepted tokens per block. Token-level "
         "SpecInfer drives the generation; at every block every verifier's exact expected accepted length given the "
         "drafted tree is computed from the distributions on the tree (Rao–Blackwell), so all verifiers are scored "
@@ -230,7 +288,15 @@ def _render(measured: Sequence[dict], grid: RealBlockGrid, names: str) -> Sectio
         "Real models, block level: expected accepted tokens per block gained over token-level SpecInfer on the same "
         "drafted trees (95% intervals), by K, L and draft temperature",
     )
-    return Section("Real models: block level", (Paragraph(text), Table(headers, tuple(rows)), figure, Paragraph(checks)))
+    by_task = Paragraph(
+        "By task: the blocks of every setting split by the task of their prompt; SpecInfer's realised / expected block "
+        "efficiency and each verifier's mean gain over it per block (the numbers in brackets above), pooled over the "
+        "settings weighted by their blocks (block verification over the K = 1 settings only)."
+    )
+    blocks = (Paragraph(text), Table(headers, tuple(rows)), figure, Paragraph(checks))
+    if measured and measured[0]["tasks"]:
+        blocks += (by_task, _task_table(measured))
+    return Section("Real models: block level", blocks)
 
 
 def applies(config: ReportConfig) -> bool:

@@ -34,6 +34,8 @@ from multidraft.trees.model import SequenceModel, sun_example
 from multidraft.trees.optimum import BlockOptimum, block_optimum, single_path_optimum, tail_optimum, tree_classes
 from multidraft.trees.registry import VERIFIERS, get_verifier, verifier_names
 from multidraft.trees.selective import Selective
+from multidraft.trees.shape import TreeShape
+from multidraft.trees.shaped import ShapedTree, shape_trees
 from multidraft.trees.token import TokenVerifier
 from multidraft.trees.traversal import Traversal
 from multidraft.trees.tree import DraftTree, TreeNodes
@@ -42,6 +44,9 @@ from multidraft.trees.tree_only import TreeOnlyBound, tree_only_bound
 __all__ = [
     "DraftTree",
     "TreeNodes",
+    "TreeShape",
+    "ShapedTree",
+    "shape_trees",
     "TreeVerifier",
     "TreeLaw",
     "Verification",

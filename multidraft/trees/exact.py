@@ -26,7 +26,7 @@ import numpy as np
 from multidraft.trees.base import TreeVerifier
 from multidraft.trees.model import TREE_LIMIT, SequenceModel
 from multidraft.trees.shape import TreeShape
-from multidraft.trees.shaped import ShapedTree, shape_trees
+from multidraft.trees.shaped import ShapedTree, as_shape, shape_trees
 
 __all__ = ["BlockEvaluation", "evaluate"]
 
@@ -71,18 +71,6 @@ class BlockEvaluation:
     def lossless(self, tolerance: float = 1e-12) -> bool:
         """Deviation exactly 0 (exact) or at most ``tolerance`` (float)."""
         return self.deviation == 0 if self.exact else bool(self.deviation <= tolerance)
-
-
-def as_shape(shape: TreeShape | int, model: SequenceModel, without_replacement: bool = False) -> TreeShape:
-    """``shape`` itself, or for an integer K the chains of today's calls: ``TreeShape.chains(K,
-    L, law)`` with law ``"without-replacement"`` if ``without_replacement`` else ``"iid"``."""
-    if isinstance(shape, TreeShape):
-        if without_replacement:
-            raise ValueError("without_replacement: give the law in the TreeShape (law='without-replacement')")
-        return shape
-    if isinstance(shape, bool) or not isinstance(shape, int):
-        raise ValueError(f"shape: expected a TreeShape or a number of draft sequences K, got {type(shape).__name__}")
-    return TreeShape.chains(shape, model.length, "without-replacement" if without_replacement else "iid")
 
 
 def evaluate(

@@ -56,6 +56,8 @@ import numpy as np
 
 from multidraft.theory.laws import SizeEstimate, check_size
 from multidraft.trees.model import SequenceModel
+from multidraft.trees.shape import TreeShape
+from multidraft.trees.shaped import as_shape, shape_classes, shape_tree_count
 
 __all__ = ["BlockOptimum", "block_optimum", "tail_optimum", "single_path_optimum", "tree_classes", "FORMS", "ANTICHAIN_LIMIT"]
 
@@ -106,14 +108,11 @@ class BlockOptimum:
         return float(self.upper_bound) - self.value
 
 
-def tree_classes(model: SequenceModel, k: int, without_replacement: bool = False) -> dict[tuple, float | Fraction]:
+def tree_classes(model: SequenceModel, k: TreeShape | int, without_replacement: bool = False) -> dict[tuple, float | Fraction]:
     """``{sorted distinct sequences: probability}``: the draft trees merged into classes that
-    differ only by the order and multiplicity of their rows."""
-    classes: dict[tuple, float | Fraction] = {}
-    for tokens, prob in model.trees(k, without_replacement=without_replacement):
-        key = tuple(sorted(set(map(tuple, tokens.tolist()))))
-        classes[key] = classes.get(key, 0) + prob
-    return classes
+    differ only by the order and multiplicity of their rows (``k``: K chains, or any
+    :class:`~multidraft.trees.TreeShape`, :func:`~multidraft.trees.shaped.shape_classes`)."""
+    return shape_classes(model, as_shape(k, model, without_replacement))
 
 
 def _prefixes(paths: tuple) -> list[tuple]:
@@ -230,7 +229,7 @@ FORMS = ("tail", "prefix-flow")
 
 def block_optimum(
     model: SequenceModel,
-    k: int,
+    k: TreeShape | int,
     *,
     without_replacement: bool = False,
     form: str = "tail",
@@ -244,10 +243,10 @@ def block_optimum(
     Parameters
     ----------
     model : SequenceModel
-    k : int
-        Draft sequences per tree.
+    k : TreeShape or int
+        The tree shape (any family and per-node law), or K for ``TreeShape.chains(K, L)``.
     without_replacement : bool
-        Trees drafted without replacement at the root (else iid rows).
+        With an integer K: trees drafted without replacement at the root (else iid rows).
     form : {"tail", "prefix-flow"}
         ``"tail"`` (default): ρ(T, s) and β(s) = P(accepted node extends s), losslessness as
         ``β(sz) <= P(z | s) β(s)``. ``"prefix-flow"``: the form of theory.md, with the emitted
@@ -295,15 +294,20 @@ def block_optimum(
     solver = check_solver(solver)
     limit = MAX_VARIABLES if max_variables is None else max_variables
     n, length = model.n, model.length
+    shape = as_shape(k, model, without_replacement)
     drafted = len({p[:d] for p, _ in model.paths() for d in range(length + 1)})
-    bound = _class_bound(model, k, without_replacement) * (1 + k * length) + drafted * (n + 1)
+    if shape.family == "chains":
+        trees = _class_bound(model, shape.k, shape.law == "without-replacement")
+    else:
+        trees = shape_tree_count(model, shape)
+    bound = trees * (1 + shape.node_count) + drafted * (n + 1)
     if form == "prefix-flow":
         bound += sum(n**d for d in range(2, length + 2))
-    what = f"block-optimum LP ({form}, n={n}, L={length}, k={k}, {'without replacement' if without_replacement else 'iid'})"
+    what = f"block-optimum LP ({form}, n={n}, {shape!r})"
     advice = "use a smaller n, L or k (the LP grows with the number of draft trees)"
     lp_size(what, bound, bound, advice, max_variables=limit)
 
-    classes = tree_classes(model, k, without_replacement)
+    classes = shape_classes(model, shape)
     prefixes = sorted({s for key in classes for s in _prefixes(key)}, key=lambda s: (len(s), s))
     program, rho = (_tail_program if form == "tail" else _flow_program)(model, classes, prefixes)
     variables = len(program.objective)
@@ -443,10 +447,13 @@ def _antichains(children: dict, node: tuple) -> list[list[tuple]]:
     return combined
 
 
-def tail_optimum(model: SequenceModel, k: int, *, without_replacement: bool = False, max_antichains: int = ANTICHAIN_LIMIT) -> float:
+def tail_optimum(
+    model: SequenceModel, k: TreeShape | int, *, without_replacement: bool = False, max_antichains: int = ANTICHAIN_LIMIT
+) -> float:
     """The block-level optimum by the tail form (module docstring): an LP over β(s) with one
-    constraint per antichain of drafted prefixes -- no trees enumerated. Small models only
-    (the antichains are listed; refused beyond ``max_antichains``).
+    constraint per antichain of drafted prefixes -- for chains no trees enumerated (closed-form
+    hit probabilities); for other shapes ``P(T ∩ U ≠ ∅)`` summed over the tree classes. Small
+    models only (the antichains are listed; refused beyond ``max_antichains``).
 
     >>> from multidraft.trees import sun_example
     >>> round(tail_optimum(sun_example(), k=1), 9)
@@ -456,6 +463,12 @@ def tail_optimum(model: SequenceModel, k: int, *, without_replacement: bool = Fa
 
     from multidraft.lp._solve import check_solver, solve
 
+    shape = as_shape(k, model, without_replacement)
+    if shape.family == "chains":
+        hit_probability = lambda antichain: _hit_probability(model, shape.k, shape.law == "without-replacement", antichain)  # noqa: E731
+    else:
+        classes = shape_classes(model, shape)
+        hit_probability = lambda antichain: sum(p for key, p in classes.items() if set(key) & set(antichain))  # noqa: E731
     strings = sorted({p[:d] for p, _ in model.paths() for d in range(1, model.length + 1)}, key=lambda s: (len(s), s))
     children: dict[tuple, list[tuple]] = {}
     for s in strings:
@@ -478,7 +491,7 @@ def tail_optimum(model: SequenceModel, k: int, *, without_replacement: bool = Fa
         constraints.append(beta[where[s]] <= p * (beta[where[s[:-1]]] if s[:-1] else 1.0))
     for antichain in _antichains(children, ()):
         if antichain:
-            hit = float(_hit_probability(model, k, without_replacement, antichain))
+            hit = float(hit_probability(antichain))
             constraints.append(cp.sum(beta[[where[u] for u in antichain]]) <= hit)
     problem = cp.Problem(cp.Maximize(cp.sum(beta)), constraints)
     solve(problem, check_solver("HIGHS"), "tail-form LP", len(strings), len(constraints), None, False)

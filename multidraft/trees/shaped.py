@@ -26,7 +26,7 @@ from multidraft.trees.model import TREE_LIMIT, SequenceModel
 from multidraft.trees.shape import TreeShape
 from multidraft.trees.tree import DraftTree, TreeNodes
 
-__all__ = ["ShapedTree", "shape_trees", "shape_tree_count", "top_k", "NODE_LAW"]
+__all__ = ["ShapedTree", "shape_trees", "shape_tree_count", "shape_classes", "as_shape", "top_k", "NODE_LAW"]
 
 #: The law kind (:func:`~multidraft.theory.laws.law_for` name) of a node's tuple per shape law.
 NODE_LAW = {"iid": "iid", "without-replacement": "wor", "top-k": "deterministic"}
@@ -289,6 +289,18 @@ def _flatten(model: SequenceModel, shape: TreeShape, nested: tuple) -> ShapedTre
     return ShapedTree(parent, token, draws, target, draft, shape.law)
 
 
+def as_shape(shape: TreeShape | int, model: SequenceModel, without_replacement: bool = False) -> TreeShape:
+    """``shape`` itself, or for an integer K the chains of today's calls: ``TreeShape.chains(K,
+    L, law)`` with law ``"without-replacement"`` if ``without_replacement`` else ``"iid"``."""
+    if isinstance(shape, TreeShape):
+        if without_replacement:
+            raise ValueError("without_replacement: give the law in the TreeShape (law='without-replacement')")
+        return shape
+    if isinstance(shape, bool) or not isinstance(shape, int):
+        raise ValueError(f"shape: expected a TreeShape or a number of draft sequences K, got {type(shape).__name__}")
+    return TreeShape.chains(shape, model.length, "without-replacement" if without_replacement else "iid")
+
+
 def shape_tree_count(model: SequenceModel, shape: TreeShape) -> int:
     """An upper bound of the trees of ``shape`` on ``model`` (iid draws counted as ordered
     tuples; chains: :meth:`SequenceModel.tree_count`)."""
@@ -332,3 +344,17 @@ def shape_trees(model: SequenceModel, shape: TreeShape, *, max_trees: int = TREE
         return
     for nested, prob in _subtrees(model, shape, (), 0, one):
         yield _flatten(model, shape, nested), prob
+
+
+def shape_classes(model: SequenceModel, shape: TreeShape) -> dict[tuple, float | Fraction]:
+    """``{class key: probability}``: the trees of ``shape`` merged into classes by their set of
+    drafted prefixes (key: the sorted distinct rows of a chains tree, the sorted prefixes of
+    every drafted node otherwise; both close to the same prefix set)."""
+    classes: dict[tuple, float | Fraction] = {}
+    for tree, prob in shape_trees(model, shape):
+        if isinstance(tree, DraftTree):
+            key = tuple(sorted(set(map(tuple, tree.tokens.tolist()))))
+        else:
+            key = tuple(sorted(tree.nodes.path(v) for v in range(1, tree.nodes.count)))
+        classes[key] = classes.get(key, 0) + prob
+    return classes

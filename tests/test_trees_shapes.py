@@ -266,3 +266,15 @@ def test_optimum_on_shapes_by_two_lps_bounds_every_verifier(shape, float_model):
         verifier = get_verifier(name)
         if verifier.supports(_first_tree(float_model, shape)):
             assert evaluate(verifier, float_model, shape).expected_accepted <= float(optimum.upper_bound) + 1e-9
+
+
+def test_optimum_is_a_certified_interval(float_model):
+    from multidraft.trees import sun_example
+
+    lower, upper = block_optimum(sun_example(), 1).interval
+    assert isinstance(lower, Fraction) and lower <= Fraction(11, 9) <= upper and upper - lower < Fraction(1, 10**6)
+    for shape in (TreeShape.chains(2, 2), TreeShape.expansion([2, 1], "without-replacement")):
+        optimum = block_optimum(float_model, shape)
+        assert optimum.lower_bound <= optimum.upper_bound and float(optimum.upper_bound - optimum.lower_bound) < 1e-6
+        best = max(evaluate(get_verifier(v), float_model, shape).expected_accepted for v in ("selective", "traversal"))
+        assert float(optimum.lower_bound) >= best - 1e-6

@@ -33,8 +33,9 @@ from multidraft.trees.token import TokenVerifier
 
 __all__ = ["DownstreamWalk", "downstream_value", "node_couplings"]
 
-#: Acceptance may fall this far below P* in the second stage (the first stage's rounding).
-ACCEPTANCE_SLACK = 1e-10
+#: Acceptance may fall this far below P* in the second stage (the first stage's rounding),
+#: the next one tried when HiGHS finds the tighter one infeasible.
+ACCEPTANCE_SLACKS = (1e-10, 1e-8, 1e-7)
 
 
 def node_couplings(target: np.ndarray, draft: np.ndarray, m: int, values: dict, acceptance_first: bool) -> tuple[float, dict]:
@@ -64,13 +65,16 @@ def node_couplings(target: np.ndarray, draft: np.ndarray, m: int, values: dict, 
         for y in set(x):
             accept[i * n + y] = 1.0
             gain[i * n + y] = 1.0 + values.get((y, x.count(y)), 0.0)
-    upper, lower = None, None
     if acceptance_first:
         first = linprog(-accept, A_eq=equalities, b_eq=rhs, bounds=(0, None), method="highs")
         if first.status != 0:
             raise RuntimeError(f"node coupling LP: {first.message}")
-        upper, lower = -accept[None], np.array([first.fun + ACCEPTANCE_SLACK])
-    result = linprog(-gain, A_ub=upper, b_ub=lower, A_eq=equalities, b_eq=rhs, bounds=(0, None), method="highs")
+        for slack in ACCEPTANCE_SLACKS:
+            result = linprog(-gain, A_ub=-accept[None], b_ub=[first.fun + slack], A_eq=equalities, b_eq=rhs, bounds=(0, None), method="highs")
+            if result.status == 0:
+                break
+    else:
+        result = linprog(-gain, A_eq=equalities, b_eq=rhs, bounds=(0, None), method="highs")
     if result.status != 0:
         raise RuntimeError(f"node coupling LP: {result.message}")
     plan = np.maximum(result.x.reshape(len(tuples), n), 0.0)

@@ -89,6 +89,11 @@ class BlockOptimum:
         Largest constraint violation of the primal point.
     status, solver : str
     seconds : float
+    lower_bound : Fraction
+        E[τ] of a lossless verifier built from the solver's point after repairing it exactly
+        (:func:`_repaired_value`, in Fractions): the optimum is certified to lie in
+        ``interval = [lower_bound, upper_bound]``; ``value`` itself may lie above the optimum by
+        the solver's primal tolerance.
     """
 
     value: float
@@ -101,11 +106,17 @@ class BlockOptimum:
     status: str
     solver: str
     seconds: float
+    lower_bound: Fraction = Fraction(0)
 
     @property
     def gap(self) -> float:
         """``upper_bound - value`` (the certificate's slack)."""
         return float(self.upper_bound) - self.value
+
+    @property
+    def interval(self) -> tuple[Fraction, float | Fraction]:
+        """``(lower_bound, upper_bound)``: the optimum certainly lies in it."""
+        return self.lower_bound, self.upper_bound
 
 
 def tree_classes(model: SequenceModel, k: TreeShape | int, without_replacement: bool = False) -> dict[tuple, float | Fraction]:
@@ -323,10 +334,50 @@ def block_optimum(
     accepted: dict[tuple, float] = {}
     for j, (_, s) in enumerate(rho):
         accepted[s] = accepted.get(s, 0.0) + float(point[offset + j])
+    lower = _repaired_value(model, classes, [(c, s, point[offset + j]) for j, (c, s) in enumerate(rho)])
     return BlockOptimum(
         value, upper_bound, accepted, len(classes), variables, constraints, primal_error, status, solver,
-        time.perf_counter() - start,
+        time.perf_counter() - start, lower,
     )  # fmt: skip
+
+
+def _repaired_value(model: SequenceModel, classes: dict, rho: list) -> Fraction:
+    """Σ_{s ≠ ε} β(s) of a feasible point built in Fractions from the solver's ρ(T, s): clip at 0;
+    per class T put the leftover P(T) - Σ ρ on the root (or scale the class down to P(T));
+    then top-down, wherever β(sz) > P(z | s) β(s), move the fraction 1 - P(z | s) β(s) / β(sz)
+    of every ρ(T, s') with s' ⪰ sz to ρ(T, s) (s ∈ T: trees are prefix-closed). Scaling a
+    whole subtree keeps the ratios inside it, and β(s) does not change, so every constraint of
+    the tail form holds exactly afterwards: the value is E[τ] of a lossless verifier
+    (Theorem 1 and Lemma 4) and a lower bound of the optimum."""
+    probs = [Fraction(p) for p in classes.values()]
+    by_class: list[dict] = [{(): Fraction(0)} for _ in probs]
+    for c, prefix, x in rho:
+        by_class[c][prefix] = by_class[c].get(prefix, Fraction(0)) + max(Fraction(float(x)), Fraction(0))
+    for c, accepted in enumerate(by_class):
+        total = sum(accepted.values(), Fraction(0))
+        if total <= probs[c]:
+            accepted[()] += probs[c] - total
+        else:
+            for prefix in accepted:
+                accepted[prefix] *= probs[c] / total
+
+    def beta(prefix: tuple) -> Fraction:
+        depth = len(prefix)
+        return sum((x for a in by_class for s, x in a.items() if s[:depth] == prefix and len(s) >= depth), Fraction(0))
+
+    strings = sorted({s for a in by_class for s in a if s}, key=lambda s: (len(s), s))
+    for string in strings:
+        parent, token = string[:-1], string[-1]
+        allowed = Fraction(model.target_at(parent)[token]) * beta(parent)
+        below = beta(string)
+        if below > allowed:
+            keep = allowed / below
+            for accepted in by_class:
+                for s in [s for s in accepted if s[: len(string)] == string]:
+                    moved = accepted[s] * (1 - keep)
+                    accepted[s] -= moved
+                    accepted[parent] = accepted.get(parent, Fraction(0)) + moved
+    return sum((x * len(s) for a in by_class for s, x in a.items()), Fraction(0))
 
 
 def _solve(program: _Program, exact: bool, what: str, solver: str, verbose, progress: bool, implied: int = 0):

@@ -278,3 +278,16 @@ def test_optimum_is_a_certified_interval(float_model):
         assert optimum.lower_bound <= optimum.upper_bound and float(optimum.upper_bound - optimum.lower_bound) < 1e-6
         best = max(evaluate(get_verifier(v), float_model, shape).expected_accepted for v in ("selective", "traversal"))
         assert float(optimum.lower_bound) >= best - 1e-6
+
+
+@pytest.mark.parametrize("shape", [TreeShape.expansion([2, 1]), TreeShape.expansion([1, 2], "without-replacement")], ids=repr)
+def test_tree_only_bound_on_shapes(shape):
+    from multidraft.trees import tree_only_bound
+
+    first = SequenceModel.random(2, 2, np.random.default_rng(5))
+    target = [t.copy() for t in first.target]
+    target[1][1] = target[1][1][::-1]  # the models differ only after the prefix (1,)
+    second = SequenceModel(target, first.draft)
+    result = tree_only_bound([first, second], shape)
+    assert result.value <= sum(float(u) for u in result.optima_upper) + 1e-7
+    assert result.shared >= 1

@@ -35,7 +35,7 @@ __all__ = ["DownstreamWalk", "downstream_value", "node_couplings"]
 
 #: Acceptance may fall this far below P* in the second stage (the first stage's rounding),
 #: the next one tried when HiGHS finds the tighter one infeasible.
-ACCEPTANCE_SLACKS = (1e-10, 1e-8, 1e-7)
+ACCEPTANCE_SLACKS = (1e-10, 1e-8, 1e-6, 1e-4)
 
 
 def node_couplings(target: np.ndarray, draft: np.ndarray, m: int, values: dict, acceptance_first: bool) -> tuple[float, dict]:

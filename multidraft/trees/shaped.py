@@ -171,6 +171,10 @@ class ShapedTree:
             raise ValueError(f"node: {node} is a leaf; nothing was drafted after it")
         return self.draft[node]
 
+    def node_law_kind(self, node: int) -> tuple[str, int]:
+        """``(law kind, k_v)`` at an inner ``node``, without copying distributions."""
+        return NODE_LAW[self.law], len(self.draws[node])
+
     def node_draws(self, node: int) -> tuple[str, np.ndarray, np.ndarray]:
         """``(law kind, drafts [k_v, n], drawn tokens [k_v])`` at an inner ``node``: the law of
         the tuple it drew (:data:`NODE_LAW`) and the tuple."""

@@ -179,13 +179,12 @@ class TokenVerifier(TreeVerifier):
         if not isinstance(self.scheme, Scheme):
             return None
         nodes = tree.nodes
-        for node in range(nodes.count):
-            if nodes.children[node]:
-                name, drafts, _ = tree.node_draws(node)
-                cls = law_class(name)
-                scheme = node_scheme(self.scheme, cls, len(drafts))[0]
-                if not scheme.supports_law(cls, len(drafts)):
-                    return f"node {node} drafts {len(drafts)} tokens by the {name} law, which scheme {scheme.name!r} does not take"
+        kinds = {tree.node_law_kind(node): node for node in reversed(range(nodes.count)) if nodes.children[node]}
+        for (name, k), node in sorted(kinds.items(), key=lambda item: item[1]):
+            cls = law_class(name)
+            scheme = node_scheme(self.scheme, cls, k)[0]
+            if not scheme.supports_law(cls, k):
+                return f"node {node} drafts {k} tokens by the {name} law, which scheme {scheme.name!r} does not take"
         return None
 
     def supports(self, tree: Tree) -> bool:

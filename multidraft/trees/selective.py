@@ -33,6 +33,7 @@ import hashlib
 
 import numpy as np
 
+from multidraft.theory.laws import law_class
 from multidraft.trees.base import BatchVerification, Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.token import node_law
 
@@ -66,12 +67,13 @@ class Selective(TreeVerifier):
         many trees."""
         name, drafts, live = tree.node_draws(node)
         drafts = np.asarray(drafts, dtype=np.float64)
+        random = law_class(name).takes_distributions  # else a fixed set (a top-k node)
         if len(live) == 1:  # r = the law of the one draft
-            return (drafts[0] if name != "deterministic" else np.eye(tree.n)[live[0]]), np.ones(1)
+            return (drafts[0] if random else np.eye(tree.n)[live[0]]), np.ones(1)
         target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
         key = None
         if tree.n <= REMEMBER_BELOW:
-            key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (name == "deterministic")).digest()
+            key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
         rule = self._rules.get(key) if key is not None else None
         if rule is None:
             rule = self._rule(target / target.sum(), node_law(name, np.append(drafts, np.zeros((len(live), 1)), axis=1), live))

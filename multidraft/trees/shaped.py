@@ -190,25 +190,34 @@ class ShapedTree:
 # -- every tree of a shape on a small sequence model ----------------------------------------
 
 
+def _top_k_draws(q: np.ndarray, k: int, support: list[int], one) -> Iterator[tuple[tuple[int, ...], object]]:
+    yield top_k(q, k), one
+
+
+def _iid_draws(q: np.ndarray, k: int, support: list[int], one) -> Iterator[tuple[tuple[int, ...], object]]:
+    for combo in itertools.product(support, repeat=k):
+        prob = one
+        for t in combo:
+            prob = prob * q[t]
+        yield combo, prob
+
+
+def _wor_draws(q: np.ndarray, k: int, support: list[int], one) -> Iterator[tuple[tuple[int, ...], object]]:
+    for combo in itertools.permutations(support, min(k, len(support))):
+        prob, left = one, one
+        for t in combo:
+            prob, left = prob * q[t] / left, left - q[t]
+        yield combo, prob
+
+
+#: Every tuple a node drafting k tokens from q can draw, with its probability, per shape law:
+#: iid Π q; without replacement, successive sampling of min(k, |supp q|); top-k, the one tuple.
+_DRAWS = {"iid": _iid_draws, "without-replacement": _wor_draws, "top-k": _top_k_draws}
+
+
 def _draws(q: np.ndarray, k: int, law: str, one) -> Iterator[tuple[tuple[int, ...], object]]:
-    """Every tuple node drafting ``k`` tokens from ``q`` by ``law`` can draw, with its
-    probability (iid: Π q; without replacement: successive sampling of min(k, |supp q|);
-    top-k: the one tuple)."""
-    support = [t for t in range(len(q)) if q[t] > 0]
-    if law == "top-k":
-        yield top_k(q, k), one
-    elif law == "iid":
-        for combo in itertools.product(support, repeat=k):
-            prob = one
-            for t in combo:
-                prob = prob * q[t]
-            yield combo, prob
-    else:
-        for combo in itertools.permutations(support, min(k, len(support))):
-            prob, left = one, one
-            for t in combo:
-                prob, left = prob * q[t] / left, left - q[t]
-            yield combo, prob
+    """Every tuple node drafting ``k`` tokens from ``q`` by ``law`` can draw (:data:`_DRAWS`)."""
+    return _DRAWS[law](q, k, [t for t in range(len(q)) if q[t] > 0], one)
 
 
 def _subtrees(model: SequenceModel, shape: TreeShape, prefix: tuple, slot: int, one) -> list[tuple[tuple, object]]:

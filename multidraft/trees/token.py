@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from multidraft.theory.laws import Deterministic, DraftLaw, law_class, law_for
+from multidraft.theory.laws import DraftLaw, law_class, law_for
 from multidraft.trees._batch import BatchVerification, TreeBatch, _sample, host_rng
 from multidraft.trees.base import Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.tree import live_law_class
@@ -48,8 +48,8 @@ def node_law(name: str, drafts: np.ndarray, tokens: np.ndarray | None = None) ->
     ``"wor"``, or ``"deterministic"`` for a top-k node, built from its ``tokens``) over their
     draft distributions ``drafts [k_live, n]`` (float rows are renormalised; Fraction rows are
     exact)."""
-    if name == "deterministic":
-        return Deterministic(np.asarray(tokens, dtype=np.int64), drafts.shape[-1])
+    if not law_class(name).takes_distributions:  # a fixed set (Deterministic): built from its tokens
+        return law_class(name)(np.asarray(tokens, dtype=np.int64), drafts.shape[-1])
     return law_for(name, drafts, normalize=drafts.dtype != object)
 
 
@@ -208,7 +208,7 @@ class TokenVerifier(TreeVerifier):
         if tree.n > REMEMBER_BELOW:  # hashing a real vocabulary costs more than a plan
             scheme, law, _ = self._node(tree, node)
             return node_conditional(scheme, p, law, tree.exact)(tuple_[None, :])[0]
-        key = self._key(name, p, drafts, tuple_ if name == "deterministic" else None)
+        key = self._key(name, p, drafts, None if law_class(name).takes_distributions else tuple_)
         if key not in self._plans:
             if len(self._plans) >= _REMEMBERED_PLANS:
                 self._plans.pop(next(iter(self._plans)))

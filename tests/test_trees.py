@@ -124,9 +124,10 @@ def test_verifiers_refuse_trees_they_do_not_take():
     iid_pair = _uniform_tree([[0, 1], [1, 0]])
     with pytest.raises(ValueError, match=r"verifier 'block' takes iid, wor trees with K <= 1; got an iid tree with K=2"):
         BlockVerification().law(iid_pair)
-    with pytest.raises(ValueError, match="takes iid, wor trees; got an independent tree"):
+    with pytest.raises(ValueError, match="takes iid, wor, shape:iid, shape:without-replacement trees; got an independent tree"):
         Traversal().law(_uniform_tree([[0, 1], [1, 0]], groups=(0, 1)))
-    with pytest.raises(ValueError, match="scheme 'rrs-wor' supports the wor laws"):
+    assert not get_verifier("token:rrs-wor").supports(iid_pair)  # refused up front, not by the law
+    with pytest.raises(ValueError, match="node 0 drafts 2 tokens by the iid law, which scheme 'rrs-wor' does not take"):
         get_verifier("token:rrs-wor").law(iid_pair)
     with pytest.raises(ValueError, match="rng: expected a numpy.random.Generator"):
         Traversal().verify(iid_pair, 0)

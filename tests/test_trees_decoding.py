@@ -61,7 +61,7 @@ def test_block_verification_accepts_the_whole_chain_and_the_bonus(device):
 def test_block_level_verifiers_refuse_trees_they_do_not_take(device):
     p, drafts = onehot_block([[1, 2], [1, 4]], [[1, 4, 0], [1, 4, 0]], device)
     independent = [DraftSpec(None, Sampling(1.0)), DraftSpec(None, Sampling(2.0))]
-    with pytest.raises(ValueError, match="'traversal' takes iid, wor trees; got independent drafts"):
+    with pytest.raises(ValueError, match="'traversal' takes iid, wor, shape:iid, shape:without-replacement trees; got independent drafts"):
         verify_tree(p, drafts, independent, get_verifier("traversal"), **generators(device, 0))
     with pytest.raises(ValueError, match="'block' takes K <= 1; got K=2"):
         verify_tree(p, drafts, [DraftSpec(None, Sampling())] * 2, get_verifier("block"), **generators(device, 0))
@@ -261,7 +261,7 @@ BAD_VERIFIERS = [
     ("twice", dict(verifiers=["token", "token:specinfer"]), "verifiers: each verifier once"),
     ("block-k2", dict(verifiers=["block"]), "verifier: 'block' takes K <= 1; got k=2"),
     ("traversal-independent", dict(verifiers=["traversal"], draft_sampling=(Sampling(1.0), Sampling(2.0))),
-     "verifier: 'traversal' takes iid, wor trees; these drafts are independent"),
+     "verifier: 'traversal' takes iid, wor, shape:iid, shape:without-replacement trees; these drafts are independent"),
     ("token-law", dict(verifiers=["traversal", "token:spectr"], draft_sampling=(Sampling(1.0), Sampling(2.0))),
      "verifier: 'traversal' takes"),
     ("scheme-law", dict(verifiers=["token:spectr"], without_replacement=True), "'spectr' supports the laws"),

@@ -12,6 +12,13 @@ and the next token; registered by name (:func:`get_verifier`):
 * ``selective`` -- selective block verification (new here): the token-level optimal selection
   of one child at every node, with block verification's budgets along the path.
 
+Trees as drafters build them: a :class:`TreeShape` (``chains``, ``expansion``, ``static``
+parent arrays, ``dynamic`` budgeted top-k) with a per-node law (``"iid"``,
+``"without-replacement"``, ``"top-k"``); a tree of a non-chain shape is a :class:`ShapedTree`,
+and :func:`evaluate`, :func:`block_optimum` and :func:`tail_optimum` take a shape wherever they
+take K. :func:`downstream_value` and :class:`DownstreamWalk`: the downstream-aware walk on iid
+chains (a reference that knows the model).
+
 On a small :class:`SequenceModel` (next-token tables up to depth L), :func:`evaluate` gives a
 verifier's exact E[τ] and proves block losslessness by enumerating every draft tree, and
 :func:`block_optimum` the largest E[τ] any lossless verifier can reach (a certified LP; second
@@ -28,12 +35,15 @@ from __future__ import annotations
 
 from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, Verification
 from multidraft.trees.block import BlockVerification
+from multidraft.trees.downstream import DownstreamWalk, downstream_value
 from multidraft.trees.exact import BlockEvaluation, evaluate
 from multidraft.trees.gap import GAP_VERIFIERS, BlockGapRow, block_gap
 from multidraft.trees.model import SequenceModel, sun_example
 from multidraft.trees.optimum import BlockOptimum, block_optimum, single_path_optimum, tail_optimum, tree_classes
 from multidraft.trees.registry import VERIFIERS, get_verifier, verifier_names
 from multidraft.trees.selective import Selective
+from multidraft.trees.shape import TreeShape
+from multidraft.trees.shaped import ShapedTree, shape_trees
 from multidraft.trees.token import TokenVerifier
 from multidraft.trees.traversal import Traversal
 from multidraft.trees.tree import DraftTree, TreeNodes
@@ -42,6 +52,9 @@ from multidraft.trees.tree_only import TreeOnlyBound, tree_only_bound
 __all__ = [
     "DraftTree",
     "TreeNodes",
+    "TreeShape",
+    "ShapedTree",
+    "shape_trees",
     "TreeVerifier",
     "TreeLaw",
     "Verification",
@@ -62,6 +75,8 @@ __all__ = [
     "BlockGapRow",
     "block_gap",
     "GAP_VERIFIERS",
+    "DownstreamWalk",
+    "downstream_value",
     "TreeOnlyBound",
     "tree_only_bound",
     "VERIFIERS",

@@ -36,7 +36,11 @@ import numpy as np
 
 from multidraft.schemes._threads import on_idle_cores
 from multidraft.trees._batch import BatchVerification
+from multidraft.trees.shaped import ShapedTree
 from multidraft.trees.tree import DraftTree
+
+#: A draft tree of rows (:class:`DraftTree`) or of nodes drafted by a shape (:class:`ShapedTree`).
+Tree = DraftTree | ShapedTree
 
 __all__ = ["TreeVerifier", "TreeLaw", "Verification", "BatchVerification", "sample_index"]
 
@@ -128,7 +132,8 @@ class TreeVerifier(ABC):
     drafting : tuple of str
         Tree laws taken: ``"iid"`` (rows of one draft law, drawn independently),
         ``"wor"`` (first tokens without replacement), ``"independent"`` (rows of different
-        draft laws).
+        draft laws); ``"shape:<law>"`` for trees drafted node by node by a
+        :class:`~multidraft.trees.TreeShape` law (``iid``, ``without-replacement``, ``top-k``).
     exact_capable : bool
         :meth:`law` runs in Fractions for an exact tree.
     """
@@ -142,32 +147,32 @@ class TreeVerifier(ABC):
         return f"{type(self).__name__}()"
 
     @staticmethod
-    def tree_drafting(tree: DraftTree) -> str:
-        """``"wor"``, ``"iid"`` or ``"independent"``: how ``tree``'s rows were drawn."""
-        if tree.without_replacement:
-            return "wor"
-        return "iid" if tree.shared_draft else "independent"
+    def tree_drafting(tree: Tree) -> str:
+        """``"wor"``, ``"iid"``, ``"independent"`` or ``"shape:<law>"``: how ``tree`` was drawn."""
+        return tree.drafting
 
-    def supports(self, tree: DraftTree) -> bool:
-        """Whether the verifier takes ``tree`` (its K and how its rows were drawn)."""
+    def supports(self, tree: Tree) -> bool:
+        """Whether the verifier takes ``tree`` (its K and how it was drawn), answered up front:
+        a tree it takes it verifies losslessly."""
         return (
-            isinstance(tree, DraftTree)
+            isinstance(tree, (DraftTree, ShapedTree))
             and self.tree_drafting(tree) in self.drafting
-            and (self.max_k is None or tree.k <= self.max_k)
+            and (self.max_k is None or (isinstance(tree, DraftTree) and tree.k <= self.max_k))
         )
 
-    def check(self, tree: DraftTree, exact: bool = False) -> DraftTree:
+    def refusal(self, tree: Tree) -> str:
+        """Why the verifier does not take ``tree`` (one line)."""
+        limit = f" with K <= {self.max_k}" if self.max_k is not None else ""
+        drafting = self.tree_drafting(tree)
+        article = "an" if drafting[:1] in ("a", "e", "i", "o", "u") else "a"  # an iid tree, a wor tree
+        return f"verifier {self.name!r} takes {', '.join(self.drafting)} trees{limit}; got {article} {drafting} tree with K={tree.k}"
+
+    def check(self, tree: Tree, exact: bool = False) -> Tree:
         """Return ``tree`` if the verifier takes it, else raise ``ValueError`` saying why."""
-        if not isinstance(tree, DraftTree):
-            raise ValueError(f"tree: expected a DraftTree, got {type(tree).__name__}")
+        if not isinstance(tree, (DraftTree, ShapedTree)):
+            raise ValueError(f"tree: expected a DraftTree or ShapedTree, got {type(tree).__name__}")
         if not self.supports(tree):
-            limit = f" with K <= {self.max_k}" if self.max_k is not None else ""
-            drafting = self.tree_drafting(tree)
-            article = "an" if drafting[:1] in ("a", "e", "i", "o", "u") else "a"  # an iid tree, a wor tree
-            raise ValueError(
-                f"verifier {self.name!r} takes {', '.join(self.drafting)} trees{limit}; got {article} "
-                f"{drafting} tree with K={tree.k}"
-            )
+            raise ValueError(self.refusal(tree))
         if tree.exact and not self.exact_capable:
             raise ValueError(f"verifier {self.name!r}: no exact (Fraction) law; give the tree float distributions")
         return tree

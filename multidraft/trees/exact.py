@@ -25,6 +25,8 @@ import numpy as np
 
 from multidraft.trees.base import TreeVerifier
 from multidraft.trees.model import TREE_LIMIT, SequenceModel
+from multidraft.trees.shape import TreeShape
+from multidraft.trees.shaped import ShapedTree, as_shape, shape_trees
 
 __all__ = ["BlockEvaluation", "evaluate"]
 
@@ -38,9 +40,9 @@ class BlockEvaluation:
     verifier : str
         Registry name.
     k : int
-        Draft sequences per tree.
+        Draft sequences per tree (chains), tokens drafted at the root (other shapes).
     without_replacement : bool
-        How the trees were drafted.
+        Whether the trees were drafted without replacement.
     expected_accepted : float or Fraction
         E[τ]; block efficiency is ``expected_accepted + 1``.
     deviation : float or Fraction
@@ -59,6 +61,7 @@ class BlockEvaluation:
     deviation: float | Fraction
     trees: int
     exact: bool
+    shape: TreeShape | None = None
 
     @property
     def block_efficiency(self) -> float | Fraction:
@@ -73,13 +76,16 @@ class BlockEvaluation:
 def evaluate(
     verifier: TreeVerifier,
     model: SequenceModel,
-    k: int,
+    k: TreeShape | int,
     *,
     without_replacement: bool = False,
     max_trees: int = TREE_LIMIT,
     exact: bool | None = None,
 ) -> BlockEvaluation:
     """Exact E[τ] and block losslessness of ``verifier`` on every draft tree of ``model``.
+
+    ``k``: a :class:`~multidraft.trees.TreeShape` (any family and law), or K for the chains
+    ``TreeShape.chains(K, L)`` (``without_replacement``: drafted without replacement at the root).
 
     ``exact``: compute in Fractions (True) or float64 (False); by default (None) as the model
     is. A number is never switched to floats behind the caller's back: an exact model with a
@@ -109,13 +115,13 @@ def evaluate(
         raise ValueError(f"verifier: expected a TreeVerifier (multidraft.trees.get_verifier), got {type(verifier).__name__}")
     if not isinstance(model, SequenceModel):
         raise ValueError(f"model: expected a SequenceModel, got {type(model).__name__}")
+    shape = as_shape(k, model, without_replacement)
     exact = _check_exact(exact, model, verifier)
     zero = Fraction(0) if exact else 0.0
     n, length = model.n, model.length
     emitted = [np.full(n ** (d + 1), zero, dtype=object) if exact else np.zeros(n ** (d + 1)) for d in range(length + 1)]
     expected, count = zero, 0
-    for tokens, prob in model.trees(k, without_replacement=without_replacement, max_trees=max_trees):
-        tree = model.tree(tokens, without_replacement=without_replacement)
+    for tree, prob in shape_trees(model, shape, max_trees=max_trees):
         if not exact and tree.exact:
             tree = _as_float(tree)
         law = verifier.law(tree)
@@ -136,7 +142,8 @@ def evaluate(
         completed = (completed[:, None] * table).reshape(-1) + emitted[d]
     joint = model.joint() if exact else np.asarray(model.joint(), dtype=np.float64)
     deviation = max(abs(a - b) for a, b in zip(completed, joint)) if exact else float(np.abs(completed - joint).max())
-    return BlockEvaluation(verifier.name, k, without_replacement, expected, deviation, count, exact)
+    wor = shape.law == "without-replacement"
+    return BlockEvaluation(verifier.name, shape.root_width, wor, expected, deviation, count, exact, shape)
 
 
 def _check_exact(exact: object, model: SequenceModel, verifier: TreeVerifier) -> bool:
@@ -161,6 +168,9 @@ def _check_exact(exact: object, model: SequenceModel, verifier: TreeVerifier) ->
 def _as_float(tree):
     from multidraft.trees.tree import DraftTree
 
+    if isinstance(tree, ShapedTree):
+        table = lambda values: np.asarray(values, dtype=np.float64)  # noqa: E731
+        return ShapedTree(tree.parent, tree.token, tree.draws, table(tree.target), table(tree.draft), tree.law)
     return DraftTree(
         tree.tokens,
         np.asarray(tree.target, dtype=np.float64),

@@ -56,6 +56,8 @@ import numpy as np
 
 from multidraft.theory.laws import SizeEstimate, check_size
 from multidraft.trees.model import SequenceModel
+from multidraft.trees.shape import TreeShape
+from multidraft.trees.shaped import as_shape, shape_classes, shape_tree_count
 
 __all__ = ["BlockOptimum", "block_optimum", "tail_optimum", "single_path_optimum", "tree_classes", "FORMS", "ANTICHAIN_LIMIT"]
 
@@ -87,6 +89,11 @@ class BlockOptimum:
         Largest constraint violation of the primal point.
     status, solver : str
     seconds : float
+    lower_bound : Fraction
+        E[τ] of a lossless verifier built from the solver's point after repairing it exactly
+        (:func:`_repaired_value`, in Fractions): the optimum is certified to lie in
+        ``interval = [lower_bound, upper_bound]``; ``value`` itself may lie above the optimum by
+        the solver's primal tolerance.
     """
 
     value: float
@@ -99,21 +106,24 @@ class BlockOptimum:
     status: str
     solver: str
     seconds: float
+    lower_bound: Fraction = Fraction(0)
 
     @property
     def gap(self) -> float:
         """``upper_bound - value`` (the certificate's slack)."""
         return float(self.upper_bound) - self.value
 
+    @property
+    def interval(self) -> tuple[Fraction, float | Fraction]:
+        """``(lower_bound, upper_bound)``: the optimum certainly lies in it."""
+        return self.lower_bound, self.upper_bound
 
-def tree_classes(model: SequenceModel, k: int, without_replacement: bool = False) -> dict[tuple, float | Fraction]:
+
+def tree_classes(model: SequenceModel, k: TreeShape | int, without_replacement: bool = False) -> dict[tuple, float | Fraction]:
     """``{sorted distinct sequences: probability}``: the draft trees merged into classes that
-    differ only by the order and multiplicity of their rows."""
-    classes: dict[tuple, float | Fraction] = {}
-    for tokens, prob in model.trees(k, without_replacement=without_replacement):
-        key = tuple(sorted(set(map(tuple, tokens.tolist()))))
-        classes[key] = classes.get(key, 0) + prob
-    return classes
+    differ only by the order and multiplicity of their rows (``k``: K chains, or any
+    :class:`~multidraft.trees.TreeShape`, :func:`~multidraft.trees.shaped.shape_classes`)."""
+    return shape_classes(model, as_shape(k, model, without_replacement))
 
 
 def _prefixes(paths: tuple) -> list[tuple]:
@@ -230,7 +240,7 @@ FORMS = ("tail", "prefix-flow")
 
 def block_optimum(
     model: SequenceModel,
-    k: int,
+    k: TreeShape | int,
     *,
     without_replacement: bool = False,
     form: str = "tail",
@@ -244,10 +254,10 @@ def block_optimum(
     Parameters
     ----------
     model : SequenceModel
-    k : int
-        Draft sequences per tree.
+    k : TreeShape or int
+        The tree shape (any family and per-node law), or K for ``TreeShape.chains(K, L)``.
     without_replacement : bool
-        Trees drafted without replacement at the root (else iid rows).
+        With an integer K: trees drafted without replacement at the root (else iid rows).
     form : {"tail", "prefix-flow"}
         ``"tail"`` (default): ρ(T, s) and β(s) = P(accepted node extends s), losslessness as
         ``β(sz) <= P(z | s) β(s)``. ``"prefix-flow"``: the form of theory.md, with the emitted
@@ -295,15 +305,20 @@ def block_optimum(
     solver = check_solver(solver)
     limit = MAX_VARIABLES if max_variables is None else max_variables
     n, length = model.n, model.length
+    shape = as_shape(k, model, without_replacement)
     drafted = len({p[:d] for p, _ in model.paths() for d in range(length + 1)})
-    bound = _class_bound(model, k, without_replacement) * (1 + k * length) + drafted * (n + 1)
+    if shape.family == "chains":
+        trees = _class_bound(model, shape.k, shape.law == "without-replacement")
+    else:
+        trees = shape_tree_count(model, shape)
+    bound = trees * (1 + shape.node_count) + drafted * (n + 1)
     if form == "prefix-flow":
         bound += sum(n**d for d in range(2, length + 2))
-    what = f"block-optimum LP ({form}, n={n}, L={length}, k={k}, {'without replacement' if without_replacement else 'iid'})"
+    what = f"block-optimum LP ({form}, n={n}, {shape!r})"
     advice = "use a smaller n, L or k (the LP grows with the number of draft trees)"
     lp_size(what, bound, bound, advice, max_variables=limit)
 
-    classes = tree_classes(model, k, without_replacement)
+    classes = shape_classes(model, shape)
     prefixes = sorted({s for key in classes for s in _prefixes(key)}, key=lambda s: (len(s), s))
     program, rho = (_tail_program if form == "tail" else _flow_program)(model, classes, prefixes)
     variables = len(program.objective)
@@ -319,10 +334,50 @@ def block_optimum(
     accepted: dict[tuple, float] = {}
     for j, (_, s) in enumerate(rho):
         accepted[s] = accepted.get(s, 0.0) + float(point[offset + j])
+    lower = _repaired_value(model, classes, [(c, s, point[offset + j]) for j, (c, s) in enumerate(rho)])
     return BlockOptimum(
         value, upper_bound, accepted, len(classes), variables, constraints, primal_error, status, solver,
-        time.perf_counter() - start,
+        time.perf_counter() - start, lower,
     )  # fmt: skip
+
+
+def _repaired_value(model: SequenceModel, classes: dict, rho: list) -> Fraction:
+    """Σ_{s ≠ ε} β(s) of a feasible point built in Fractions from the solver's ρ(T, s): clip at 0;
+    per class T put the leftover P(T) - Σ ρ on the root (or scale the class down to P(T));
+    then top-down, wherever β(sz) > P(z | s) β(s), move the fraction 1 - P(z | s) β(s) / β(sz)
+    of every ρ(T, s') with s' ⪰ sz to ρ(T, s) (s ∈ T: trees are prefix-closed). Scaling a
+    whole subtree keeps the ratios inside it, and β(s) does not change, so every constraint of
+    the tail form holds exactly afterwards: the value is E[τ] of a lossless verifier
+    (Theorem 1 and Lemma 4) and a lower bound of the optimum."""
+    probs = [Fraction(p) for p in classes.values()]
+    by_class: list[dict] = [{(): Fraction(0)} for _ in probs]
+    for c, prefix, x in rho:
+        by_class[c][prefix] = by_class[c].get(prefix, Fraction(0)) + max(Fraction(float(x)), Fraction(0))
+    for c, accepted in enumerate(by_class):
+        total = sum(accepted.values(), Fraction(0))
+        if total <= probs[c]:
+            accepted[()] += probs[c] - total
+        else:
+            for prefix in accepted:
+                accepted[prefix] *= probs[c] / total
+
+    def beta(prefix: tuple) -> Fraction:
+        depth = len(prefix)
+        return sum((x for a in by_class for s, x in a.items() if s[:depth] == prefix and len(s) >= depth), Fraction(0))
+
+    strings = sorted({s for a in by_class for s in a if s}, key=lambda s: (len(s), s))
+    for string in strings:
+        parent, token = string[:-1], string[-1]
+        allowed = Fraction(model.target_at(parent)[token]) * beta(parent)
+        below = beta(string)
+        if below > allowed:
+            keep = allowed / below
+            for accepted in by_class:
+                for s in [s for s in accepted if s[: len(string)] == string]:
+                    moved = accepted[s] * (1 - keep)
+                    accepted[s] -= moved
+                    accepted[parent] = accepted.get(parent, Fraction(0)) + moved
+    return sum((x * len(s) for a in by_class for s, x in a.items()), Fraction(0))
 
 
 def _solve(program: _Program, exact: bool, what: str, solver: str, verbose, progress: bool, implied: int = 0):
@@ -443,10 +498,13 @@ def _antichains(children: dict, node: tuple) -> list[list[tuple]]:
     return combined
 
 
-def tail_optimum(model: SequenceModel, k: int, *, without_replacement: bool = False, max_antichains: int = ANTICHAIN_LIMIT) -> float:
+def tail_optimum(
+    model: SequenceModel, k: TreeShape | int, *, without_replacement: bool = False, max_antichains: int = ANTICHAIN_LIMIT
+) -> float:
     """The block-level optimum by the tail form (module docstring): an LP over β(s) with one
-    constraint per antichain of drafted prefixes -- no trees enumerated. Small models only
-    (the antichains are listed; refused beyond ``max_antichains``).
+    constraint per antichain of drafted prefixes -- for chains no trees enumerated (closed-form
+    hit probabilities); for other shapes ``P(T ∩ U ≠ ∅)`` summed over the tree classes. Small
+    models only (the antichains are listed; refused beyond ``max_antichains``).
 
     >>> from multidraft.trees import sun_example
     >>> round(tail_optimum(sun_example(), k=1), 9)
@@ -456,6 +514,12 @@ def tail_optimum(model: SequenceModel, k: int, *, without_replacement: bool = Fa
 
     from multidraft.lp._solve import check_solver, solve
 
+    shape = as_shape(k, model, without_replacement)
+    if shape.family == "chains":
+        hit_probability = lambda antichain: _hit_probability(model, shape.k, shape.law == "without-replacement", antichain)  # noqa: E731
+    else:
+        classes = shape_classes(model, shape)
+        hit_probability = lambda antichain: sum(p for key, p in classes.items() if set(key) & set(antichain))  # noqa: E731
     strings = sorted({p[:d] for p, _ in model.paths() for d in range(1, model.length + 1)}, key=lambda s: (len(s), s))
     children: dict[tuple, list[tuple]] = {}
     for s in strings:
@@ -478,7 +542,7 @@ def tail_optimum(model: SequenceModel, k: int, *, without_replacement: bool = Fa
         constraints.append(beta[where[s]] <= p * (beta[where[s[:-1]]] if s[:-1] else 1.0))
     for antichain in _antichains(children, ()):
         if antichain:
-            hit = float(_hit_probability(model, k, without_replacement, antichain))
+            hit = float(hit_probability(antichain))
             constraints.append(cp.sum(beta[[where[u] for u in antichain]]) <= hit)
     problem = cp.Problem(cp.Maximize(cp.sum(beta)), constraints)
     solve(problem, check_solver("HIGHS"), "tail-form LP", len(strings), len(constraints), None, False)

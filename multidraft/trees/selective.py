@@ -33,9 +33,9 @@ import hashlib
 
 import numpy as np
 
-from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, sample_index
+from multidraft.theory.laws import law_class
+from multidraft.trees.base import BatchVerification, Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.token import node_law
-from multidraft.trees.tree import DraftTree
 
 __all__ = ["Selective", "REMEMBER_BELOW"]
 
@@ -46,15 +46,16 @@ _REMEMBERED_RULES = 4096
 
 class Selective(TreeVerifier):
     """Selective block verification (module docstring): trees drafted iid or without
-    replacement at the root, any K."""
+    replacement at the root, any K, and trees drafted node by node by any shape law."""
 
     name = "selective"
+    drafting = ("iid", "wor", "shape:iid", "shape:without-replacement", "shape:top-k")
     exact_capable = False
 
     def __init__(self) -> None:
         self._rules: dict[bytes, object] = {}
 
-    def _selection(self, tree: DraftTree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _selection(self, tree: Tree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(r over the tokens [n], P(each live draft is selected) [k_live])`` at ``node`` for
         the target ``budget · residual`` (mass 1 - budget on a token no draft holds).
 
@@ -64,18 +65,18 @@ class Selective(TreeVerifier):
         law), else the front/back rule. Rules are remembered for small vocabularies
         (n <= :data:`REMEMBER_BELOW`), where exact evaluation meets the same node state in
         many trees."""
-        nodes = tree.nodes
-        rows, depth = nodes.rows(node), int(nodes.depth[node])
-        drafts = np.asarray(tree.draft[rows, depth], dtype=np.float64)
-        live = tree.tokens[rows, depth]
-        if len(rows) == 1:
-            return drafts[0], np.ones(1)
+        name, drafts, live = tree.node_draws(node)
+        drafts = np.asarray(drafts, dtype=np.float64)
+        random = law_class(name).takes_distributions  # else a fixed set (a top-k node)
+        if len(live) == 1:  # r = the law of the one draft
+            return (drafts[0] if random else np.eye(tree.n)[live[0]]), np.ones(1)
         target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
-        name = tree.live_law_name(node)
-        key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes()).digest() if tree.n <= REMEMBER_BELOW else None
+        key = None
+        if tree.n <= REMEMBER_BELOW:
+            key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
         rule = self._rules.get(key) if key is not None else None
         if rule is None:
-            rule = self._rule(target / target.sum(), node_law(name, np.append(drafts, np.zeros((len(rows), 1)), axis=1)))
+            rule = self._rule(target / target.sum(), node_law(name, np.append(drafts, np.zeros((len(live), 1)), axis=1), live))
             if key is not None:
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
@@ -86,8 +87,16 @@ class Selective(TreeVerifier):
     @staticmethod
     def _rule(target: np.ndarray, law) -> tuple[np.ndarray, object]:
         """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
-        selection for ``(target, law)``."""
-        from multidraft.theory.laws import WithoutReplacement
+        selection for ``(target, law)``. A fixed set S (a top-k node): ``r = target`` restricted to
+        S and renormalised (uniform on S where the target puts nothing there), which puts at
+        least ``target(x)`` on every x in S, so ``Σ_x min(r(x), target(x)) = target(S)``, the most
+        any rule reaches."""
+        from multidraft.theory.laws import Deterministic, WithoutReplacement
+
+        if isinstance(law, Deterministic):
+            on = np.where(law.draft_set, target, 0.0)
+            r = on / on.sum() if on.sum() > 0 else law.draft_set / law.draft_set.sum()
+            return r, lambda tuples: r[tuples]
         from multidraft.theory.laws import ProblemTooLargeError
         from multidraft.theory.verifier import optimal_selection_rule
 
@@ -114,7 +123,7 @@ class Selective(TreeVerifier):
         following = total / (total + 1.0 - budget) if total + 1.0 - budget > 0 else budget
         return following, (weights / total if total > 0 else residual)
 
-    def _law(self, tree: DraftTree, next_token: bool) -> TreeLaw:
+    def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
         nodes = tree.nodes
         prob = np.zeros(nodes.count)
         mass = np.zeros((nodes.count, tree.n))
@@ -127,7 +136,7 @@ class Selective(TreeVerifier):
             following, rest = budget, residual
             if children:
                 r, chosen = self._selection(tree, node, budget, residual)
-                live = tree.tokens[nodes.rows(node), nodes.depth[node]]
+                live = tree.node_draws(node)[2]
                 fail_children = 0.0
                 for child in children:
                     token = int(nodes.token[child])
@@ -149,7 +158,7 @@ class Selective(TreeVerifier):
             rows = np.divide(mass, prob[:, None], out=np.zeros_like(mass), where=prob[:, None] > 0)
         return TreeLaw(tree, prob, rows)
 
-    def _verify(self, tree: DraftTree, rng: np.random.Generator) -> tuple[int, int]:
+    def _verify(self, tree: Tree, rng: np.random.Generator) -> tuple[int, int]:
         nodes = tree.nodes
 
         def run(node: int, budget: float, residual: np.ndarray):
@@ -157,7 +166,7 @@ class Selective(TreeVerifier):
             following, rest = budget, residual
             if children:
                 r, chosen = self._selection(tree, node, budget, residual)
-                live = tree.tokens[nodes.rows(node), nodes.depth[node]]
+                live = tree.node_draws(node)[2]
                 token = int(live[sample_index(chosen, rng)])
                 child = next(c for c in children if nodes.token[c] == token)
                 outcome = run(child, min(1.0, budget * residual[token] / r[token]), np.asarray(tree.target_at(child), dtype=np.float64))

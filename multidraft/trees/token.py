@@ -5,7 +5,10 @@ al. 2023).
 At a node of depth d < L the *live* rows are those through it; their tokens at depth d + 1
 form a draft tuple x whose law is ``IID(q, k_live)`` (rows of one draft law), ``Independent``
 (rows of several) or ``WithoutReplacement(q, K)`` at the root of a tree drafted without
-replacement (below it one row stays live). The scheme outputs Y with ``P(Y = y) = p(y | node)``
+replacement (below it one row stays live). On a tree drafted node by node
+(:class:`~multidraft.trees.ShapedTree`) x is the node's own tuple of k_v draws and its law the
+node's: ``IID(q, k_v)``, ``WithoutReplacement(q, k_v)`` or ``Deterministic(top-k_v)``; the walk
+takes a tree only if the scheme takes every node's law (:meth:`TokenVerifier.supports`). The scheme outputs Y with ``P(Y = y) = p(y | node)``
 exactly; if Y is a live token the walk moves to that child, else it stops and emits Y; at depth
 L it emits a bonus token from the target. A lossless scheme at every node makes the block
 lossless. With one live row a scheme defined for K >= 2 only hands over to single-draft
@@ -26,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from multidraft.theory.laws import DraftLaw, law_for
+from multidraft.theory.laws import DraftLaw, law_class, law_for
 from multidraft.trees._batch import BatchVerification, TreeBatch, _sample, host_rng
-from multidraft.trees.base import TreeLaw, TreeVerifier, sample_index
-from multidraft.trees.tree import DraftTree, live_law_class
+from multidraft.trees.base import Tree, TreeLaw, TreeVerifier, sample_index
+from multidraft.trees.tree import live_law_class
 
 __all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "token_batch"]
 
@@ -40,10 +43,13 @@ _REMEMBERED_PLANS = 4096
 REMEMBER_BELOW = 1024
 
 
-def node_law(name: str, drafts: np.ndarray) -> DraftLaw:
-    """The law of the live rows' next tokens: kind ``name`` (``"iid"``, ``"independent"`` or
-    ``"wor"``) over their draft distributions ``drafts [k_live, n]`` (float rows are
-    renormalised; Fraction rows are exact)."""
+def node_law(name: str, drafts: np.ndarray, tokens: np.ndarray | None = None) -> DraftLaw:
+    """The law of the live rows' next tokens: kind ``name`` (``"iid"``, ``"independent"``,
+    ``"wor"``, or ``"deterministic"`` for a top-k node, built from its ``tokens``) over their
+    draft distributions ``drafts [k_live, n]`` (float rows are renormalised; Fraction rows are
+    exact)."""
+    if not law_class(name).takes_distributions:  # a fixed set (Deterministic): built from its tokens
+        return law_class(name)(np.asarray(tokens, dtype=np.int64), drafts.shape[-1])
     return law_for(name, drafts, normalize=drafts.dtype != object)
 
 
@@ -137,6 +143,7 @@ class TokenVerifier(TreeVerifier):
     >>> import numpy as np
     >>> from fractions import Fraction as F
     >>> from multidraft.schemes import get_scheme
+    >>> from multidraft.trees import DraftTree
     >>> target = np.array([[[F(1, 3), F(2, 3)]] * 3], dtype=object)
     >>> draft = np.array([[[F(2, 3), F(1, 3)]] * 2], dtype=object)
     >>> TokenVerifier(get_scheme("specinfer")).expected_accepted(DraftTree([[0, 1]], target, draft))
@@ -146,7 +153,7 @@ class TokenVerifier(TreeVerifier):
     both surely, see :class:`~multidraft.trees.Traversal`.)
     """
 
-    drafting = ("iid", "wor", "independent")
+    drafting = ("iid", "wor", "independent", "shape:iid", "shape:without-replacement", "shape:top-k")
 
     def __init__(self, scheme: Any) -> None:
         from multidraft.schemes import Scheme
@@ -164,40 +171,61 @@ class TokenVerifier(TreeVerifier):
     def __repr__(self) -> str:
         return f"TokenVerifier({self.scheme!r})"
 
-    def _node(self, tree: DraftTree, node: int) -> tuple[Any, DraftLaw, np.ndarray]:
-        """(scheme, law, live tuple) at ``node``."""
-        rows = tree.nodes.rows(node)
-        depth = int(tree.nodes.depth[node])
-        law = node_law(tree.live_law_name(node), tree.draft[rows, depth])
-        return node_scheme(self.scheme, type(law), law.k)[0], law, tree.tokens[rows, depth]
+    def _unsupported(self, tree: Tree) -> str | None:
+        """The first inner node whose law the scheme does not take (after the one-draft
+        fallback of :func:`node_scheme`), said in words; None when it takes every node."""
+        from multidraft.schemes import Scheme
 
-    def _conditional(self, tree: DraftTree, node: int) -> np.ndarray:
+        if not isinstance(self.scheme, Scheme):
+            return None
+        nodes = tree.nodes
+        kinds = {tree.node_law_kind(node): node for node in reversed(range(nodes.count)) if nodes.children[node]}
+        for (name, k), node in sorted(kinds.items(), key=lambda item: item[1]):
+            cls = law_class(name)
+            scheme = node_scheme(self.scheme, cls, k)[0]
+            if not scheme.supports_law(cls, k):
+                return f"node {node} drafts {k} tokens by the {name} law, which scheme {scheme.name!r} does not take"
+        return None
+
+    def supports(self, tree: Tree) -> bool:
+        """Whether every node's draft law is one the scheme takes (so the walk is lossless)."""
+        return super().supports(tree) and self._unsupported(tree) is None
+
+    def refusal(self, tree: Tree) -> str:
+        return self._unsupported(tree) if super().supports(tree) else super().refusal(tree)
+
+    def _node(self, tree: Tree, node: int) -> tuple[Any, DraftLaw, np.ndarray]:
+        """(scheme, law, live tuple) at ``node``."""
+        name, drafts, tuple_ = tree.node_draws(node)
+        law = node_law(name, drafts, tuple_)
+        return node_scheme(self.scheme, type(law), law.k)[0], law, tuple_
+
+    def _conditional(self, tree: Tree, node: int) -> np.ndarray:
         """``P(Y = · | live tuple)`` at ``node``, from a remembered plan when the node's
         distributions and law were met before."""
-        rows = tree.nodes.rows(node)
-        depth = int(tree.nodes.depth[node])
-        p, drafts = tree.target_at(node), tree.draft[rows, depth]
+        name, drafts, tuple_ = tree.node_draws(node)
+        p = tree.target_at(node)
         if tree.n > REMEMBER_BELOW:  # hashing a real vocabulary costs more than a plan
             scheme, law, _ = self._node(tree, node)
-            return node_conditional(scheme, p, law, tree.exact)(tree.tokens[rows, depth][None, :])[0]
-        key = self._key(tree.live_law_name(node), p, drafts)
+            return node_conditional(scheme, p, law, tree.exact)(tuple_[None, :])[0]
+        key = self._key(name, p, drafts, None if law_class(name).takes_distributions else tuple_)
         if key not in self._plans:
             if len(self._plans) >= _REMEMBERED_PLANS:
                 self._plans.pop(next(iter(self._plans)))
             scheme, law, _ = self._node(tree, node)
             self._plans[key] = node_conditional(scheme, p, law, tree.exact)
-        return self._plans[key](tree.tokens[rows, depth][None, :])[0]
+        return self._plans[key](tuple_[None, :])[0]
 
     @staticmethod
-    def _key(law_name: str, p: np.ndarray, drafts: np.ndarray) -> bytes:
-        digest = hashlib.blake2b(f"{law_name}|{len(drafts)}".encode())
+    def _key(law_name: str, p: np.ndarray, drafts: np.ndarray, tokens: np.ndarray | None) -> bytes:
+        digest = hashlib.blake2b(f"{law_name}|{len(drafts)}|{None if tokens is None else tokens.tolist()}".encode())
         for array in (p, drafts):
             digest.update(repr(array.tolist()).encode() if array.dtype == object else np.ascontiguousarray(array).tobytes())
         return digest.digest()
 
-    def _law(self, tree: DraftTree, next_token: bool) -> TreeLaw:
+    def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
         exact = tree.exact
-        nodes, length = tree.nodes, tree.length
+        nodes = tree.nodes
         zero = Fraction(0) if exact else 0.0
         prob = np.array([zero] * nodes.count, dtype=object) if exact else np.zeros(nodes.count)
         rows = None
@@ -205,7 +233,7 @@ class TokenVerifier(TreeVerifier):
             rows = np.full((nodes.count, tree.n), zero, dtype=object) if exact else np.zeros((nodes.count, tree.n))
 
         def walk(node: int, reach) -> None:
-            if nodes.depth[node] == length:  # all L accepted: the bonus token
+            if not nodes.children[node]:  # a leaf accepted: the bonus token
                 prob[node] = reach
                 if rows is not None:
                     rows[node] = tree.target_at(node)
@@ -224,14 +252,15 @@ class TokenVerifier(TreeVerifier):
         walk(0, Fraction(1) if exact else 1.0)
         return TreeLaw(tree, prob, rows)
 
-    def _verify(self, tree: DraftTree, rng: np.random.Generator) -> tuple[int, int]:
+    def _verify(self, tree: Tree, rng: np.random.Generator) -> tuple[int, int]:
         nodes = tree.nodes
         node = 0
-        while nodes.depth[node] < tree.length:
+        while nodes.children[node]:
             scheme, law, tuple_ = self._node(tree, node)
             target = np.asarray(tree.target_at(node), dtype=np.float64)
             if tree.exact:
-                law = node_law(law.name, np.asarray(tree.draft[nodes.rows(node), nodes.depth[node]], dtype=np.float64))
+                name, drafts, _ = tree.node_draws(node)
+                law = node_law(name, np.asarray(drafts, dtype=np.float64), tuple_)
             token = scheme.select(target, law, tuple_, rng).token
             following = [c for c in nodes.children[node] if nodes.token[c] == token]
             if not following:

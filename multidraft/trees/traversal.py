@@ -77,6 +77,9 @@ class Traversal(TreeVerifier):
     """
 
     name = "traversal"
+    #: H(v, D) holds on iid rows, rows without replacement at the root, and trees drafted node
+    #: by node iid or without replacement (docs/block_level.md); never on top-k nodes.
+    drafting = ("iid", "wor", "shape:iid", "shape:without-replacement")
     #: The rejection update removes the rejected token from M_s (the paper's rule).
     removes_rejected: bool = True
 

@@ -318,6 +318,24 @@ class DraftTree:
         ``"iid"`` (one group) or ``"independent"``."""
         return live_law_class([self.groups[r] for r in self.nodes.rows(node)], self.without_replacement).name
 
+    def node_law_kind(self, node: int) -> tuple[str, int]:
+        """``(law kind, k_live)`` at ``node`` (depth < L), without copying distributions."""
+        return self.live_law_name(node), len(self.nodes.rows(node))
+
+    def node_draws(self, node: int) -> tuple[str, np.ndarray, np.ndarray]:
+        """``(law kind, drafts [k_live, n], tokens [k_live])`` at ``node`` (depth < L): the kind
+        of the law of the live rows' next tokens (:meth:`live_law_name`), their draft
+        distributions and the tuple they drafted."""
+        rows, depth = self.nodes.rows(node), int(self.nodes.depth[node])
+        return self.live_law_name(node), self.draft[rows, depth], self.tokens[rows, depth]
+
+    @property
+    def drafting(self) -> str:
+        """``"wor"``, ``"iid"`` or ``"independent"``: how the rows were drawn."""
+        if self.without_replacement:
+            return "wor"
+        return "iid" if self.shared_draft else "independent"
+
     @classmethod
     def chain(cls, tokens: Sequence[int], target: object, draft: object) -> DraftTree:
         """A single draft (K = 1): ``tokens [L]``, ``target [L + 1, n]``, ``draft [L, n]``."""

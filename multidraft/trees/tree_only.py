@@ -33,6 +33,8 @@ from fractions import Fraction
 
 from multidraft.trees.model import SequenceModel
 from multidraft.trees.optimum import _class_bound, _prefixes, _Program, _solve, block_optimum, tree_classes
+from multidraft.trees.shape import TreeShape
+from multidraft.trees.shaped import as_shape, shape_tree_count
 
 __all__ = ["TreeOnlyBound", "tree_only_bound", "tree_data"]
 
@@ -122,7 +124,7 @@ def _model_program(program: _Program, model: SequenceModel, classes: dict, weigh
 
 def tree_only_bound(
     models: Sequence[SequenceModel],
-    k: int,
+    k: TreeShape | int,
     *,
     without_replacement: bool = False,
     solver: str = "HIGHS",
@@ -131,7 +133,8 @@ def tree_only_bound(
     progress: bool = False,
 ) -> TreeOnlyBound:
     """The joint LP of the module docstring for ``models`` (same n and L), with each model's
-    block optimum for comparison.
+    block optimum for comparison. ``k``: K chains (``without_replacement`` at the root), or any
+    :class:`~multidraft.trees.TreeShape` (tree classes: the drafted prefix sets).
 
     Raises
     ------
@@ -151,12 +154,17 @@ def tree_only_bound(
     solver = check_solver(solver)
     n, length = models[0].n, models[0].length
     limit = MAX_VARIABLES if max_variables is None else max_variables
-    bound = sum(_class_bound(m, k, without_replacement) for m in models) * (1 + k * length) * n
-    what = f"tree-only LP ({len(models)} models, n={n}, L={length}, k={k})"
+    shape = as_shape(k, models[0], without_replacement)
+    if shape.family == "chains":
+        trees = sum(_class_bound(m, shape.k, shape.law == "without-replacement") for m in models)
+    else:
+        trees = sum(shape_tree_count(m, shape) for m in models)
+    bound = trees * (1 + shape.node_count) * n
+    what = f"tree-only LP ({len(models)} models, n={n}, {shape!r})"
     lp_size(what, bound, bound, "use a smaller n, L or k", max_variables=limit)
 
     program = _Program([], [])
-    classes = [tree_classes(m, k, without_replacement) for m in models]
+    classes = [tree_classes(m, shape) for m in models]
     columns = [_model_program(program, m, c, 1) for m, c in zip(models, classes)]
     common = set(classes[0]).intersection(*classes[1:])
     shared = [key for key in common if len({tree_data(m, key) for m in models}) == 1]
@@ -171,7 +179,7 @@ def tree_only_bound(
     lp_size(what, variables, constraints, "use a smaller n, L or k", max_variables=limit)
     exact = all(m.exact for m in models)
     _, value, upper_bound, _, _ = _solve(program, exact, what, solver, verbose, progress)
-    optima = [block_optimum(m, k, without_replacement=without_replacement, solver=solver, verbose=verbose, progress=progress) for m in models]
+    optima = [block_optimum(m, shape, solver=solver, verbose=verbose, progress=progress) for m in models]
     return TreeOnlyBound(
         value, upper_bound, tuple(o.value for o in optima), tuple(o.upper_bound for o in optima), len(shared),
         variables, constraints, time.perf_counter() - start,

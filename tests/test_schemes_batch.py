@@ -103,6 +103,36 @@ def test_batch_rho_matches_bisection():
         assert np.all(1 - (1 - beta) ** k <= rho.numpy() * beta * (1 + 1e-12))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_row_sums_match_numpy_on_every_path(dtype):
+    """``h = Σ min(ρq, p)`` and ``h' = Σ_{ρq < p} q``: the compiled pass (float32/float64 on a
+    CPU, rows read in place, here from a strided view as ``drafts[:, 0]``) and the tensor form
+    (bfloat16) against numpy on the same rounded rows. At ρ = 2 the first 1000 entries tie
+    exactly (q = p/2); a twin that counts the ties in the slope is caught."""
+    rng = np.random.default_rng(11)
+    p = torch.tensor(rng.dirichlet(np.ones(3000) * 0.3, size=12)).to(dtype)
+    q = torch.tensor(rng.dirichlet(np.ones(3000) * 0.3, size=(12, 2))).to(dtype)[:, 0]  # strided rows
+    q[:, :1000] = p[:, :1000] / 2
+    sums = _RowSums(p, q)
+    assert sums.compiled == (dtype != torch.bfloat16)
+    rows = torch.tensor([3, 0, 11, 3])
+    rho = torch.tensor([2.0, 1.0, 2.7, 1.25], dtype=torch.float64)
+    h, slope = sums(rows, rho, slope=True)
+    p_rows, q_rows = p[rows].double().numpy(), q[rows].double().numpy()
+    if sums.compiled:  # float64 arithmetic
+        scaled = rho.numpy()[:, None] * q_rows
+    else:  # arithmetic in the input dtype
+        scaled = (q[rows] * rho.to(dtype)[:, None]).double().numpy()
+    tolerance = 1e-12 if sums.compiled else 1e-2
+    np.testing.assert_allclose(h.numpy(), np.minimum(scaled, p_rows).sum(axis=1), rtol=tolerance)
+    np.testing.assert_allclose(slope.numpy(), np.where(scaled < p_rows, q_rows, 0).sum(axis=1), rtol=tolerance)
+    wrong = np.where(scaled <= p_rows, q_rows, 0).sum(axis=1)  # WRONG: counts the ties
+    assert np.abs(slope.numpy() - wrong)[0] > 10 * tolerance * wrong[0]
+    h_all, no_slope = sums(None, torch.full((12,), 2.0, dtype=torch.float64))
+    assert no_slope is None
+    np.testing.assert_allclose(h_all.numpy(), np.minimum(2 * q.double().numpy(), p.double().numpy()).sum(axis=1), rtol=tolerance)
+
+
 @pytest.mark.parametrize("name", [n for n, cls in SCHEMES.items() if cls.has_batch_form() and n != "truncated-lp"])
 def test_float32_batch_runs_and_never_emits_zero_probability_tokens(name):
     rng = np.random.default_rng(8)

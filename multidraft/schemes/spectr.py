@@ -31,6 +31,7 @@ import numpy as np
 
 from multidraft.schemes._threads import on_idle_cores
 from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialRule, SupportPlan, positive_part, safe_divide
+from multidraft.theory._numba import compile_in_place
 from multidraft.theory.laws import IID, DraftLaw
 
 __all__ = ["SpecTr", "spectr_rho"]
@@ -164,7 +165,8 @@ class SpecTr(Scheme):
         residual (safeguarded Newton, :func:`_batch_rho`, started from the largest failed
         threshold; it returns a valid ρ within a relative ``64 eps`` of ρ*, so the draw is
         lossless up to floating-point rounding). Every evaluation touches only the rows that
-        need it, in cache-sized row blocks (:class:`_RowSums`).
+        need it (:class:`_RowSums`, one compiled pass per row on a CPU), and nothing of the
+        batch's size is copied or allocated.
         """
         import torch
 
@@ -193,40 +195,95 @@ class SpecTr(Scheme):
             rows = rows[~passes]
             if rows.numel() == 0:
                 return output, (tokens == output[:, None]).any(dim=1)
-        # Every draft rejected: sample the residual p - min(q, p/ρ) γ, γ = (1 - (1 - β)^K)/β, on
-        # copies of those rows (formed in place as p - min(ρq, p) γ/ρ).
-        rejected = _RowSums(target.index_select(0, rows), q.index_select(0, rows))
+        # Every draft rejected: sample the residual p - min(q, p/ρ) γ = p - min(ρq, p) γ/ρ,
+        # γ = (1 - (1 - β)^K)/β.
+        rejected = sums.subset(rows)
         rho, beta = _batch_rho(rejected, k, low=low[rows])
         # β = 0 (disjoint supports): γ -> K, and min(ρq, p) = 0 leaves the residual p.
         gamma = torch.where(beta > 0, (1.0 - (1.0 - beta) ** k) / beta.clamp_min(torch.finfo(beta.dtype).tiny), float(k))
-        p_r, kept = rejected.p, rejected.q
-        torch.minimum(kept.mul_(rho.to(kept.dtype)[:, None]), p_r, out=kept)
-        residual = p_r.addcmul_(kept, (-gamma / rho).to(p_r.dtype)[:, None]).clamp_min_(0)
-        output[rows] = _torch.sample_rows(residual, generator)
+        output[rows] = rejected.sample_residual(rho, gamma / rho, generator)
         return output, (tokens == output[:, None]).any(dim=1)
 
 
-#: Entries of one row block of :class:`_RowSums` on a CPU: small enough to stay in cache and to
-#: be served again by the allocator (a fresh temporary of a [256, 49152] batch costs more in
-#: page faults than its arithmetic).
+#: Entries of one row block of :class:`_RowSums` on an accelerator's fallback (bfloat16 and half
+#: rows on a CPU): small enough to stay in cache and to be served again by the allocator (a fresh
+#: temporary of a [256, 49152] batch costs more in page faults than its arithmetic).
 _BLOCK_ENTRIES = 1 << 17
+
+
+#: The reductions of :func:`_min_sums` may be reordered (vectorised): a float64 sum of n terms
+#: moves by rounding only, far inside the ``64 eps`` (of float32 or float64) ρ* is solved to.
+_SUM_FLAGS = frozenset({"reassoc", "nsz", "contract"})
+
+
+def _min_sums(p, q, rows, rho, slope, h, derivative):  # pragma: no cover - compiled by numba
+    """``h[i] = Σ_y min(ρ_i q[r_i, y], p[r_i, y])`` and, when ``slope``, ``derivative[i] =
+    Σ_{ρ_i q < p} q[r_i, y]`` (``r_i = rows[i]``, float64 arithmetic): one branch-free pass over
+    each row."""
+    for i in range(rows.shape[0]):
+        p_row, q_row, scale = p[rows[i]], q[rows[i]], rho[i]
+        total = 0.0
+        gradient = 0.0
+        for y in range(p_row.shape[0]):
+            q_y = np.float64(q_row[y])
+            p_y = np.float64(p_row[y])
+            scaled = scale * q_y
+            total += min(scaled, p_y)
+            gradient += q_y if scaled < p_y else 0.0
+        h[i] = total
+        if slope:
+            derivative[i] = gradient
+
+
+def _sample_residuals(p, q, rows, rho, scale, uniforms, out):  # pragma: no cover - compiled by numba
+    """``out[i]``: the token y drawn by inverse CDF at level ``uniforms[i]`` (in [0, 1)) from the
+    weights ``w(y) = max(p - min(ρ_i q, p) scale_i, 0)`` of row ``rows[i]``: two passes (the total,
+    then the first y whose cumulative weight exceeds ``u · total``, kept below the total so that a
+    token of weight zero is never drawn); ``out[i] = -1`` when the row has no mass."""
+    for i in range(rows.shape[0]):
+        p_row, q_row, factor, shrink = p[rows[i]], q[rows[i]], rho[i], scale[i]
+        total = 0.0
+        for y in range(p_row.shape[0]):
+            p_y = np.float64(p_row[y])
+            total += max(p_y - min(factor * np.float64(q_row[y]), p_y) * shrink, 0.0)
+        out[i] = -1
+        if not total > 0.0 or not np.isfinite(total):
+            continue
+        level = min(uniforms[i] * total, np.nextafter(total, 0.0))
+        cumulative = 0.0
+        for y in range(p_row.shape[0]):
+            p_y = np.float64(p_row[y])
+            cumulative += max(p_y - min(factor * np.float64(q_row[y]), p_y) * shrink, 0.0)
+            if cumulative > level:
+                out[i] = y
+                break
 
 
 class _RowSums:
     """``h_b(ρ_b) = Σ_y min(ρ_b q_b(y), p_b(y))`` and its slope ``h'_b = Σ_{ρ_b q_b < p_b} q_b``
-    for rows b of ``p, q [B, n]`` (torch; results in float64, arithmetic in the input dtype).
+    for rows b of ``p, q [B, n]`` (torch; results in float64).
 
-    The rows are processed in blocks with scratch buffers allocated once, so an evaluation
-    streams each row through the cache once and allocates nothing of the batch's size; a
-    subset of rows is first copied block by block (``index_select``). On an accelerator one
-    block holds every row.
+    On a CPU, float32 and float64 rows are summed by one compiled pass per row
+    (:func:`_min_sums`, float64 arithmetic) that reads the asked rows in place: an evaluation
+    streams each row through the cache once and allocates nothing of the batch's size (the
+    tensor-level form below costs five passes per evaluation with the slope). Elsewhere
+    (accelerators, half precision) the rows are processed with tensor operations in the input
+    dtype, in blocks with scratch buffers allocated once, a subset of rows first copied block by
+    block (``index_select``); on an accelerator one block holds every row.
     """
 
-    def __init__(self, p, q) -> None:
+    def __init__(self, p, q, index=None) -> None:
         import torch
 
         self.p, self.q = p, q
         rows, n = p.shape
+        self.compiled = p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64) and q.dtype == p.dtype
+        if self.compiled:
+            compile_in_place(globals(), ["_min_sums"], fastmath=_SUM_FLAGS)
+            compile_in_place(globals(), ["_sample_residuals"])
+            self.p_array, self.q_array = p.detach().numpy(), q.detach().numpy()
+            self.index = np.arange(rows) if index is None else index  # rows of p, q that are ours
+            return
         self.block = max(1, _BLOCK_ENTRIES // max(n, 1)) if p.device.type == "cpu" else max(rows, 1)
         shape = (min(self.block, rows), n)
         self.scaled = torch.empty(shape, dtype=p.dtype, device=p.device)
@@ -235,7 +292,32 @@ class _RowSums:
         self.zero = torch.zeros((), dtype=p.dtype, device=p.device)
 
     def __len__(self) -> int:
-        return self.p.shape[0]
+        return len(self.index) if self.compiled else self.p.shape[0]
+
+    def subset(self, rows) -> _RowSums:
+        """The same sums over the rows ``rows`` (a tensor of indices) only: read in place on the
+        compiled path, else copied (``index_select``)."""
+        if self.compiled:
+            return _RowSums(self.p, self.q, self.index[rows.numpy()])
+        return _RowSums(self.p.index_select(0, rows), self.q.index_select(0, rows))
+
+    def sample_residual(self, rho, scale, generator):
+        """One token per row from ``max(p - min(ρq, p) · scale, 0)`` (``rho, scale [R]``
+        float64, R = every row), by inverse CDF; a row without mass is refused."""
+        import torch
+
+        from multidraft.schemes import _torch
+
+        if not self.compiled:  # formed in place on the rows' copies
+            kept = torch.minimum(self.q.mul_(rho.to(self.q.dtype)[:, None]), self.p, out=self.q)
+            residual = self.p.addcmul_(kept, (-scale).to(self.p.dtype)[:, None]).clamp_min_(0)
+            return _torch.sample_rows(residual, generator)
+        levels = torch.rand(len(self), generator=_torch.check_generator(generator), dtype=torch.float64)
+        out = np.empty(len(self), dtype=np.int64)
+        _sample_residuals(self.p_array, self.q_array, self.index, rho.numpy(), scale.numpy(), levels.numpy(), out)
+        if (out < 0).any():
+            raise ValueError("weights: every row must have positive, finite mass to be sampled")
+        return torch.from_numpy(out)
 
     def __call__(self, rows, rho, slope: bool = False):
         """``(h [R], h' [R] or None)`` at ``rho [R]`` (float64) for the row indices ``rows [R]``
@@ -243,6 +325,12 @@ class _RowSums:
         import torch
 
         wide = torch.float64
+        if self.compiled:
+            index = self.index if rows is None else self.index[rows.numpy()]
+            h = np.empty(len(rho))
+            derivative = np.empty(len(rho) if slope else 0)
+            _min_sums(self.p_array, self.q_array, index, rho.to(wide).numpy(), slope, h, derivative)
+            return torch.from_numpy(h), torch.from_numpy(derivative) if slope else None
         h = torch.empty(len(rho), dtype=wide, device=rho.device)
         derivative = torch.empty_like(h) if slope else None
         for start in range(0, len(rho), self.block):

@@ -14,15 +14,18 @@ from collections.abc import MutableMapping, Sequence
 __all__ = ["compile_in_place"]
 
 
-def compile_in_place(namespace: MutableMapping[str, object], names: Sequence[str]) -> None:
+def compile_in_place(
+    namespace: MutableMapping[str, object], names: Sequence[str], fastmath: frozenset[str] = frozenset()
+) -> None:
     """Replace the functions ``names`` of a module's ``namespace`` (its ``globals()``) by their
     numba-compiled versions (``cache=True, nogil=True``); names already compiled are kept.
     Compilation itself happens at each kernel's first call, by which time every callee it names
-    is compiled."""
+    is compiled. ``fastmath``: LLVM flags for reductions that may be reordered (``{"reassoc"}``
+    lets a sum be vectorised; the result then differs from the sequential sum by rounding)."""
     import numba
     from numba.core.dispatcher import Dispatcher
 
-    jit = numba.njit(cache=True, nogil=True)
+    jit = numba.njit(cache=True, nogil=True, fastmath=set(fastmath) or False)
     for name in names:
         if not isinstance(namespace[name], Dispatcher):
             namespace[name] = jit(namespace[name])

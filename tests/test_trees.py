@@ -136,6 +136,41 @@ def test_verifiers_refuse_trees_they_do_not_take():
         get_verifier("token:optimal").law(exact)
 
 
+def test_an_optimal_scheme_with_one_draft_is_single_draft_sampling():
+    """The token walk runs single-draft sampling for an optimal scheme at a node with one draft
+    (``one_draft_scheme``): its conditional law P(Y = · | X = x) equals the optimal scheme's
+    plan's on every law with one draft, with zeros and ties; a non-optimal scheme is kept."""
+    from multidraft.schemes import get_scheme
+    from multidraft.theory.laws import IID, Deterministic, Independent, WithoutReplacement
+    from multidraft.trees.token import one_draft_scheme
+
+    rng = np.random.default_rng(5)
+    single, checked = get_scheme("single"), 0
+    for name, cls in SCHEMES.items():
+        scheme = get_scheme(name)
+        if not cls.capabilities.optimal:
+            assert one_draft_scheme(scheme, IID(np.full(3, 1 / 3), 1)) is scheme
+            continue
+        for _ in range(20):
+            n = int(rng.integers(2, 7))
+            p, q = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
+            p[rng.integers(n)] = 0.0
+            p /= p.sum()
+            token = int(np.argmax(q))
+            for law in (IID(q, 1), WithoutReplacement(q, 1), Independent([q]), Deterministic([token], n)):
+                if not scheme.supports(law):
+                    continue
+                assert one_draft_scheme(scheme, law).name == "single"
+                tuples = np.array([[token]]) if isinstance(law, Deterministic) else np.flatnonzero(q > 0)[:, None]
+                ours = single.prepare(p, law).conditional(tuples)
+                theirs = scheme.prepare(p, law).conditional(tuples)
+                assert ours.shape == theirs.shape
+                np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
+                checked += 1
+    assert checked >= 100
+    assert one_draft_scheme(get_scheme("optimal"), IID(np.full(3, 1 / 3), 2)).name == "optimal"  # K = 2: kept
+
+
 # ------------------------------------------------------- every verifier: law against sampler
 
 #: (verifier, drafting) pairs run by the sampling checks: every block-level verifier and the

@@ -69,14 +69,20 @@ class Selective(TreeVerifier):
         drafts = np.asarray(drafts, dtype=np.float64)
         random = law_class(name).takes_distributions  # else a fixed set (a top-k node)
         if len(live) == 1:  # r = the law of the one draft
-            return (drafts[0] if random else np.eye(tree.n)[live[0]]), np.ones(1)
+            if random:
+                return drafts[0], np.ones(1)
+            fixed = np.zeros(tree.n)  # a top-k node drafting one token: r is a point mass
+            fixed[live[0]] = 1.0
+            return fixed, np.ones(1)
         target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
         key = None
         if tree.n <= REMEMBER_BELOW:
             key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
         rule = self._rules.get(key) if key is not None else None
         if rule is None:
-            rule = self._rule(target / target.sum(), node_law(name, np.append(drafts, np.zeros((len(live), 1)), axis=1), live))
+            # every live draft of the trees selective takes shares one draft row: extend it once
+            shared = np.append(drafts[0], 0.0)
+            rule = self._rule(target / target.sum(), node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live))
             if key is not None:
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
@@ -126,7 +132,7 @@ class Selective(TreeVerifier):
     def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
         nodes = tree.nodes
         prob = np.zeros(nodes.count)
-        mass = np.zeros((nodes.count, tree.n))
+        mass = np.zeros((nodes.count, tree.n)) if next_token else None  # O(m·n): only when asked
 
         def visit(node: int, budget: float, residual: np.ndarray, reach: float) -> float:
             """Record the accepted nodes of ``node``'s subtree (times ``reach``); return the
@@ -149,12 +155,13 @@ class Selective(TreeVerifier):
                 following, rest = self._fallback(budget, residual, r)
             accepted = reach * fail_children * following
             prob[node] += accepted
-            mass[node] += accepted * rest
+            if mass is not None:
+                mass[node] += accepted * rest
             return fail_children * (1.0 - following)
 
         visit(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64), 1.0)
         rows = None
-        if next_token:
+        if mass is not None:
             rows = np.divide(mass, prob[:, None], out=np.zeros_like(mass), where=prob[:, None] > 0)
         return TreeLaw(tree, prob, rows)
 

@@ -34,7 +34,7 @@ from multidraft.trees._batch import BatchVerification, TreeBatch, _sample, host_
 from multidraft.trees.base import Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.tree import live_law_class
 
-__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "token_batch"]
+__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "one_draft_scheme", "token_batch"]
 
 #: Plans a :class:`TokenVerifier` keeps (oldest dropped first), for vocabularies up to
 #: :data:`REMEMBER_BELOW`: the exact evaluation of a small sequence model meets each node's
@@ -71,6 +71,24 @@ def node_scheme(scheme: Any, law_class: type[DraftLaw], k: int) -> tuple[Any, bo
     if k == 1 and not scheme.supports_law(law_class, 1):
         scheme = get_scheme("single")
     return scheme, scheme.supports_batch_law(law_class, k)
+
+
+def one_draft_scheme(scheme: Any, law: DraftLaw) -> Any:
+    """Single-draft speculative sampling (Leviathan et al. 2023) in place of an *optimal*
+    ``scheme`` where ``law`` has one draft, else ``scheme``.
+
+    With one draft X = x the selection is forced (Theorem 1's selected token is x, its law
+    r = q), so an optimal scheme accepts x with probability ``min(1, p(x)/q(x))`` and otherwise
+    draws from ``norm((p - q)_+)``: exactly single-draft sampling's conditional law
+    P(Y = · | X = x) (tested against the optimal scheme's plan), at the cost of one residual
+    instead of a fitted selection rule (two sorts of the vocabulary).
+    """
+    from multidraft.schemes import Scheme, get_scheme
+
+    if law.k != 1 or not isinstance(scheme, Scheme) or not scheme.capabilities.optimal:
+        return scheme
+    single = get_scheme("single")
+    return single if single.supports(law) else scheme
 
 
 def node_conditional(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool) -> Callable[[np.ndarray], np.ndarray]:
@@ -195,10 +213,12 @@ class TokenVerifier(TreeVerifier):
         return self._unsupported(tree) if super().supports(tree) else super().refusal(tree)
 
     def _node(self, tree: Tree, node: int) -> tuple[Any, DraftLaw, np.ndarray]:
-        """(scheme, law, live tuple) at ``node``."""
+        """(scheme, law, live tuple) at ``node``: :func:`node_scheme`'s, except that an optimal
+        scheme at a node with one live draft runs as single-draft sampling
+        (:func:`one_draft_scheme`: the same conditional law, without fitting a selection rule)."""
         name, drafts, tuple_ = tree.node_draws(node)
         law = node_law(name, drafts, tuple_)
-        return node_scheme(self.scheme, type(law), law.k)[0], law, tuple_
+        return one_draft_scheme(node_scheme(self.scheme, type(law), law.k)[0], law), law, tuple_
 
     def _conditional(self, tree: Tree, node: int) -> np.ndarray:
         """``P(Y = · | live tuple)`` at ``node``, from a remembered plan when the node's

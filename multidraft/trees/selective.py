@@ -11,8 +11,8 @@ p(· | v) on entry):
    drafts, for drafts without replacement the transport LP's optimal coupling where it fits
    (small vocabularies) and the front/back rule beyond -- whose law r over the children is
    known exactly. On K iid chains, where the rows carrying the selected token continue below,
-   r is realised where it fits (small vocabularies) by the rule that selects a token carried
-   by as many rows as possible (:mod:`multidraft.trees._rows_rule`): the same r, so the same
+   r is realised where it fits (small vocabularies; above the last drafted depth, where rows
+   below count) by the rule that selects a token carried by as many rows as possible (:mod:`multidraft.trees._rows_rule`): the same r, so the same
    budgets, and more rows left to try below;
 2. c's subtree is verified the same way with budget ``b = min(1, a·B(c) / r(c))``;
 3. if it fails, v itself is accepted with probability ``a' = S / (S + 1 - a)``,
@@ -73,7 +73,8 @@ class Selective(TreeVerifier):
         name, drafts, live = tree.node_draws(node)
         drafts = np.asarray(drafts, dtype=np.float64)
         random = law_class(name).takes_distributions  # else a fixed set (a top-k node)
-        rows = isinstance(tree, DraftTree)  # the rows carrying the selected token continue below
+        # the rows carrying the selected token continue below (K iid chains), where something is below
+        rows = isinstance(tree, DraftTree) and int(tree.nodes.depth[node]) + 1 < tree.length
         if len(live) == 1:  # r = the law of the one draft
             if random:
                 return drafts[0], np.ones(1)

@@ -136,6 +136,62 @@ def test_verifiers_refuse_trees_they_do_not_take():
         get_verifier("token:optimal").law(exact)
 
 
+def test_an_optimal_scheme_with_one_draft_is_single_draft_sampling():
+    """The token walk runs single-draft sampling for an optimal scheme at a node with one draft
+    (``one_draft_scheme``): its conditional law P(Y = · | X = x) equals the optimal scheme's
+    plan's (and SpecInfer's) on every law with one draft, with zeros and ties; another
+    non-optimal scheme is kept."""
+    from multidraft.schemes import get_scheme
+    from multidraft.theory.laws import IID, Deterministic, Independent, WithoutReplacement
+    from multidraft.trees.token import one_draft_scheme
+
+    rng = np.random.default_rng(5)
+    single, checked = get_scheme("single"), 0
+    for name, cls in SCHEMES.items():
+        scheme = get_scheme(name)
+        if not cls.capabilities.optimal and name != "specinfer":  # RRS with one draft is the same step
+            assert one_draft_scheme(scheme, IID(np.full(3, 1 / 3), 1)) is scheme
+            continue
+        for _ in range(20):
+            n = int(rng.integers(2, 7))
+            p, q = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
+            p[rng.integers(n)] = 0.0
+            p /= p.sum()
+            token = int(np.argmax(q))
+            for law in (IID(q, 1), WithoutReplacement(q, 1), Independent([q]), Deterministic([token], n)):
+                if not scheme.supports(law):
+                    continue
+                assert one_draft_scheme(scheme, law).name == "single"
+                tuples = np.array([[token]]) if isinstance(law, Deterministic) else np.flatnonzero(q > 0)[:, None]
+                ours = single.prepare(p, law).conditional(tuples)
+                theirs = scheme.prepare(p, law).conditional(tuples)
+                assert ours.shape == theirs.shape
+                np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
+                checked += 1
+    assert checked >= 100
+    assert one_draft_scheme(get_scheme("optimal"), IID(np.full(3, 1 / 3), 2)).name == "optimal"  # K = 2: kept
+
+
+@pytest.mark.parametrize("name", ["token:specinfer", "token:optimal", "token:rrs-wor"])
+def test_expected_accepted_alone_equals_the_full_law(name):
+    """E[τ | tree] without next-token rows takes P(Y = x | x) = min(1, p(x)/q(x)) at one-draft
+    nodes (``single_draft_acceptance``) instead of the scheme's whole conditional row: the
+    accepted-node probabilities equal the full law's (exactly in Fractions for SpecInfer)."""
+    rng = np.random.default_rng(4)
+    for seed in range(3):
+        model = SequenceModel.random(4, 3, np.random.default_rng(seed), alpha=0.7, exact=True)
+        wor = name == "token:rrs-wor"
+        tokens = [[1, 0, 2], [3, 3, 1], [0, 1, 1]] if wor else rng.integers(0, 4, size=(3, 3)).tolist()
+        tree = model.tree(tokens, without_replacement=wor)
+        verifier = get_verifier(name)
+        floats = DraftTree(tree.tokens, tree.target.astype(float), tree.draft.astype(float), without_replacement=wor)
+        assert tree.exact
+        alone, full = verifier.law(floats, next_token=False), verifier.law(floats)
+        np.testing.assert_allclose(alone.node_probability, full.node_probability, rtol=0, atol=1e-15)
+        if verifier.exact_capable and tree.exact:
+            assert list(verifier.law(tree, next_token=False).node_probability) == list(verifier.law(tree).node_probability)
+
+
 # ------------------------------------------------------- every verifier: law against sampler
 
 #: (verifier, drafting) pairs run by the sampling checks: every block-level verifier and the
@@ -159,6 +215,8 @@ def _tree_for(name: str, without_replacement: bool, seed: int = 3) -> DraftTree:
         return model.tree([[1, 2, 0]])
     if without_replacement:
         return model.tree([[1, 0, 2], [3, 3, 1], [0, 1, 1]], without_replacement=True)
+    if name == "selective":  # its rows rule accepts one leaf surely on the tree below: a spread law here
+        return model.tree([[1, 0, 2], [1, 0, 3], [2, 2, 1], [0, 3, 0]])
     return model.tree([[1, 0, 2], [1, 0, 3], [2, 2, 1], [1, 3, 0]])
 
 

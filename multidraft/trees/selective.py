@@ -10,7 +10,10 @@ p(· | v) on entry):
    law: the curtain rule of :func:`multidraft.theory.verifier.optimal_selection_rule` for iid
    drafts, for drafts without replacement the transport LP's optimal coupling where it fits
    (small vocabularies) and the front/back rule beyond -- whose law r over the children is
-   known exactly;
+   known exactly. On K iid chains, where the rows carrying the selected token continue below,
+   r is realised where it fits (small vocabularies; above the last drafted depth, where rows
+   below count) by the rule that selects a token carried by as many rows as possible (:mod:`multidraft.trees._rows_rule`): the same r, so the same
+   budgets, and more rows left to try below;
 2. c's subtree is verified the same way with budget ``b = min(1, a·B(c) / r(c))``;
 3. if it fails, v itself is accepted with probability ``a' = S / (S + 1 - a)``,
    ``S = Σ_x [a·B(x) - r(x)]_+``, and the next token is drawn from ``norm([a·B - r]_+)``;
@@ -34,8 +37,10 @@ import hashlib
 import numpy as np
 
 from multidraft.theory.laws import law_class
+from multidraft.trees._rows_rule import rows_rule
 from multidraft.trees.base import BatchVerification, Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.token import node_law
+from multidraft.trees.tree import DraftTree
 
 __all__ = ["Selective", "REMEMBER_BELOW"]
 
@@ -68,15 +73,23 @@ class Selective(TreeVerifier):
         name, drafts, live = tree.node_draws(node)
         drafts = np.asarray(drafts, dtype=np.float64)
         random = law_class(name).takes_distributions  # else a fixed set (a top-k node)
+        # the rows carrying the selected token continue below (K iid chains), where something is below
+        rows = isinstance(tree, DraftTree) and int(tree.nodes.depth[node]) + 1 < tree.length
         if len(live) == 1:  # r = the law of the one draft
-            return (drafts[0] if random else np.eye(tree.n)[live[0]]), np.ones(1)
+            if random:
+                return drafts[0], np.ones(1)
+            fixed = np.zeros(tree.n)  # a top-k node drafting one token: r is a point mass
+            fixed[live[0]] = 1.0
+            return fixed, np.ones(1)
         target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
         key = None
         if tree.n <= REMEMBER_BELOW:
-            key = hashlib.blake2b(name.encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
+            key = hashlib.blake2b(f"{name}|{rows}".encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
         rule = self._rules.get(key) if key is not None else None
         if rule is None:
-            rule = self._rule(target / target.sum(), node_law(name, np.append(drafts, np.zeros((len(live), 1)), axis=1), live))
+            # every live draft of the trees selective takes shares one draft row: extend it once
+            shared = np.append(drafts[0], 0.0)
+            rule = self._rule(target / target.sum(), node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live), rows)
             if key is not None:
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
@@ -85,13 +98,15 @@ class Selective(TreeVerifier):
         return law[:-1], choose(live[None])[0]
 
     @staticmethod
-    def _rule(target: np.ndarray, law) -> tuple[np.ndarray, object]:
+    def _rule(target: np.ndarray, law, rows: bool = False) -> tuple[np.ndarray, object]:
         """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
         selection for ``(target, law)``. A fixed set S (a top-k node): ``r = target`` restricted to
         S and renormalised (uniform on S where the target puts nothing there), which puts at
         least ``target(x)`` on every x in S, so ``Σ_x min(r(x), target(x)) = target(S)``, the most
-        any rule reaches."""
-        from multidraft.theory.laws import Deterministic, WithoutReplacement
+        any rule reaches. iid drafts of ``rows`` (K iid chains, where the rows carrying the
+        selected token continue): the curtain rule's law r, realised where it fits by the rule
+        that selects a token carried by as many rows as possible (:func:`rows_rule`)."""
+        from multidraft.theory.laws import IID, Deterministic, WithoutReplacement
 
         if isinstance(law, Deterministic):
             on = np.where(law.draft_set, target, 0.0)
@@ -112,6 +127,10 @@ class Selective(TreeVerifier):
                 selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
                 return np.asarray(selection.intermediate, dtype=np.float64), selection.selection_probabilities
         rule = optimal_selection_rule(target, law)
+        if rows and isinstance(law, IID):
+            more_rows = rows_rule(law.draft, law.k, rule.selection_law)
+            if more_rows is not None:
+                return more_rows
         return rule.selection_law, rule.choice_probabilities
 
     @staticmethod
@@ -126,7 +145,7 @@ class Selective(TreeVerifier):
     def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
         nodes = tree.nodes
         prob = np.zeros(nodes.count)
-        mass = np.zeros((nodes.count, tree.n))
+        mass = np.zeros((nodes.count, tree.n)) if next_token else None  # O(m·n): only when asked
 
         def visit(node: int, budget: float, residual: np.ndarray, reach: float) -> float:
             """Record the accepted nodes of ``node``'s subtree (times ``reach``); return the
@@ -149,12 +168,13 @@ class Selective(TreeVerifier):
                 following, rest = self._fallback(budget, residual, r)
             accepted = reach * fail_children * following
             prob[node] += accepted
-            mass[node] += accepted * rest
+            if mass is not None:
+                mass[node] += accepted * rest
             return fail_children * (1.0 - following)
 
         visit(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64), 1.0)
         rows = None
-        if next_token:
+        if mass is not None:
             rows = np.divide(mass, prob[:, None], out=np.zeros_like(mass), where=prob[:, None] > 0)
         return TreeLaw(tree, prob, rows)
 

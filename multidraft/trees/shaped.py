@@ -179,7 +179,9 @@ class ShapedTree:
         """``(law kind, drafts [k_v, n], drawn tokens [k_v])`` at an inner ``node``: the law of
         the tuple it drew (:data:`NODE_LAW`) and the tuple."""
         drawn = self.draws[node]
-        return NODE_LAW[self.law], np.repeat(self.draft_at(node)[None], len(drawn), axis=0), np.array(drawn, dtype=np.int64)
+        # one shared row: a read-only view, not k_v copies of a 10⁵-token row
+        drafts = np.broadcast_to(self.draft_at(node), (len(drawn), self.n))
+        return NODE_LAW[self.law], drafts, np.array(drawn, dtype=np.int64)
 
     @property
     def drafting(self) -> str:

@@ -34,7 +34,7 @@ from multidraft.trees._batch import BatchVerification, TreeBatch, _sample, host_
 from multidraft.trees.base import Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.tree import live_law_class
 
-__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "token_batch"]
+__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "one_draft_scheme", "single_draft_acceptance", "token_batch"]
 
 #: Plans a :class:`TokenVerifier` keeps (oldest dropped first), for vocabularies up to
 #: :data:`REMEMBER_BELOW`: the exact evaluation of a small sequence model meets each node's
@@ -71,6 +71,39 @@ def node_scheme(scheme: Any, law_class: type[DraftLaw], k: int) -> tuple[Any, bo
     if k == 1 and not scheme.supports_law(law_class, 1):
         scheme = get_scheme("single")
     return scheme, scheme.supports_batch_law(law_class, k)
+
+
+def one_draft_scheme(scheme: Any, law: DraftLaw | type[DraftLaw], k: int | None = None) -> Any:
+    """Single-draft speculative sampling (Leviathan et al. 2023) in place of an *optimal*
+    ``scheme``, or of SpecInfer, where ``law`` has one draft, else ``scheme``.
+
+    With one draft X = x the selection is forced (Theorem 1's selected token is x, its law
+    r = q), so an optimal scheme accepts x with probability ``min(1, p(x)/q(x))`` and otherwise
+    draws from ``norm((p - q)_+)``: exactly single-draft sampling's conditional law
+    P(Y = · | X = x) (tested against each scheme's plan), at the cost of one residual instead
+    of a fitted selection rule (two sorts of the vocabulary). Recursive rejection sampling
+    (SpecInfer) with one draft is that same step by definition. ``law``: the node's law, or
+    its class with ``k`` drafts.
+    """
+    from multidraft.schemes import Scheme, get_scheme
+    from multidraft.schemes.specinfer import SpecInfer
+
+    cls, k = (law, k) if isinstance(law, type) else (type(law), law.k)
+    if k != 1 or not isinstance(scheme, Scheme) or not (scheme.capabilities.optimal or isinstance(scheme, SpecInfer)):
+        return scheme
+    single = get_scheme("single")
+    return single if single.supports_law(cls, 1) else scheme
+
+
+def single_draft_acceptance(target: np.ndarray, draft: np.ndarray, token: int):
+    """``P(Y = x | X = x) = min(1, p(x) / q(x))`` for single-draft speculative sampling (Leviathan
+    et al. 2023, Algorithm 1) with p and q each rescaled by its sum, as the scheme's plan reads
+    them (:func:`~multidraft.theory.as_distribution`): O(n) for the two sums, no residual. The
+    token walk's E[τ | tree] needs only this at a node with one live draft."""
+    p_sum, q_sum = target.sum(), draft.sum()
+    p = target[token] if p_sum == 1 else target[token] / p_sum
+    q = draft[token] if q_sum == 1 else draft[token] / q_sum
+    return min(p / q, 1)
 
 
 def node_conditional(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool) -> Callable[[np.ndarray], np.ndarray]:
@@ -195,10 +228,24 @@ class TokenVerifier(TreeVerifier):
         return self._unsupported(tree) if super().supports(tree) else super().refusal(tree)
 
     def _node(self, tree: Tree, node: int) -> tuple[Any, DraftLaw, np.ndarray]:
-        """(scheme, law, live tuple) at ``node``."""
+        """(scheme, law, live tuple) at ``node``: :func:`node_scheme`'s, except that an optimal
+        scheme at a node with one live draft runs as single-draft sampling
+        (:func:`one_draft_scheme`: the same conditional law, without fitting a selection rule)."""
         name, drafts, tuple_ = tree.node_draws(node)
         law = node_law(name, drafts, tuple_)
-        return node_scheme(self.scheme, type(law), law.k)[0], law, tuple_
+        return one_draft_scheme(node_scheme(self.scheme, type(law), law.k)[0], law), law, tuple_
+
+    def _runs_single(self, tree: Tree, node: int) -> bool:
+        """Whether ``node`` has one live draft of a law of distributions (not a fixed set) and the
+        walk runs single-draft sampling there (:func:`node_scheme`, :func:`one_draft_scheme`)."""
+        from multidraft.schemes import Scheme, get_scheme
+
+        name, k = tree.node_law_kind(node)
+        cls = law_class(name)
+        if k != 1 or not cls.takes_distributions or type(self)._conditional is not TokenVerifier._conditional:
+            return False
+        scheme = one_draft_scheme(node_scheme(self.scheme, cls, 1)[0], cls, 1)
+        return isinstance(scheme, Scheme) and type(scheme) is type(get_scheme("single"))
 
     def _conditional(self, tree: Tree, node: int) -> np.ndarray:
         """``P(Y = · | live tuple)`` at ``node``, from a remembered plan when the node's
@@ -237,6 +284,12 @@ class TokenVerifier(TreeVerifier):
                 prob[node] = reach
                 if rows is not None:
                     rows[node] = tree.target_at(node)
+                return
+            if rows is None and self._runs_single(tree, node):  # E[τ] only: P(Y = x | x) suffices
+                (child,) = nodes.children[node]
+                accept = single_draft_acceptance(tree.target_at(node), tree.draft_at(node), int(nodes.token[child]))
+                walk(child, reach * accept)
+                prob[node] = reach * (1 - accept)
                 return
             law_y = self._conditional(tree, node)  # P(Y = · | live tuple)
             stop = law_y.copy()

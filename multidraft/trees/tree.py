@@ -327,7 +327,11 @@ class DraftTree:
         of the law of the live rows' next tokens (:meth:`live_law_name`), their draft
         distributions and the tuple they drafted."""
         rows, depth = self.nodes.rows(node), int(self.nodes.depth[node])
-        return self.live_law_name(node), self.draft[rows, depth], self.tokens[rows, depth]
+        if self.shared_draft:  # one draft law: the first row's, as a read-only view (no k copies)
+            drafts = np.broadcast_to(self.draft[rows[0], depth], (len(rows), self.n))
+        else:
+            drafts = self.draft[rows, depth]
+        return self.live_law_name(node), drafts, self.tokens[rows, depth]
 
     @property
     def drafting(self) -> str:

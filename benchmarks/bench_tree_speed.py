@@ -1,0 +1,174 @@
+"""Speed of the tree verifiers on 64-node trees at n = 49152, before and after (issue 30, item 5).
+
+Trees (:mod:`_tree_blocks`: Zipf(1.1) targets after every prefix, drafts a hotter, noisier copy):
+``chains(8, 8)`` (iid rows), ``expansion([8, 7])`` drafted iid and without replacement, the
+64-node EAGLE-2-style parent array drafted without replacement (``static-64``) and top-k
+(``dynamic-64``). Per (verifier, tree) the median CPU time of
+
+* ``verify`` -- one run (:meth:`~multidraft.trees.TreeVerifier.verify`), and
+* ``law`` -- the exact E[τ | tree] (:meth:`~multidraft.trees.TreeVerifier.expected_accepted`,
+  the law without next-token rows), with its value.
+
+Goals (per block, CPU): verify <= 2 ms for traversal and the token walk with SpecInfer
+(``token:rrs-wor`` on trees drafted without replacement, where SpecInfer is refused), <= 10 ms for
+``token:optimal`` and ``selective``; law <= 20 ms for each.
+
+**Before/after in the same run.** The same measurement runs first on the code of ``--before``
+(default: the merge base with ``main``; exported with ``git archive`` to a temporary directory and
+run in a subprocess) and then on the working tree, on the same trees; E[τ | tree] must agree to
+1e-12. Every timing is also given as a ratio to one ``np.argsort`` of a 49152-token row measured
+in the same process (the machine is shared; absolute times move with its load, recorded with the
+result). Writes ``benchmarks/results/tree_speed.json``.
+
+Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+GOALS_MS = {"verify": {"traversal": 2.0, "token:specinfer": 2.0, "token:rrs-wor": 2.0, "token:optimal": 10.0, "selective": 10.0}, "law": 20.0}
+VERIFIERS = ("traversal", "token:specinfer", "token:rrs-wor", "token:optimal", "selective")
+TREES = ("chains(8,8)", "expansion[8,7] iid", "expansion[8,7] wor", "static-64 wor", "dynamic-64 top-k")
+#: At most this many seconds of timed calls per (verifier, tree, operation) after the warm-up.
+TIME_CAP = 3.0
+
+
+def build(name: str, n: int, seed: int):
+    """One tree of the family ``name`` (module docstring)."""
+    from _tree_blocks import chains, dynamic_slots, shaped
+
+    from multidraft.trees import TreeShape
+
+    if name == "chains(8,8)":
+        return chains(n, 8, 8, seed)
+    if name.startswith("expansion"):
+        return shaped(n, TreeShape.expansion([8, 7]).slots, "iid" if name.endswith("iid") else "without-replacement", seed)
+    return shaped(n, dynamic_slots(n, seed), "top-k" if name.endswith("top-k") else "without-replacement", seed)
+
+
+def cpu_ms(function, repeats: int) -> tuple[float, object]:
+    """Median process-CPU milliseconds of ``function`` over up to ``repeats`` calls (at most
+    :data:`TIME_CAP` seconds of them) after one warm-up call, and the last result."""
+    result = function()
+    times, spent = [], 0.0
+    while len(times) < repeats and spent < TIME_CAP:
+        start = time.process_time()
+        result = function()
+        times.append(time.process_time() - start)
+        spent += times[-1]
+    return 1e3 * float(np.median(times)), result
+
+
+def run(n: int, seeds: int, repeats: int) -> dict:
+    """Time every verifier on every tree with the ``multidraft`` on the path (one process)."""
+    from multidraft.trees import get_verifier
+
+    row = np.random.default_rng(0).random(n)
+    argsort_ms = cpu_ms(lambda: np.argsort(row), 20)[0]
+    rows = []
+    for tree_name in TREES:
+        trees = [build(tree_name, n, seed) for seed in range(seeds)]
+        for name in VERIFIERS:
+            verifier = get_verifier(name)
+            if not all(verifier.supports(t) for t in trees):
+                continue
+            verify, law, values = [], [], []
+            for seed, tree in enumerate(trees):
+                rng = np.random.default_rng(seed)
+                verify.append(cpu_ms(lambda: verifier.verify(tree, rng), repeats)[0])
+                milliseconds, value = cpu_ms(lambda: verifier.expected_accepted(tree), repeats)
+                law.append(milliseconds)
+                values.append(float(value))
+            rows.append(dict(tree=tree_name, verifier=name, nodes=int(trees[0].nodes.count - 1),
+                             verify_ms=float(np.median(verify)), law_ms=float(np.median(law)), expected=values))  # fmt: skip
+            print(f"  {name:16s} {tree_name:20s} verify {rows[-1]['verify_ms']:9.2f} ms  law {rows[-1]['law_ms']:9.2f} ms", file=sys.stderr, flush=True)
+    import multidraft
+
+    return {"argsort_ms": argsort_ms, "load_average": os.getloadavg(), "rows": rows, "package": multidraft.__file__}
+
+
+def before(revision: str, n: int, seeds: int, repeats: int) -> dict:
+    """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory)."""
+    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip())
+    commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "archive", commit, "multidraft"], capture_output=True, check=True, cwd=root).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        out = Path(folder) / "before.json"
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, str(HERE)])}
+        command = [sys.executable, str(Path(__file__).resolve()), "--inner", str(out), "--vocab", str(n), "--seeds", str(seeds), "--repeats", str(repeats)]
+        subprocess.run(command, check=True, env=environment, cwd=folder)
+        result = json.loads(out.read_text())
+    return {**result, "commit": commit}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=int, default=49152)
+    parser.add_argument("--seeds", type=int, default=2, help="trees per family")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per tree (capped at 3 s)")
+    parser.add_argument("--before", default=None, help="revision timed as 'before' (default: merge base with main)")
+    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # the 'before' subprocess writes here
+    args = parser.parse_args()
+    if args.inner:
+        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats)))
+        return
+
+    from _common import print_table, provenance, write_json
+
+    revision = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip()
+    print(f"before: {revision}", file=sys.stderr)
+    old = before(revision, args.vocab, args.seeds, args.repeats)
+    print("after: working tree", file=sys.stderr)
+    new = run(args.vocab, args.seeds, args.repeats)
+    previous = {(r["tree"], r["verifier"]): r for r in old["rows"]}
+    rows = []
+    for r in new["rows"]:
+        o = previous.get((r["tree"], r["verifier"]))
+        goal_verify = GOALS_MS["verify"][r["verifier"]]
+        rows.append(
+            dict(
+                tree=r["tree"],
+                verifier=r["verifier"],
+                verify_before_ms=o and o["verify_ms"],
+                verify_ms=r["verify_ms"],
+                verify_goal_ms=goal_verify,
+                verify_met=r["verify_ms"] <= goal_verify,
+                law_before_ms=o and o["law_ms"],
+                law_ms=r["law_ms"],
+                law_met=r["law_ms"] <= GOALS_MS["law"],
+                speedup_law=o and o["law_ms"] / r["law_ms"],
+                verify_in_argsorts=r["verify_ms"] / new["argsort_ms"],
+                law_in_argsorts=r["law_ms"] / new["argsort_ms"],
+                expected=float(np.mean(r["expected"])),
+                largest_change_of_expected=o and float(np.max(np.abs(np.subtract(r["expected"], o["expected"])))),
+            )
+        )
+    print_table(rows, ["tree", "verifier", "verify_before_ms", "verify_ms", "verify_met", "law_before_ms", "law_ms", "law_met",
+                       "speedup_law", "law_in_argsorts", "expected", "largest_change_of_expected"])  # fmt: skip
+    print(f"np.argsort of one row: before {old['argsort_ms']:.2f} ms, after {new['argsort_ms']:.2f} ms; load {os.getloadavg()}")
+    data = {
+        "provenance": provenance(),
+        "arguments": {k: v for k, v in vars(args).items() if k != "inner"},
+        "goals_ms": GOALS_MS,
+        "before": {"commit": old["commit"], "argsort_ms": old["argsort_ms"], "load_average": old["load_average"], "package": old["package"]},
+        "after": {"argsort_ms": new["argsort_ms"], "load_average": new["load_average"], "package": new["package"]},
+        "rows": rows,
+    }
+    path = write_json(HERE / "results" / "tree_speed.json", data)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -182,8 +182,9 @@ class PairedScore:
     ``ahead`` / ``behind``: blocks where its expectation is above / below the reference's by
     more than :data:`TIE` (smaller differences are ties, not ranked). ``percent`` the gain
     ``100 · mean(E_V − E_ref) / mean(E_ref + 1)`` over the reference's block efficiency, with
-    ``percent_ci95`` by the delta method for a ratio of means (the reference's spread
-    included).
+    ``percent_ci95`` the tokens interval ``ci95`` on the same scale (the reference's mean
+    block efficiency on these blocks taken as the scale, not re-estimated: the interval says
+    the same as ``ci95`` about whether the gain is above 0).
     """
 
     verifier: str
@@ -569,7 +570,7 @@ def _paired_scores(records: Sequence[BlockRecord], names: Sequence[str]) -> tupl
         count = int(both.sum())
         mean = float(difference.mean()) if count else float("nan")
         half = 1.96 * float(difference.std(ddof=1)) / math.sqrt(count) if count > 1 else float("nan")
-        percent, percent_half = _ratio_interval(difference, table[both, 0] + 1)
+        scale = 100 / float(table[both, 0].mean() + 1) if count else float("nan")
         out.append(
             PairedScore(
                 verifier=name,
@@ -580,22 +581,9 @@ def _paired_scores(records: Sequence[BlockRecord], names: Sequence[str]) -> tupl
                 ci95=(mean - half, mean + half),
                 ahead=int((difference > TIE).sum()),
                 behind=int((difference < -TIE).sum()),
-                percent=percent,
-                percent_ci95=(percent - percent_half, percent + percent_half),
+                percent=mean * scale,
+                percent_ci95=((mean - half) * scale, (mean + half) * scale),
             )
         )
     return tuple(out)
 
-
-def _ratio_interval(numerator: np.ndarray, denominator: np.ndarray, z: float = 1.96) -> tuple[float, float]:
-    """``(100 R, 100 z se(R))`` for ``R = mean(numerator) / mean(denominator)``, paired samples,
-    by the delta method: ``se(R) = sd(numerator − R · denominator) / (sqrt(N) mean(denominator))``
-    (Cochran, *Sampling Techniques*, 1977, eq. 6.9)."""
-    count = len(numerator)
-    if count == 0:
-        return float("nan"), float("nan")
-    ratio = float(numerator.mean() / denominator.mean())
-    if count < 2:
-        return 100 * ratio, float("nan")
-    spread = float((numerator - ratio * denominator).std(ddof=1))
-    return 100 * ratio, 100 * z * spread / (math.sqrt(count) * float(denominator.mean()))

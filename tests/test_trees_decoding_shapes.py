@@ -396,3 +396,17 @@ def test_cli_tree_refusals_in_one_line(cli, argv, message):
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
+
+
+@pytest.mark.slow
+def test_cli_measure_tree_on_the_bundled_model(cli):
+    """One short run on SmolLM2-135M (a vocabulary of 49,152): an expansion tree, every verifier
+    scored on every block (about 30-60 s on a loaded 2-core CPU; dynamic trees run on the tiny
+    models above)."""
+    argv = ["--model", "default", "--max-new-tokens", "6", "--prompt", "Hi", "--no-baseline", "--threads", "1", "--json"]
+    result = cli("measure", *argv, "--tree", "2,1", "--verifier", "token", "--score", "traversal", "selective", timeout=300)
+    assert result.returncode == 0, result.stderr
+    summary = result.json()
+    assert summary["shape"] == "TreeShape.expansion([2, 1], law='iid')" and summary["blocks"] >= 2
+    assert [g["verifier"] for g in summary["gain"]] == ["traversal", "selective"]
+    assert all(g["blocks"] == summary["blocks"] and g["tokens_per_call"] is not None for g in summary["gain"])

@@ -69,7 +69,11 @@ class Selective(TreeVerifier):
         drafts = np.asarray(drafts, dtype=np.float64)
         random = law_class(name).takes_distributions  # else a fixed set (a top-k node)
         if len(live) == 1:  # r = the law of the one draft
-            return (drafts[0] if random else np.eye(tree.n)[live[0]]), np.ones(1)
+            if random:
+                return drafts[0], np.ones(1)
+            one_hot = np.zeros(tree.n)  # not np.eye(n)[token]: n x n floats at a real vocabulary
+            one_hot[live[0]] = 1.0
+            return one_hot, np.ones(1)
         target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
         key = None
         if tree.n <= REMEMBER_BELOW:

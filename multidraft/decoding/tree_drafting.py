@@ -106,22 +106,39 @@ class TreeDraft:
         return ShapedTree(self.parent, self.token, self.draws, target.cpu().numpy(), draft.cpu().numpy(), self.law)
 
 
-def _children(q: torch.Tensor, widths: list[int], law: str, generator: torch.Generator) -> list[tuple[int, ...]]:
-    """The tuple each of F nodes draws from its row of ``q [F, V]``: ``widths[f]`` tokens by
-    ``law`` (module docstring), for all F nodes in one batched call."""
-    if law == "iid":
-        index = torch.repeat_interleave(torch.arange(len(widths), device=q.device), torch.tensor(widths, device=q.device))
-        drawn = sample_tokens(q[index], generator).tolist()  # [Σ widths]
-        starts = np.cumsum([0, *widths])
-        return [tuple(drawn[starts[f] : starts[f + 1]]) for f in range(len(widths))]
-    widest = max(widths)
-    if law == "without-replacement":
-        order = sample_without_replacement(q, widest, generator)  # [F, widest]: Gumbel-top-k rows
-    else:  # top-k: decreasing q, ties by lower id
-        order = torch.sort(q, dim=-1, descending=True, stable=True).indices[:, :widest]
+def _iid(q: torch.Tensor, widths: list[int], generator: torch.Generator) -> list[tuple[int, ...]]:
+    """``widths[f]`` independent draws from row f of ``q``, one inverse-CDF uniform each."""
+    index = torch.repeat_interleave(torch.arange(len(widths), device=q.device), torch.tensor(widths, device=q.device))
+    drawn = sample_tokens(q[index], generator).tolist()  # [Σ widths]
+    starts = np.cumsum([0, *widths])
+    return [tuple(drawn[starts[f] : starts[f + 1]]) for f in range(len(widths))]
+
+
+def _first(q: torch.Tensor, order: torch.Tensor, widths: list[int]) -> list[tuple[int, ...]]:
+    """Row f's first ``widths[f]`` tokens of ``order [F, ≥ widths]``, probability zero left out."""
     positive = (q.gather(1, order) > 0).tolist()
     order = order.tolist()
     return [tuple(t for t, keep in zip(order[f][: widths[f]], positive[f]) if keep) for f in range(len(widths))]
+
+
+def _without_replacement(q: torch.Tensor, widths: list[int], generator: torch.Generator) -> list[tuple[int, ...]]:
+    """Gumbel-top-``widths[f]`` of row f (a prefix of the row's Gumbel order is its top-k)."""
+    return _first(q, sample_without_replacement(q, max(widths), generator), widths)
+
+
+def _top_k(q: torch.Tensor, widths: list[int], generator: torch.Generator) -> list[tuple[int, ...]]:
+    """The ``widths[f]`` most likely tokens of row f (ties: lower id first)."""
+    return _first(q, torch.sort(q, dim=-1, descending=True, stable=True).indices[:, : max(widths)], widths)
+
+
+#: How the F nodes of a depth draw their tuples from their rows of q, per shape law.
+_DRAW = {"iid": _iid, "without-replacement": _without_replacement, "top-k": _top_k}
+
+
+def _children(q: torch.Tensor, widths: list[int], law: str, generator: torch.Generator) -> list[tuple[int, ...]]:
+    """The tuple each of F nodes draws from its row of ``q [F, V]``: ``widths[f]`` tokens by
+    ``law`` (:data:`_DRAW`, module docstring), for all F nodes in one batched call."""
+    return _DRAW[law](q, widths, generator)
 
 
 class _Growth:

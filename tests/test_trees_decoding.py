@@ -30,6 +30,7 @@ from test_decoding_models import tiny_dir  # noqa: E402, F401 -- the tiny model 
 from test_trees_exact import NoResidualBlock, WithReplacementTraversal  # noqa: E402
 
 from multidraft.decoding import DraftSpec, Sampling, measure, speculative_generate, verify_tree  # noqa: E402
+from multidraft.decoding.results import TIE  # noqa: E402
 from multidraft.trees import get_verifier  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -165,7 +166,7 @@ def test_each_verifier_drives_a_run_and_all_are_scored_on_every_block(compared):
         np.testing.assert_allclose(score.difference, difference.mean())
         half = 1.96 * difference.std(ddof=1) / math.sqrt(len(frame)) if score.verifier != "token:specinfer" else 0.0
         np.testing.assert_allclose(score.ci95, [difference.mean() - half, difference.mean() + half], atol=1e-15)
-        assert score.ahead == int((difference > 1e-9).sum()) and score.behind == int((difference < -1e-9).sum())
+        assert score.ahead == int((difference > TIE).sum()) and score.behind == int((difference < -TIE).sum())
     summary = json.loads(compared.to_json())
     assert [v["name"] for v in summary["verifiers"]] == list(compared.config.verifier_names)
     assert summary["verifier_names"] == list(compared.config.verifier_names) and len(summary["paired"]) == 4

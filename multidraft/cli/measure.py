@@ -34,6 +34,23 @@ a target larger than one device is spread by accelerate with ``--device-map auto
     torchrun --nproc_per_node 8 -m multidraft measure --prompts bundled --json
     multidraft measure --target meta-llama/Llama-3.1-70B-Instruct --device-map auto
 
+Tree shapes (issue 31, item 1): ``--tree 2,2,1`` drafts an expansion schedule (children per
+node at each depth: 2 at the root, 2 below each, then 1), ``--tree-budget N`` an EAGLE-2-style
+dynamic tree of N nodes (each node's ``--k`` most likely tokens are candidates, depth at most
+``--length``); each node drafts iid by default, ``--without-replacement`` or ``--top-k`` choose
+the per-node law (dynamic trees are top-k). A verifier that is not lossless on that law is
+refused in one line naming those that are. One draft sampling drafts every node::
+
+    multidraft measure --tree 2,2,1 --verifier token traversal --score selective token:optimal
+    multidraft measure --tree-budget 8 --k 2 --length 4 --verifier token --score selective
+
+With two or more verifiers the text opens, and the JSON opens (``gain``), with the paired gain
+of each over the first on the same trees, in tokens per target call and in percent of the
+first's block efficiency, each with its 95% interval; blocks whose difference is within rounding
+(:data:`multidraft.decoding.results.TIE`) are ties, not ranked. A run whose draft is the target
+with the target's sampling says so in one line first (degenerate: every lossless verifier
+accepts a whole path).
+
 Every value is checked before a model loads. ``--without-replacement`` without ``--scheme``
 runs ``rrs-wor`` (specinfer's counterpart for such drafts) and says so; a scheme that does not fit
 the drafts is refused with the name of one that does. A ``--length`` beyond ``--max-new-tokens``
@@ -112,7 +129,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--score", nargs="+", default=[], metavar="NAME",
         help="further tree verifiers scored on every block (paired with the first --verifier) without driving a run",
     )  # fmt: skip
-    parser.add_argument("--without-replacement", action="store_true", help="draw the first K draft tokens without replacement")
+    parser.add_argument(
+        "--without-replacement", action="store_true",
+        help="draw the first K draft tokens without replacement (with --tree: every node drafts without replacement)",
+    )  # fmt: skip
+    trees = parser.add_mutually_exclusive_group()
+    trees.add_argument(
+        "--tree", default=None, metavar="K1,K2,...",
+        help="draft a tree by an expansion schedule: children per node at each depth, e.g. 2,2,1 (replaces --k and --length)",
+    )  # fmt: skip
+    trees.add_argument(
+        "--tree-budget", type=int, default=None, metavar="N",
+        help="draft an EAGLE-2-style dynamic tree of N nodes: every node's --k most likely tokens are candidates, "
+        "the N of largest draft path probability are kept, depth at most --length (top-k law)",
+    )  # fmt: skip
+    parser.add_argument("--top-k", action="store_true", help="with --tree: each node drafts its most likely tokens (the greedy law)")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="new tokens per prompt (default 32)")
     sources = parser.add_mutually_exclusive_group()
     sources.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable; default: four built-in prompts)")
@@ -169,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
     found = resolve_prompts(args.prompts, args.dataset)
     prompts = args.prompt if found is None else found.head(args.max_prompts)
     notes = []
+    shape = _shape(args)
     scheme = args.scheme
     if scheme is None:
         scheme = DEFAULT_WOR_SCHEME if args.without_replacement else DEFAULT_SCHEME
@@ -178,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{scheme} is its counterpart for them)"
             )
     length = args.length
-    if 1 <= args.max_new_tokens < length:  # a block of L drafts emits up to L + 1 tokens: more is waste
+    if shape is None and 1 <= args.max_new_tokens < length:  # a block of L drafts emits up to L + 1 tokens: more is waste
         length = args.max_new_tokens
         notes.append(f"length {length}: --length {args.length} exceeds --max-new-tokens {length}; drafts are cut to {length} tokens")
     config = MeasureConfig(
@@ -189,8 +221,9 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
         target_sampling=_sampling(args.target_temperature, args.target_top_p, "target"),
-        draft_sampling=_draft_samplings(args.draft_temperature, args.draft_top_p, args.k),
-        without_replacement=args.without_replacement,
+        draft_sampling=_draft_samplings(args.draft_temperature, args.draft_top_p, 1 if shape is not None else args.k),
+        without_replacement=args.without_replacement and shape is None,
+        shape=shape,
         device=rank_device(args.device),
         compile=args.compile,
         baseline=not args.no_baseline,
@@ -228,10 +261,16 @@ def run(args: argparse.Namespace) -> int:
 def _print_results(results) -> None:
     """The summary; rows without data (no token-level positions when the first verifier is
     not the token walk, no baseline) are left out rather than printed as n/a."""
+    from multidraft.decoding.measurement import DEGENERATE
+
     config = results.config
     token_walk = any(name.startswith("token:") for name in config.verifier_names)
     scheme = f", scheme {config.scheme_name}" if token_walk else ""
-    print(f"target {results.target}, draft {results.draft}{scheme}, K={config.k}, L={config.length}")
+    drafts = f"K={config.k}, L={config.length}" if config.shape is None else f"tree {config.shape!r}"
+    print(f"target {results.target}, draft {results.draft}{scheme}, {drafts}")
+    if DEGENERATE in results.notes:
+        print(f"note: {DEGENERATE}")
+    _print_gain(results)
     low, high = results.ci95
     if results.positions:
         print(f"positions             {results.positions}")
@@ -258,12 +297,42 @@ def _print_results(results) -> None:
     _print_verifiers(results)
     _print_tasks(results)
     for note in results.notes:
-        print(f"note: {note}")
+        if note != DEGENERATE:
+            print(f"note: {note}")
+
+
+def _print_gain(results) -> None:
+    """First and plainly: every further verifier's paired gain over the first on the same
+    trees, in tokens per target call and percent, with 95% intervals; blocks within rounding are
+    ties (not ranked)."""
+    from multidraft.decoding.results import TIE
+
+    if len(results.paired) < 2:  # one verifier: nothing to pair it with
+        return
+    reference = results.paired[0]
+    print(
+        f"paired on the same {reference.blocks} blocks: gain over {reference.verifier} (block efficiency "
+        f"{reference.expected_block_efficiency:.3f}) in E[tau | tree], tokens per target call"
+    )
+    width = max(len(score.verifier) for score in results.paired)
+    for score in results.paired[1:]:
+        low, high = score.ci95
+        plow, phigh = score.percent_ci95
+        ties = score.blocks - score.ahead - score.behind
+        ranking = (
+            f"tied on every block (within {TIE:g} tokens)" if ties == score.blocks
+            else f"ahead on {score.ahead}, behind on {score.behind}, tied on {ties} blocks"
+        )  # fmt: skip
+        print(
+            f"  {score.verifier:{width}s}  {_signed(score.difference)} tokens per call ({_percent(score.percent)}), "
+            f"95% CI [{_signed(low)}, {_signed(high)}] ([{_percent(plow)}, {_percent(phigh)}]); "
+            f"block efficiency {score.expected_block_efficiency:.3f}; {ranking}"
+        )
 
 
 def _print_verifiers(results) -> None:
-    """Per verifier: its own run (realised against expected block efficiency), then every
-    verifier against the first on the same blocks."""
+    """Per verifier that drove a run: realised against expected block efficiency (the paired
+    gains come first, :func:`_print_gain`)."""
     print(f"verifiers ({results.verifiers[0].name} drove the lines above; each ran the same prompts and seeds)")
     width = max(len(name) for name in results.config.verifier_names)
     for run in results.verifiers:
@@ -272,15 +341,6 @@ def _print_verifiers(results) -> None:
             f"  {run.name:{width}s}  {run.blocks} blocks, block efficiency {run.block_efficiency:.3f} realised, "
             f"{run.expected_block_efficiency:.3f} expected; 95% CI tau - E[tau | tree] [{_signed(low)}, {_signed(high)}]; "
             f"{run.tokens_per_second:.2f} tokens/s, verifier {run.seconds_verifier:.2f} s"
-        )
-    if len(results.paired) < 2:  # one verifier: nothing to pair it with
-        return
-    print(f"paired on the same {results.paired[0].blocks} blocks, E[tau | tree] against {results.paired[0].reference}")
-    for score in results.paired[1:]:
-        low, high = score.ci95
-        print(
-            f"  {score.verifier:{width}s}  block efficiency {score.expected_block_efficiency:.3f}, difference "
-            f"{_signed(score.difference)} [{_signed(low)}, {_signed(high)}], ahead on {score.ahead}, behind on {score.behind}"
         )
 
 
@@ -301,6 +361,29 @@ def _print_tasks(results) -> None:
             f"  {task.task:{width}s}  {task.prompts} prompts, {task.positions} positions, {task.blocks} blocks; {acceptance}"
             f"block efficiency {task.block_efficiency:.3f} realised, {task.expected_block_efficiency:.3f} expected"
         )
+
+
+def _shape(args: argparse.Namespace):
+    """The tree shape of ``--tree`` / ``--tree-budget`` (None: chains), its law from
+    ``--without-replacement`` / ``--top-k``; every misuse refused in one line."""
+    from multidraft.trees import TreeShape
+
+    if args.top_k and args.without_replacement:
+        raise ValueError("top-k: choose one per-node law, --top-k or --without-replacement")
+    if args.tree_budget is not None:
+        if args.without_replacement:
+            raise ValueError("tree-budget: a dynamic tree keeps each node's most likely tokens (the top-k law); drop --without-replacement")
+        return TreeShape.dynamic(args.tree_budget, args.length, branching=args.k)
+    if args.tree is None:
+        if args.top_k:
+            raise ValueError("top-k: the top-k law applies to trees; give --tree K1,K2,... or --tree-budget N")
+        return None
+    try:
+        schedule = [int(part) for part in args.tree.split(",")]
+    except ValueError:
+        raise ValueError(f"tree: expected children per node at each depth such as 2,2,1, got {args.tree!r}") from None
+    law = "top-k" if args.top_k else "without-replacement" if args.without_replacement else "iid"
+    return TreeShape.expansion(schedule, law=law)
 
 
 def _sampling(temperature: float, top_p: float, role: str):
@@ -325,3 +408,7 @@ def _draft_samplings(temperatures: list[float], top_ps: list[float], k: int) -> 
 
 def _signed(value: float) -> str:
     return "n/a" if value != value else f"{value:+.4f}"
+
+
+def _percent(value: float) -> str:
+    return "n/a" if value != value else f"{value:+.1f}%"

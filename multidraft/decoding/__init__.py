@@ -3,7 +3,8 @@ drafts, and the measurement of empirical acceptance beside the theory's numbers.
 
 Imports torch and transformers (the ``decoding`` extra). The public face:
 :func:`load_model`, :func:`early_exit`, :class:`Sampling`, :class:`DraftSpec`,
-:func:`speculative_generate`, :func:`sample_autoregressive`, :func:`measure` with its
+:func:`speculative_generate` (K chains, or a tree of any :class:`~multidraft.trees.TreeShape`:
+:func:`draft_tree`), :func:`sample_autoregressive`, :func:`measure` with its
 :class:`MeasureConfig` and :class:`Results`; prompt sets (:func:`read_prompts`,
 :func:`bundled_prompts`, :func:`dataset_prompts`) and runs sharded over torchrun's processes
 (:func:`run_sharded`).
@@ -35,6 +36,7 @@ from multidraft.decoding.prompts import PromptSet, bundled_prompts, dataset_prom
 from multidraft.decoding.results import TIMING_FIELDS, PositionRecord, Results, difference_interval
 from multidraft.decoding.sharding import run_sharded
 from multidraft.decoding.state import ModelState
+from multidraft.decoding.tree_drafting import TreeDraft, draft_tree, tree_targets
 from multidraft.decoding.verification import (
     BlockOutcome,
     NodeStep,
@@ -43,6 +45,7 @@ from multidraft.decoding.verification import (
     node_scheme,
     spec_groups,
     verify_block,
+    verify_shaped,
     verify_tree,
     walk_tree,
 )
@@ -64,7 +67,11 @@ __all__ = [
     "sample_tokens",
     "sample_without_replacement",
     "draft_block",
+    "TreeDraft",
+    "draft_tree",
+    "tree_targets",
     "verify_block",
+    "verify_shaped",
     "node_law",
     "node_law_class",
     "node_scheme",

@@ -119,6 +119,14 @@ class MeasureConfig:
         construction (:func:`~multidraft.decoding.generation.resolve_verifier`: ``"token"`` is
         the token walk with ``scheme``); each must take the drafts (its K and how the tree is
         drafted), and a token verifier's scheme the root law.
+    shape : TreeShape, optional
+        Draft a tree of this :class:`~multidraft.trees.TreeShape` each block
+        (:mod:`multidraft.decoding.tree_drafting`) instead of K chains; ``k`` and ``length``
+        then become its root width and depth, its law replaces ``without_replacement``, one
+        draft sampling drafts every node and ``compile`` is refused. ``TreeShape.chains``
+        becomes ``k``, ``length`` and ``without_replacement`` (the chains path; ``shape`` None).
+        Every verifier must be lossless on the shape's law (refused up front, naming the ones
+        that are).
     scored : tuple of TreeVerifier
         Further tree verifiers scored on every block (their ``E[τ | tree]`` in every
         :class:`~multidraft.decoding.results.BlockRecord` and a
@@ -142,9 +150,11 @@ class MeasureConfig:
     baseline: bool = True
     verifiers: tuple[Any, ...] = ("token",)
     scored: tuple[Any, ...] = ()
+    shape: Any = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__
+        self._take_shape()
         k = check_k(self.k)
         put(self, "k", k)
         put(self, "length", check_count(self.length, "length"))
@@ -197,6 +207,58 @@ class MeasureConfig:
         (:func:`~multidraft.decoding.verification.node_law_class` of the drafts' samplings)."""
         return node_law_class(self.draft_sampling, self.without_replacement).name
 
+    def _take_shape(self) -> None:
+        """Check ``shape``; chains become k, length and without_replacement, a tree shape sets
+        k (root width) and length (depth)."""
+        from multidraft.trees import TreeShape
+
+        shape, put = self.shape, object.__setattr__
+        if shape is None:
+            return
+        if not isinstance(shape, TreeShape):
+            raise ValueError(f"shape: expected a TreeShape (multidraft.trees.TreeShape), got {type(shape).__name__}")
+        if self.without_replacement:
+            raise ValueError("without_replacement: give the law in the TreeShape (law='without-replacement')")
+        if not isinstance(self.draft_sampling, Sampling) and len(set(self.draft_sampling)) > 1:
+            raise ValueError("draft_sampling: a tree shape drafts every node with one draft sampling; give one")
+        put(self, "k", shape.root_width)
+        put(self, "length", shape.depth)
+        if shape.family == "chains":
+            put(self, "without_replacement", shape.law == "without-replacement")
+            put(self, "shape", None)
+        elif self.compile:
+            raise ValueError("compile: tree shapes draft on the dynamic KV cache (a static cache holds a fixed number of rows); drop compile")
+
+    def _node_laws(self) -> set[tuple[type, int]]:
+        """The (law class, k_v) of every node of the tree shape."""
+        from multidraft.theory.laws import law_class
+        from multidraft.trees.shaped import NODE_LAW
+
+        shape = self.shape
+        widths = range(1, shape.k + 1) if shape.family == "dynamic" else {len(slot) for slot in shape.slots if slot}
+        return {(law_class(NODE_LAW[shape.law]), k) for k in widths}
+
+    def _check_shape_verifier(self, verifier: Any) -> None:
+        """Refuse a verifier that is not lossless on the shape's per-node law, naming ones that are."""
+        from multidraft.schemes import SCHEMES
+        from multidraft.trees import VERIFIERS, TokenVerifier
+        from multidraft.trees.token import node_scheme
+
+        drafting = f"shape:{self.shape.law}"
+        laws = self._node_laws()
+        schemes = [name for name, cls in SCHEMES.items() if all(k == 1 or cls.supports_law(c, k) for c, k in laws)]
+        fitting = [f"token:{name}" for name in schemes[:1]]
+        fitting += [name for name, cls in VERIFIERS.items() if drafting in cls.drafting and cls.max_k is None]
+        if drafting not in verifier.drafting or verifier.max_k is not None:
+            raise ValueError(
+                f"verifier: {verifier.name!r} is not lossless on trees drafted by the {self.shape.law} law; "
+                f"use {' or '.join(fitting)}"
+            )
+        if isinstance(verifier, TokenVerifier) and isinstance(verifier.scheme, Scheme):
+            for cls, k in sorted(laws, key=lambda item: item[1]):
+                if not node_scheme(verifier.scheme, cls, k)[0].supports_law(cls, k):
+                    self._check_scheme_law(verifier.scheme, cls, k)
+
     def _resolve_verifiers(self, values: Any, argument: str, required: bool = True) -> tuple[Any, ...]:
         from multidraft.trees import TokenVerifier
 
@@ -205,6 +267,10 @@ class MeasureConfig:
         if required and len(values) == 0:
             raise ValueError(f"{argument}: give at least one verifier (e.g. 'token' for the token walk with the scheme)")
         verifiers = tuple(resolve_verifier(value, self.scheme) for value in values)
+        if self.shape is not None:
+            for verifier in verifiers:
+                self._check_shape_verifier(verifier)
+            return verifiers
         root = node_law_class(self.draft_sampling, self.without_replacement)
         for verifier in verifiers:
             if verifier.max_k is not None and self.k > verifier.max_k:
@@ -212,22 +278,22 @@ class MeasureConfig:
             if root.name not in verifier.drafting:
                 raise ValueError(f"verifier: {verifier.name!r} takes {', '.join(verifier.drafting)} trees; these drafts are {root.name}")
             if isinstance(verifier, TokenVerifier):
-                self._check_scheme_law(verifier.scheme, root)
+                self._check_scheme_law(verifier.scheme, root, self.k)
         return verifiers
 
-    def _check_scheme_law(self, scheme: Any, root: type) -> None:
-        if not isinstance(scheme, Scheme) or scheme.supports_law(root, self.k):
+    def _check_scheme_law(self, scheme: Any, root: type, k: int) -> None:
+        if not isinstance(scheme, Scheme) or scheme.supports_law(root, k):
             return
         from multidraft.schemes import SCHEMES
 
         laws = tuple(cls.name for cls in scheme.capabilities.laws)
-        fitting = [name for name, cls in SCHEMES.items() if cls.supports_law(root, self.k)]
+        fitting = [name for name, cls in SCHEMES.items() if cls.supports_law(root, k)]
         # decoding runs a scheme's batched form where it has one for the law: name such a scheme first
-        fitting.sort(key=lambda name: not SCHEMES[name].supports_batch_law(root, self.k))
+        fitting.sort(key=lambda name: not SCHEMES[name].supports_batch_law(root, k))
         advice = f"; use the scheme {fitting[0]!r}" + (f" (or {', '.join(map(repr, fitting[1:]))})" if fitting[1:] else "") if fitting else ""
         raise ValueError(
             f"scheme: {getattr(scheme, 'name', scheme)!r} supports the laws {laws}, but does not apply to these drafts "
-            f"(the {root.name} law with k={self.k}){advice}"
+            f"(the {root.name} law with k={k}){advice}"
         )
 
 

@@ -121,8 +121,9 @@ def sample_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tens
 
 
 def sample_without_replacement(probs: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
-    """``k`` distinct tokens from ``probs [V]`` by successive sampling (Gumbel-top-k:
-    ``argtop_k(log q + G)``, G iid Gumbel; Vieira 2014, Kool et al. 2019), in draw order."""
+    """``k`` distinct tokens from ``probs [..., V]`` (each row on its own) by successive
+    sampling (Gumbel-top-k: ``argtop_k(log q + G)``, G iid Gumbel; Vieira 2014, Kool et al.
+    2019), in draw order: ``[..., k]``. Tokens of probability zero come last (key -inf)."""
     u = torch.rand(probs.shape, generator=generator, dtype=torch.float64, device=probs.device)
     keys = torch.log(probs) - torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))
     return torch.topk(keys, k).indices

@@ -19,7 +19,9 @@ import torch
 from multidraft.decoding.drafting import DraftSpec, Sampling, draft_block, process_logits, sample_tokens
 from multidraft.decoding.models import LoadedModel, check_compatible
 from multidraft.decoding.state import ModelState
-from multidraft.decoding.verification import BlockOutcome, verify_block, verify_tree
+from multidraft.decoding.tree_drafting import draft_tree, tree_commits, tree_targets
+from multidraft.decoding.verification import BlockOutcome, verify_block, verify_shaped, verify_tree
+from multidraft.trees import TreeShape
 from multidraft.theory.laws import check_count
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "check_specs",
     "resolve_scheme",
     "resolve_verifier",
+    "resolve_shape",
 ]
 
 
@@ -116,6 +119,28 @@ def check_specs(target: LoadedModel, specs: Sequence[DraftSpec], without_replace
     return draft
 
 
+def resolve_shape(
+    shape: TreeShape | None, specs: Sequence[DraftSpec], length: int, without_replacement: bool, compile: bool
+) -> tuple[TreeShape | None, Sequence[DraftSpec], int, bool]:
+    """``(shape, specs, length, without_replacement)`` as the block loop runs them: None for
+    chains (``TreeShape.chains(K, L, law)`` becomes K copies of ``specs[0]``, L and the law's
+    flag), else the shape with its depth as length. A tree shape drafts every node with one
+    sampling and the dynamic cache."""
+    if shape is None:
+        return None, specs, length, without_replacement
+    if not isinstance(shape, TreeShape):
+        raise ValueError(f"shape: expected a TreeShape (multidraft.trees.TreeShape), got {type(shape).__name__}")
+    if without_replacement:
+        raise ValueError("without_replacement: give the law in the TreeShape (law='without-replacement')")
+    if len({spec.key for spec in specs}) != 1:
+        raise ValueError("specs: a tree shape drafts every node from one draft model and sampling; give one draft spec")
+    if shape.family == "chains":
+        return None, [specs[0]] * shape.k, shape.length, shape.law == "without-replacement"
+    if compile:
+        raise ValueError("compile: tree shapes draft on the dynamic KV cache (a static cache holds a fixed number of rows); drop compile")
+    return shape, specs[:1], shape.depth, False
+
+
 def speculative_generate(
     target: LoadedModel,
     specs: Sequence[DraftSpec],
@@ -131,6 +156,7 @@ def speculative_generate(
     compile: bool = False,
     on_block: Callable[[BlockOutcome], None] | None = None,
     verifier: Any = None,
+    shape: TreeShape | None = None,
 ) -> Generation:
     """Multi-draft speculative sampling of up to ``max_new_tokens`` tokens after ``prompt``.
 
@@ -168,6 +194,14 @@ def speculative_generate(
     verifier : str or TreeVerifier, optional
         The tree verifier (:func:`resolve_verifier`): ``"traversal"``, ``"block"`` (K = 1),
         ``"selective"``, ``"token:<scheme>"``; None: the token walk with ``scheme``.
+    shape : TreeShape, optional
+        Draft a tree of this shape each block instead of K chains
+        (:mod:`multidraft.decoding.tree_drafting`: one batched draft forward per depth, one
+        target forward over the tree, the block verified as a
+        :class:`~multidraft.trees.ShapedTree`); ``length`` is then the shape's depth, one
+        draft sampling (``specs[0]``) drafts every node, and the dynamic cache is used (no
+        ``compile``). ``TreeShape.chains`` runs the chains path itself (same results as ``k``
+        specs, ``length`` and ``without_replacement``).
 
     Returns
     -------
@@ -178,6 +212,7 @@ def speculative_generate(
     if not isinstance(target_sampling, Sampling):
         raise ValueError(f"target_sampling: expected a Sampling, got {type(target_sampling).__name__}")
     verifier = resolve_verifier(verifier, scheme)
+    shape, specs, length, without_replacement = resolve_shape(shape, specs, length, without_replacement, compile)
     draft = check_specs(target, specs, without_replacement)
     eos = target.eos_token_ids
     device = target.device
@@ -199,26 +234,33 @@ def speculative_generate(
         draft_base, target_base = draft_state.length, target_state.length
         draft_pending, target_pending = len(draft_state.pending), len(target_state.pending)
         t0 = clock(device)
-        drafts = draft_block(draft_state, specs, length, generator, without_replacement)
-        t1 = clock(device)
-        p = verify_block(target_state, drafts, target_sampling)
-        t2 = clock(device)
-        outcome = verify_tree(
-            p, drafts, specs, verifier, generator=generator, rng=rng, without_replacement=without_replacement
-        )
-        t3 = clock(device)
-        accepted_row = drafts.tokens[outcome.row].tolist()
-        # Draft cache holds pending + x_1..x_{L-1}; keep what the accepted prefix covers.
-        kept = min(outcome.accepted, length - 1)
-        draft_state.commit(
-            outcome.row,
-            draft_base + draft_pending + kept,
-            accepted_row[kept : outcome.accepted] + [outcome.tokens[-1]],
-            shared=draft_base,
-        )
+        if shape is None:
+            drafts = draft_block(draft_state, specs, length, generator, without_replacement)
+            t1 = clock(device)
+            p = verify_block(target_state, drafts, target_sampling)
+            t2 = clock(device)
+            outcome = verify_tree(
+                p, drafts, specs, verifier, generator=generator, rng=rng, without_replacement=without_replacement
+            )
+            t3 = clock(device)
+            accepted_row = drafts.tokens[outcome.row].tolist()
+            # Draft cache holds pending + x_1..x_{L-1}; keep what the accepted prefix covers.
+            kept = min(outcome.accepted, length - 1)
+            draft_row, draft_pending_next = outcome.row, accepted_row[kept : outcome.accepted] + [outcome.tokens[-1]]
+            target_row = outcome.row
+        else:
+            tree = draft_tree(draft_state, specs[0].sampling, shape, generator)
+            t1 = clock(device)
+            p, leaf_rows = tree_targets(target_state, tree, target_sampling)
+            t2 = clock(device)
+            outcome = verify_shaped(tree.shaped(p), verifier, generator=generator, rng=rng)
+            t3 = clock(device)
+            draft_row, kept, draft_pending_next = tree_commits(tree, outcome.row, outcome.tokens[-1])
+            target_row = int(leaf_rows[outcome.row])
+        draft_state.commit(draft_row, draft_base + draft_pending + kept, draft_pending_next, shared=draft_base)
         t4 = clock(device)
         target_state.commit(
-            outcome.row, target_base + target_pending + outcome.accepted, [outcome.tokens[-1]], shared=target_base
+            target_row, target_base + target_pending + outcome.accepted, [outcome.tokens[-1]], shared=target_base
         )
         t5 = clock(device)
         # Cache bookkeeping is charged to the model whose cache it is.

@@ -56,11 +56,28 @@ __all__ = [
     "Shard",
     "measure_shard",
     "merge_shards",
+    "degenerate",
+    "DEGENERATE",
 ]
 
 #: Why a position can lack its optimum: the exact threshold search (non-identical drafts) stops
 #: at a search limit rather than return an unsettled number.
 MISSING_OPTIMAL = "the threshold search for non-identical drafts hit its search limit (RuntimeError)"
+
+
+#: The note of a run whose draft is the target (:func:`degenerate`).
+DEGENERATE = (
+    "degenerate: the draft is the target (same model and sampling), so every lossless verifier accepts a whole "
+    "path to a leaf; on chains and expansions the differences between verifiers are rounding"
+)
+
+
+def degenerate(config: MeasureConfig, target: LoadedModel, specs: Sequence[DraftSpec]) -> bool:
+    """Whether every draft is the target itself with the target's sampling, drafting at random
+    (iid or without replacement; a top-k tree is no sample of q): then q = p at every node and
+    every lossless verifier accepts the whole tree's drafted path, whatever the verifier."""
+    random = config.shape is None or config.shape.law != "top-k"
+    return random and all((spec.model is None or spec.model is target) and spec.sampling == config.target_sampling for spec in specs)
 
 
 def encode_prompt(tokenizer: Any, text: str) -> list[int]:
@@ -120,6 +137,7 @@ def measure(
     progress: bool = True,
     verifiers: Sequence[Any] = ("token",),
     scored: Sequence[Any] = (),
+    shape: Any = None,
 ) -> Results:
     """Run multi-draft speculative sampling and compare empirical with theoretical acceptance.
 
@@ -179,6 +197,10 @@ def measure(
         gives the top-level fields.
     scored : sequence of str or TreeVerifier
         Further verifiers scored on every block (:attr:`Results.paired`) without driving a run.
+    shape : TreeShape, optional
+        Draft a tree of this shape each block (:class:`~multidraft.decoding.config.MeasureConfig`'s
+        ``shape``): every verifier is then scored by its exact ``E[τ | tree]`` on the block's
+        :class:`~multidraft.trees.ShapedTree`; no token-level position records are kept.
 
     Returns
     -------
@@ -196,7 +218,7 @@ def measure(
     config = MeasureConfig(
         k=k, length=length, scheme=scheme, prompts=prompts, max_new_tokens=max_new_tokens, seed=seed,
         target_sampling=target_sampling, draft_sampling=draft_sampling, without_replacement=without_replacement,
-        device=device, compile=compile, baseline=baseline, verifiers=verifiers, scored=scored,
+        device=device, compile=compile, baseline=baseline, verifiers=verifiers, scored=scored, shape=shape,
     )  # fmt: skip
     if device_map is not None and device != "auto":
         raise ValueError(f"device_map: give a device map or a device, not both (device={device!r})")
@@ -305,6 +327,8 @@ def merge_shards(config: MeasureConfig, target: LoadedModel, specs: Sequence[Dra
             raise ValueError(f"shards: expected every prompt 0..{len(config.prompts) - 1} once, got {sorted(parts)}")
         tallies.append(merge_tallies([parts[index] for index in sorted(parts)], verifier.name))
     tallies[0].seconds["warmup"] = sum(shard.warmup for shard in shards)
+    if degenerate(config, target, specs):
+        tallies[0].notes.add(DEGENERATE)
     return aggregate(
         tallies,
         config,
@@ -346,7 +370,7 @@ def _measure_prompt(
                 tally.records.append(_record(index, block, step, keep, tally.gaps))
         tally.block_records.append(_score_block(index, block, verifier, outcome, config, groups, tally.block_gaps))
         # The steps (device views, host plans) and distributions are consumed: keep the counts.
-        tally.blocks.append(dataclasses.replace(outcome, steps=(), target=None, drafts=None))
+        tally.blocks.append(dataclasses.replace(outcome, steps=(), target=None, drafts=None, shaped=None))
         tally.seconds["theory"] += time.perf_counter() - began
         bar.update(max(0, min(len(outcome.tokens), end - bar.n)))
 
@@ -354,6 +378,7 @@ def _measure_prompt(
         target, specs, ids, length=config.length, scheme=config.scheme, max_new_tokens=config.max_new_tokens,
         generator=generator, rng=rng, target_sampling=config.target_sampling,
         without_replacement=config.without_replacement, compile=config.compile, on_block=on_block, verifier=verifier,
+        shape=config.shape,
     )  # fmt: skip
     tally.new_tokens += len(generation.tokens)
     tally.seconds["drafting"] += generation.seconds_drafting

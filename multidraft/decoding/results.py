@@ -47,6 +47,7 @@ __all__ = [
     "Results",
     "TIMING_FIELDS",
     "VERIFIER_TIMING_FIELDS",
+    "TIE",
     "difference_interval",
 ]
 
@@ -63,6 +64,10 @@ TIMING_FIELDS = (
     "seconds_autoregressive",
     "seconds_warmup",
 )
+#: Paired differences of ``E[τ | tree]`` below this many tokens are ties (rounding): half the
+#: last digit of a printed difference (4 decimals); the float32 logits behind the distributions
+#: leave ``E[τ | tree]`` uncertain by about 1e-6 relative, so smaller differences say nothing.
+TIE = 5e-5
 #: Keys of each verifier's summary (:meth:`VerifierRun.summary`) that are wall-clock measurements.
 VERIFIER_TIMING_FIELDS = ("tokens_per_second", "speedup", "seconds_decoding", "seconds_verifier")
 
@@ -175,7 +180,11 @@ class PairedScore:
     1 + the mean of its ``E[τ | tree]`` over them; ``difference`` the mean of
     ``E_V[τ | tree] − E_ref[τ | tree]`` with ``ci95`` ± 1.96 × sample sd / sqrt(blocks);
     ``ahead`` / ``behind``: blocks where its expectation is above / below the reference's by
-    more than 1e-9.
+    more than :data:`TIE` (smaller differences are ties, not ranked). ``percent`` the gain
+    ``100 · mean(E_V − E_ref) / mean(E_ref + 1)`` over the reference's block efficiency, with
+    ``percent_ci95`` the tokens interval ``ci95`` on the same scale (the reference's mean
+    block efficiency on these blocks taken as the scale, not re-estimated: the interval says
+    the same as ``ci95`` about whether the gain is above 0).
     """
 
     verifier: str
@@ -186,10 +195,30 @@ class PairedScore:
     ci95: tuple[float, float]
     ahead: int
     behind: int
+    percent: float = float("nan")
+    percent_ci95: tuple[float, float] = (float("nan"), float("nan"))
 
     def summary(self) -> dict[str, Any]:
         """Every field as plain Python values (NaN -> None)."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    def gain(self) -> dict[str, Any]:
+        """The paired gain over the reference, plainly: tokens per target call and percent of
+        the reference's block efficiency, each with its 95% interval, and the blocks ahead,
+        behind and tied (within :data:`TIE`)."""
+        plain = {
+                "verifier": self.verifier,
+                "reference": self.reference,
+                "tokens_per_call": self.difference,
+                "tokens_per_call_ci95": self.ci95,
+                "percent": self.percent,
+                "percent_ci95": self.percent_ci95,
+                "blocks": self.blocks,
+                "ahead": self.ahead,
+                "behind": self.behind,
+                "tied": self.blocks - self.ahead - self.behind,
+        }
+        return {key: _plain(value) for key, value in plain.items()}
 
 
 @dataclass(frozen=True)
@@ -280,13 +309,15 @@ class Results:
 
     def summary(self) -> dict[str, Any]:
         """The configuration and every aggregate (no records, no texts) as plain Python values;
-        NaN -> None. Keys: scheme, verifier_names, target, draft, k, length, target_temperature,
-        target_top_p, draft_temperatures, draft_top_p, without_replacement, seed, prompts (their
+        NaN -> None. Keys: ``gain`` first (every further verifier's paired gain over the first,
+        :meth:`PairedScore.gain`), scheme, verifier_names, target, draft, k, length, target_temperature,
+        target_top_p, draft_temperatures, draft_top_p, without_replacement, shape, seed, prompts (their
         number), max_new_tokens, device, compile, compiled, then the aggregates in field order
         (``verifiers`` and ``paired`` as lists of their summaries), then ``tasks``
         (:meth:`by_task` as a list of summaries; empty for untagged prompts)."""
         config = self.config
         out: dict[str, Any] = {
+            "gain": [score.gain() for score in self.paired[1:]],
             "scheme": config.scheme_name,
             "verifier_names": list(config.verifier_names),
             "target": self.target,
@@ -298,6 +329,7 @@ class Results:
             "draft_temperatures": [s.temperature for s in config.draft_sampling],
             "draft_top_p": [s.top_p for s in config.draft_sampling],
             "without_replacement": config.without_replacement,
+            "shape": None if config.shape is None else repr(config.shape),
             "seed": config.seed,
             "prompts": len(config.prompts),
             "max_new_tokens": config.max_new_tokens,
@@ -538,6 +570,7 @@ def _paired_scores(records: Sequence[BlockRecord], names: Sequence[str]) -> tupl
         count = int(both.sum())
         mean = float(difference.mean()) if count else float("nan")
         half = 1.96 * float(difference.std(ddof=1)) / math.sqrt(count) if count > 1 else float("nan")
+        scale = 100 / float(table[both, 0].mean() + 1) if count else float("nan")
         out.append(
             PairedScore(
                 verifier=name,
@@ -546,8 +579,11 @@ def _paired_scores(records: Sequence[BlockRecord], names: Sequence[str]) -> tupl
                 expected_block_efficiency=float(table[both, index].mean() + 1) if count else float("nan"),
                 difference=mean,
                 ci95=(mean - half, mean + half),
-                ahead=int((difference > 1e-9).sum()),
-                behind=int((difference < -1e-9).sum()),
+                ahead=int((difference > TIE).sum()),
+                behind=int((difference < -TIE).sum()),
+                percent=mean * scale,
+                percent_ci95=((mean - half) * scale, (mean + half) * scale),
             )
         )
     return tuple(out)
+

@@ -124,6 +124,10 @@ class _DynamicKV:
             self.cache.batch_repeat_interleave(tokens.shape[0])
         return _logits(self.loaded.model, tokens, self.cache)
 
+    def select(self, rows: Sequence[int]) -> None:
+        if self.length > 0:
+            self.cache.batch_select_indices(torch.tensor(list(rows), device=self.loaded.device))
+
     def commit(self, row: int, keep: int) -> None:
         if self.rows() > 1:
             self.cache.batch_select_indices(torch.tensor([row], device=self.loaded.device))
@@ -299,6 +303,15 @@ class ModelState:
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed ``tokens [B, T]`` after the cache; logits ``[B, T, V]``."""
         return self.kv.forward(tokens)
+
+    @torch.inference_mode()
+    def select_rows(self, rows: Sequence[int]) -> None:
+        """Make the cache rows ``rows`` (indices of the present rows, repeats allowed) the new
+        rows, in order: how a tree's depth-d nodes take their parents' caches (per-branch cache
+        rows, :mod:`multidraft.decoding.tree_drafting`). The dynamic cache only."""
+        if isinstance(self.kv, _StaticKV):
+            raise ValueError("compile: tree shapes draft on the dynamic cache; the static cache holds a fixed number of rows")
+        self.kv.select(rows)
 
     def pending_rows(self, rows: int) -> torch.Tensor:
         """The pending tokens as ``[rows, P]``."""

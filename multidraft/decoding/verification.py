@@ -39,7 +39,7 @@ import torch
 from multidraft.decoding.drafting import DraftSpec, Drafts, Sampling, process_logits
 from multidraft.decoding.state import ModelState
 from multidraft.theory.laws import DraftLaw
-from multidraft.trees import DraftTree, TokenVerifier, TreeVerifier
+from multidraft.trees import DraftTree, ShapedTree, TokenVerifier, TreeVerifier
 from multidraft.trees.token import NodeStep, node_scheme
 from multidraft.trees.tree import live_law_class
 
@@ -48,6 +48,7 @@ __all__ = [
     "BlockOutcome",
     "verify_block",
     "verify_tree",
+    "verify_shaped",
     "node_law",
     "node_law_class",
     "node_scheme",
@@ -103,7 +104,9 @@ class BlockOutcome:
     token), ``accepted`` count, ``row`` of a draft carrying the accepted prefix, the token
     walk's ``steps`` (empty for block-level verifiers), and the block's distributions
     ``target [K, L + 1, V]`` and ``drafts`` on the device (None once consumed), from which
-    :meth:`tree` builds the draft tree every verifier can be scored on."""
+    :meth:`tree` builds the draft tree every verifier can be scored on. A block drafted by a
+    tree shape keeps its :class:`~multidraft.trees.ShapedTree` in ``shaped`` instead, and
+    ``row`` is then the accepted node."""
 
     tokens: tuple[int, ...]
     accepted: int
@@ -111,10 +114,15 @@ class BlockOutcome:
     steps: tuple[NodeStep, ...]
     target: torch.Tensor | None = None
     drafts: Drafts | None = None
+    shaped: ShapedTree | None = None
 
-    def tree(self, groups: Sequence[int], without_replacement: bool) -> DraftTree:
+    def tree(self, groups: Sequence[int], without_replacement: bool) -> DraftTree | ShapedTree:
         """The block's :class:`~multidraft.trees.DraftTree` in float64 on the host (a copy off
-        the device; rows already normalised by :func:`~multidraft.decoding.process_logits`)."""
+        the device; rows already normalised by :func:`~multidraft.decoding.process_logits`),
+        or its :class:`~multidraft.trees.ShapedTree` (``groups`` and ``without_replacement``
+        unused)."""
+        if self.shaped is not None:
+            return self.shaped
         if self.target is None or self.drafts is None:
             raise ValueError("outcome: its distributions were released; build the tree before dropping them")
         return DraftTree(
@@ -177,6 +185,16 @@ def verify_tree(
     emitted = (*tokens[row, :accepted].tolist(), following)
     steps = result.steps[0] if result.steps is not None else ()
     return BlockOutcome(emitted, accepted, row, steps, target_probs, drafts)
+
+
+def verify_shaped(tree: ShapedTree, verifier: TreeVerifier, *, generator: torch.Generator, rng: np.random.Generator) -> BlockOutcome:
+    """Verify one block drafted by a tree shape with ``verifier``: its ``verify_batch`` on the
+    :class:`~multidraft.trees.ShapedTree` (the per-block host path,
+    :func:`~multidraft.trees._batch.shaped_batch`). The outcome's ``row`` is the accepted node;
+    it keeps the tree (``shaped``) for scoring and has no node steps."""
+    result = verifier.verify_batch(tree, generator=generator, rng=rng)
+    node, accepted, following = int(result.row[0]), int(result.accepted[0]), int(result.next_token[0])
+    return BlockOutcome((*tree.nodes.path(node), following), accepted, node, (), shaped=tree)
 
 
 def walk_tree(

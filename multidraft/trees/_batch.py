@@ -28,7 +28,7 @@ import numpy as np
 
 from multidraft.trees.tree import DraftTree, _merge, live_law_class
 
-__all__ = ["BatchVerification", "TreeBatch", "check", "host_rng", "host_batch", "block_batch", "traversal_batch"]
+__all__ = ["BatchVerification", "TreeBatch", "check", "host_rng", "host_batch", "shaped_batch", "block_batch", "traversal_batch"]
 
 @dataclass(frozen=True)
 class BatchVerification:
@@ -165,6 +165,31 @@ def host_batch(verifier, batch: TreeBatch, generator, rng: np.random.Generator |
         out[:, b] = tree.nodes.depth[node], tree.nodes.row[node], run[1]
     accepted, row, following = (torch.as_tensor(x, device=batch.tokens.device) for x in out)
     return BatchVerification(accepted, row, following)
+
+
+def shaped_batch(verifier, trees, generator, rng: np.random.Generator | None = None) -> BatchVerification:
+    """Trees drafted by a shape (:class:`~multidraft.trees.ShapedTree`, checked by the caller),
+    one per block on the host: ``verifier``'s own run (``_verify``, as :meth:`TreeVerifier.verify`)
+    on each, with ``rng`` (default: seeded from ``generator``); ``row`` holds the accepted node.
+    The outcomes go to ``generator``'s device.
+
+    A per-block path rather than a lockstep kernel: trees of a shape differ in structure from
+    block to block (iid merging, dynamic expansion), and decoding builds each block's ShapedTree
+    on the host anyway, since every verifier's exact ``E[τ | tree]`` is scored on it, so the run
+    adds no transfer. ``tests/test_trees_decoding_shapes.py`` checks its outcomes against
+    :meth:`TreeVerifier.law` by sampling (with a broken twin)."""
+    import torch
+
+    from multidraft.schemes._torch import check_generator
+
+    check_generator(generator)
+    rng = host_rng(generator) if rng is None else rng
+    out = np.zeros((3, len(trees)), dtype=np.int64)
+    for b, tree in enumerate(trees):
+        node, following = verifier._verify(tree, rng)
+        out[:, b] = tree.nodes.depth[node], node, following
+    accepted, node, following = (torch.as_tensor(x, device=generator.device) for x in out)
+    return BatchVerification(accepted, node, following)
 
 
 def block_batch(batch: TreeBatch, generator) -> BatchVerification:

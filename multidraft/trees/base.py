@@ -200,9 +200,9 @@ class TreeVerifier(ABC):
     def verify_batch(
         self,
         tokens,
-        target,
-        draft,
-        generator,
+        target=None,
+        draft=None,
+        generator=None,
         *,
         without_replacement: bool = False,
         groups=None,
@@ -219,11 +219,21 @@ class TreeVerifier(ABC):
         ``generator``). ``validate=False`` skips the O(B·K·L·n) check that every row is a
         distribution (shapes, token ids and the drafted tokens' positive probability are always
         checked): for callers whose distributions come normalised, such as decoding's
-        ``process_logits``."""
+        ``process_logits``.
+
+        Trees drafted by a shape: ``verify_batch(trees, generator=...)`` with ``trees`` a
+        :class:`ShapedTree` or a sequence of them (any shapes) runs the per-block path
+        :func:`~multidraft.trees._batch.shaped_batch` (the verifier's own run on each tree, on
+        the host); ``row`` then holds the accepted node."""
         from multidraft.trees import _batch
 
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
+        if isinstance(tokens, ShapedTree) or (isinstance(tokens, (list, tuple)) and tokens and isinstance(tokens[0], ShapedTree)):
+            if target is not None or draft is not None:
+                raise ValueError("target, draft: a ShapedTree carries its distributions; give the trees and generator= only")
+            trees = [tokens] if isinstance(tokens, ShapedTree) else list(tokens)
+            return _batch.shaped_batch(self, [self.check(tree) for tree in trees], generator, rng)
         batch = _batch.check(tokens, target, draft, generator, without_replacement, validate, groups)
         if self.max_k is not None and batch.k > self.max_k:
             raise ValueError(f"verifier {self.name!r} takes K <= {self.max_k}; got K={batch.k}")

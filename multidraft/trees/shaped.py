@@ -35,8 +35,8 @@ NODE_LAW = {"iid": "iid", "without-replacement": "wor", "top-k": "deterministic"
 def top_k(draft: np.ndarray, k: int) -> tuple[int, ...]:
     """The ``k`` most likely tokens of ``draft`` in decreasing order (ties: lower id first),
     tokens of probability zero left out: the top-k law's tuple."""
-    ranked = sorted(range(len(draft)), key=lambda t: (-draft[t], t))
-    return tuple(t for t in ranked[:k] if draft[t] > 0)
+    ranked = np.argsort(-np.asarray(draft), kind="stable")[:k]  # stable: ties keep the lower id first
+    return tuple(int(t) for t in ranked if draft[t] > 0)
 
 
 @dataclass(frozen=True, eq=False)

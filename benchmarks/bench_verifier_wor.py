@@ -19,7 +19,9 @@ Writes ``benchmarks/results/verifier_wor.json`` and, with ``--rrs``, ``verifier_
 
 ``--before COMMIT`` instead times the 15 settings on that commit and on this tree in one run
 (child processes) and compares their laws, coins, positions and acceptance, and the small
-instances' laws (``benchmarks/results/verifier_wor_before_after.json``).
+instances' laws (``benchmarks/results/verifier_wor_before_after.json``); each child also times
+``np.argsort`` of the draft (n = 49152) right after each fit, and the table gives every fit
+as a multiple of that sort (a ratio that the machine's load inflates less than milliseconds).
 
 Usage: ``python benchmarks/bench_verifier_wor.py [--repeats 3] [--instances 2000] [--rrs] [--before COMMIT]``
 """
@@ -167,9 +169,10 @@ def _fits(path: str, repeats: int, count: int) -> None:
         for temperature in (0.5, 1.0, 1.2, 1.6, 2.0):
             law = WithoutReplacement(softmax(np.log(p), temperature=temperature), k)
             timing = measure(lambda: fit_and_select(p, law, rng), repeats)
+            baseline = measure(lambda: np.argsort(law.draft), 2 * repeats + 1)  # the same process, right after
             rule = timing.result
             name = f"{k}_{temperature}"
-            saved[f"ms_{name}"] = np.array([1e3 * timing.cpu_median, 1e3 * timing.median])
+            saved[f"ms_{name}"] = np.array([1e3 * timing.cpu_median, 1e3 * timing.median, 1e3 * baseline.cpu_median])
             saved[f"law_{name}"] = np.concatenate([rule.selection_law, rule.alpha, rule.position, [rule.acceptance, rule.optimum]])
     small = [optimal_selection_rule(p_, WithoutReplacement(q_, k_)) for _, p_, q_, k_ in instances(seed=11, count=count, max_n=8)]
     saved["small"] = np.concatenate([np.concatenate([r.selection_law, [r.acceptance]]) for r in small])
@@ -207,6 +210,9 @@ def before_after(commit: str, repeats: int, count: int) -> list[dict]:
                     "K": k, "T": temperature, "before cpu ms": before[f"ms_{name}"][0], "after cpu ms": after[f"ms_{name}"][0],
                     "before wall ms": before[f"ms_{name}"][1], "after wall ms": after[f"ms_{name}"][1],
                     "speed-up (cpu)": before[f"ms_{name}"][0] / after[f"ms_{name}"][0],
+                    "before / argsort": before[f"ms_{name}"][0] / before[f"ms_{name}"][2],
+                    "after / argsort": after[f"ms_{name}"][0] / after[f"ms_{name}"][2],
+                    "argsort ms (after)": after[f"ms_{name}"][2],
                     "max |diff|": float(np.max(np.abs(before[f"law_{name}"] - after[f"law_{name}"]))),
                     "after within target": after[f"ms_{name}"][0] <= TARGET_MS,
                 }

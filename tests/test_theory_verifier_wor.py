@@ -318,6 +318,36 @@ def test_first_draft_when_it_accepts_more(monkeypatch):
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
 
 
+def test_j_curtain_layout_groups_and_zero_length_densities():
+    """The layout's group bounds (read off the sorted pieces) are those of counting every
+    group's pieces, and a group of zero length (masses near 1e-18) carries the density
+    w_G(t0) = G'(1 - t0) at its point t0; instances where such groups occur are reached."""
+    from multidraft.theory.verifier._wor_curtain import clipped_layout
+
+    rng = np.random.default_rng(34)
+    flat = 0
+    for _ in range(200):
+        n, k = int(rng.integers(3, 40)), int(rng.integers(2, 6))
+        m, p = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
+        m[rng.random(n) < 0.3] *= 10.0 ** rng.uniform(-19, -16)
+        p[rng.random(n) < 0.3] *= 10.0 ** rng.uniform(-19, -16)
+        c = rng.dirichlet(np.ones(k + 1))
+        c[0] = 0.0
+        layout, _ = clipped_layout(p / p.sum(), m / m.sum(), c / c.sum())
+        counts = np.bincount(layout.piece_group)
+        np.testing.assert_array_equal(layout.group_last, np.cumsum(counts))
+        np.testing.assert_array_equal(layout.group_first, np.cumsum(counts) - counts)
+        length = np.add.reduceat(layout.piece_end - layout.piece_start, layout.group_first)
+        zero = np.flatnonzero(length <= 0)
+        flat += len(zero)
+        for g in zero:
+            tokens = np.flatnonzero(layout.token_group == g)
+            point = layout.piece_start[layout.group_last[g] - 1]
+            slope = np.polynomial.polynomial.polyval(1.0 - point, np.polynomial.polynomial.polyder(c / c.sum()))
+            np.testing.assert_allclose(layout.law[tokens], (m / m.sum())[tokens] * slope, rtol=1e-12)
+    assert flat >= 10
+
+
 def test_j_curtain_fitted_to_r_star_tiles_when_its_condition_fails():
     """The research note left open whether the J-curtain's layout still tiles [0, 1) when the
     J-condition fails (so that its law formula is its law). The shipped rule fits the class

@@ -156,19 +156,26 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
             realised_w, realised_l = polynomial_weight(start, stop, c), mass
         else:
             piece_group, start, stop, realised_w, realised_l = _stack_pass(mass, weight, c, lo, hi)
-        last_piece = np.zeros(len(mass), dtype=np.int64)
-        np.maximum.at(last_piece, piece_group, np.arange(len(piece_group)))
-        point = np.polynomial.polynomial.polyval(1.0 - start[last_piece], np.polynomial.polynomial.polyder(c))
-        density = np.divide(realised_w, realised_l, out=point, where=realised_l > 0)  # zero-length: w_G(t0)
+        density = np.divide(realised_w, realised_l, out=np.empty(len(mass)), where=realised_l > 0)
+        flat = ~(realised_l > 0)
+        if flat.any():  # zero-length groups: the density w_G(t0) at their last piece's start
+            last_piece = _group_ends(piece_group)[flat] - 1
+            density[flat] = np.polynomial.polynomial.polyval(1.0 - start[last_piece], np.polynomial.polynomial.polyder(c))
         token_group[tokens] = group + groups
         laws[tokens] = m[tokens] * density[group]
         pieces.append((piece_group + groups, start, stop))
         groups += len(mass)
     piece_group, start, stop = (np.concatenate(column) for column in zip(*pieces))
-    counts = np.bincount(piece_group, minlength=groups)
-    group_last = np.cumsum(counts)
-    layout = Layout(token_group, piece_group, start, stop, group_last - counts, group_last, laws)
+    group_last = _group_ends(piece_group)
+    layout = Layout(token_group, piece_group, start, stop, np.concatenate([[0], group_last[:-1]]), group_last, laws)
     return layout, float(np.minimum(p, laws).sum())
+
+
+def _group_ends(piece_group: np.ndarray) -> np.ndarray:
+    """One past the last piece of every group, for pieces sorted by group where every group
+    0..m-1 has at least one (the stack pass writes one piece per group and one per child)."""
+    change = np.flatnonzero(piece_group[1:] != piece_group[:-1]) + 1
+    return np.concatenate([change, [len(piece_group)]])
 
 
 def point_win_probabilities(layout: Layout, groups: np.ndarray) -> np.ndarray:

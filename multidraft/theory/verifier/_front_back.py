@@ -131,35 +131,63 @@ def _decay(q, t, stay, drawn):
 def _factor(phi, psi, stay, drawn, q, allowed, k):
     """``(Φ, Ψ) <- (Φ (a + b x), Ψ (a + b x) + Φ ρ)`` modulo x^K at every node, in place, for one
     token's factor: a = e^{-qt} (not drafted), b = c (1 - e^{-qt}) (drafted and allowed),
-    ρ = c q e^{-qt} (arriving), c = ``allowed``; Φ, Ψ ``[K, G]``."""
+    ρ = c q e^{-qt} (arriving), c = ``allowed``; Φ, Ψ ``[K, G]``. Coefficients from the top,
+    two per pass over the nodes (each reads the one below before that is updated)."""
     nodes = stay.shape[0]
     rate = allowed * q
-    for m in range(k - 1, 0, -1):
-        phi_m, phi_below, psi_m, psi_below = phi[m], phi[m - 1], psi[m], psi[m - 1]
+    m = k - 1
+    while m >= 2:
+        phi_m, phi_1, phi_2, psi_m, psi_1, psi_2 = phi[m], phi[m - 1], phi[m - 2], psi[m], psi[m - 1], psi[m - 2]
         for g in range(nodes):
             a = stay[g]
             b = allowed * drawn[g]
-            psi_m[g] = psi_m[g] * a + psi_below[g] * b + phi_m[g] * (rate * a)
-            phi_m[g] = phi_m[g] * a + phi_below[g] * b
+            rho = rate * a
+            psi_m[g] = psi_m[g] * a + psi_1[g] * b + phi_m[g] * rho
+            phi_m[g] = phi_m[g] * a + phi_1[g] * b
+            psi_1[g] = psi_1[g] * a + psi_2[g] * b + phi_1[g] * rho
+            phi_1[g] = phi_1[g] * a + phi_2[g] * b
+        m -= 2
     phi_0, psi_0 = phi[0], psi[0]
-    for g in range(nodes):
-        a = stay[g]
-        psi_0[g] = psi_0[g] * a + phi_0[g] * (rate * a)
-        phi_0[g] = phi_0[g] * a
+    if m == 1:
+        phi_1, psi_1 = phi[1], psi[1]
+        for g in range(nodes):
+            a = stay[g]
+            b = allowed * drawn[g]
+            rho = rate * a
+            psi_1[g] = psi_1[g] * a + psi_0[g] * b + phi_1[g] * rho
+            phi_1[g] = phi_1[g] * a + phi_0[g] * b
+            psi_0[g] = psi_0[g] * a + phi_0[g] * rho
+            phi_0[g] = phi_0[g] * a
+    else:
+        for g in range(nodes):
+            a = stay[g]
+            psi_0[g] = psi_0[g] * a + phi_0[g] * (rate * a)
+            phi_0[g] = phi_0[g] * a
 
 
 def _coefficients(pre_phi, pre_psi, post_phi, post_psi, k, x1, x2):
     """``x1 = [x^{K-1}] Φ_pre Φ_post``, ``x2 = [x^{K-2}] (Ψ_pre Φ_post + Φ_pre Ψ_post)`` at every
-    node (``[K, G]`` pairs)."""
+    node (``[K, G]`` pairs), the terms added in increasing m, two per pass over the nodes."""
+    nodes = x1.shape[0]
     x1[:] = 0.0
     x2[:] = 0.0
-    for m in range(k):
-        a, b = pre_phi[m], post_phi[k - 1 - m]
-        for g in range(x1.shape[0]):
+    for m in range(0, k - 1, 2):
+        a, b, c, d = pre_phi[m], post_phi[k - 1 - m], pre_phi[m + 1], post_phi[k - 2 - m]
+        for g in range(nodes):
+            x1[g] = x1[g] + a[g] * b[g] + c[g] * d[g]
+    if k % 2 == 1:
+        a, b = pre_phi[k - 1], post_phi[0]
+        for g in range(nodes):
             x1[g] += a[g] * b[g]
-    for m in range(k - 1):
+    for m in range(0, k - 2, 2):
         a, b, c, d = pre_psi[m], post_phi[k - 2 - m], pre_phi[m], post_psi[k - 2 - m]
-        for g in range(x2.shape[0]):
+        e, f, h, i = pre_psi[m + 1], post_phi[k - 3 - m], pre_phi[m + 1], post_psi[k - 3 - m]
+        for g in range(nodes):
+            x2[g] = x2[g] + (a[g] * b[g] + c[g] * d[g]) + (e[g] * f[g] + h[g] * i[g])
+    if k % 2 == 0 and k >= 2:
+        m = k - 2
+        a, b, c, d = pre_psi[m], post_phi[0], pre_phi[m], post_psi[0]
+        for g in range(nodes):
             x2[g] += a[g] * b[g] + c[g] * d[g]
 
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
-from multidraft.theory.verifier._wor_curtain import Layout, _groups, clipped_layout, point_win_probabilities
+from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -245,11 +245,11 @@ def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained:
             tokens = tokens[np.argsort(p[tokens] / q[tokens], kind="stable")]
         else:
             tokens = sorted_tokens(tokens, p[tokens] / q[tokens])
-        group, mass, weight, pool = _groups(p[tokens], q[tokens], total, clip)
+        cut, pool_mass, pool_weight = pool_split(p[tokens], q[tokens], total, clip)
         r[tokens] = p[tokens]
-        if pool >= 0:
-            in_pool = group == pool
-            r[tokens[in_pool]] = q[tokens[in_pool]] * (weight[pool] / mass[pool])
+        pool = tokens[cut:] if clip == "min" else tokens[:cut]
+        if len(pool):
+            r[pool] = q[pool] * (pool_weight / pool_mass)
     return r
 
 

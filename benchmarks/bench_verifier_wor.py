@@ -19,9 +19,13 @@ Writes ``benchmarks/results/verifier_wor.json`` and, with ``--rrs``, ``verifier_
 
 ``--before COMMIT`` instead times the 15 settings on that commit and on this tree in one run
 (child processes) and compares their laws, coins, positions and acceptance, and the small
-instances' laws (``benchmarks/results/verifier_wor_before_after.json``).
+instances' laws (``benchmarks/results/verifier_wor_before_after.json``); each child also times
+``np.argsort`` of the draft (n = 49152) right after each fit, and the table gives every fit
+as a multiple of that sort (a ratio that the machine's load inflates less than milliseconds).
+``--rounds N`` runs the two children N times in alternation and keeps each setting's least
+median (the laws from the first round).
 
-Usage: ``python benchmarks/bench_verifier_wor.py [--repeats 3] [--instances 2000] [--rrs] [--before COMMIT]``
+Usage: ``python benchmarks/bench_verifier_wor.py [--repeats 3] [--instances 2000] [--rrs] [--before COMMIT [--rounds 2]]``
 """
 
 from __future__ import annotations
@@ -167,19 +171,21 @@ def _fits(path: str, repeats: int, count: int) -> None:
         for temperature in (0.5, 1.0, 1.2, 1.6, 2.0):
             law = WithoutReplacement(softmax(np.log(p), temperature=temperature), k)
             timing = measure(lambda: fit_and_select(p, law, rng), repeats)
+            baseline = measure(lambda: np.argsort(law.draft), 2 * repeats + 1)  # the same process, right after
             rule = timing.result
             name = f"{k}_{temperature}"
-            saved[f"ms_{name}"] = np.array([1e3 * timing.cpu_median, 1e3 * timing.median])
+            saved[f"ms_{name}"] = np.array([1e3 * timing.cpu_median, 1e3 * timing.median, 1e3 * baseline.cpu_median])
             saved[f"law_{name}"] = np.concatenate([rule.selection_law, rule.alpha, rule.position, [rule.acceptance, rule.optimum]])
     small = [optimal_selection_rule(p_, WithoutReplacement(q_, k_)) for _, p_, q_, k_ in instances(seed=11, count=count, max_n=8)]
-    saved["small"] = np.concatenate([np.concatenate([r.selection_law, [r.acceptance]]) for r in small])
+    saved["small"] = np.concatenate([np.concatenate([r.selection_law, [r.acceptance]]) for r in small] or [np.zeros(0)])
     np.savez(path, **saved)
 
 
-def before_after(commit: str, repeats: int, count: int) -> list[dict]:
+def before_after(commit: str, repeats: int, count: int, rounds: int = 2) -> list[dict]:
     """The 15 Zipf settings on ``commit`` (``git archive``, a child process) and on this tree, in
-    the same run: CPU ms of fit + one selection, speed-up, and the largest difference of the
-    rules' laws, coins, positions and acceptance (and of the small instances' laws)."""
+    the same run, ``rounds`` times in alternation (each setting's least median over the rounds):
+    CPU ms of fit + one selection, speed-up, and the largest difference of the rules' laws,
+    coins, positions and acceptance (and of the small instances' laws, first round)."""
     import subprocess
     import tempfile
 
@@ -188,15 +194,22 @@ def before_after(commit: str, repeats: int, count: int) -> list[dict]:
         archive = subprocess.run(["git", "archive", commit], cwd=root, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", scratch], input=archive, check=True)
         (Path(scratch) / "benchmarks" / Path(__file__).name).write_text(Path(__file__).read_text())
-        results = {}
-        for label, tree in (("before", Path(scratch)), ("after", root)):
-            out = Path(scratch) / f"{label}.npz"
-            subprocess.run(
-                [sys.executable, str(tree / "benchmarks" / Path(__file__).name), "--child", str(out),
-                 "--repeats", str(repeats), "--instances", str(count)],
-                env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree / "benchmarks", check=True,
-            )  # fmt: skip
-            results[label] = dict(np.load(out))
+        results: dict[str, dict] = {}
+        for round_ in range(rounds):  # before, after, before, after, ...: the load drifts alike
+            for label, tree in (("before", Path(scratch)), ("after", root)):
+                out = Path(scratch) / f"{label}.npz"
+                subprocess.run(
+                    [sys.executable, str(tree / "benchmarks" / Path(__file__).name), "--child", str(out),
+                     "--repeats", str(repeats), "--instances", str(count if round_ == 0 else 0)],
+                    env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree / "benchmarks", check=True,
+                )  # fmt: skip
+                saved = dict(np.load(out))
+                if label in results:  # later rounds: the least time of each setting, the first round's laws
+                    for key in saved:
+                        if key.startswith("ms_"):
+                            results[label][key] = np.minimum(results[label][key], saved[key])
+                else:
+                    results[label] = saved
     before, after = results["before"], results["after"]
     rows = []
     for k in (2, 4, 8):
@@ -207,6 +220,9 @@ def before_after(commit: str, repeats: int, count: int) -> list[dict]:
                     "K": k, "T": temperature, "before cpu ms": before[f"ms_{name}"][0], "after cpu ms": after[f"ms_{name}"][0],
                     "before wall ms": before[f"ms_{name}"][1], "after wall ms": after[f"ms_{name}"][1],
                     "speed-up (cpu)": before[f"ms_{name}"][0] / after[f"ms_{name}"][0],
+                    "before / argsort": before[f"ms_{name}"][0] / before[f"ms_{name}"][2],
+                    "after / argsort": after[f"ms_{name}"][0] / after[f"ms_{name}"][2],
+                    "argsort ms (after)": after[f"ms_{name}"][2],
                     "max |diff|": float(np.max(np.abs(before[f"law_{name}"] - after[f"law_{name}"]))),
                     "after within target": after[f"ms_{name}"][0] <= TARGET_MS,
                 }
@@ -220,6 +236,7 @@ def main() -> None:
     parser.add_argument("--before", help="fit times and laws of the 15 settings on this commit too (git archive), same run")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="with --before: alternating child runs per version")
     parser.add_argument("--instances", type=int, default=2000)
     parser.add_argument("--rrs", action="store_true", help="also the rrs-wor estimate at K = 4, 8 (minutes)")
     parser.add_argument("--rrs-half-width", type=float, default=1e-3)
@@ -229,7 +246,7 @@ def main() -> None:
         return
     load_before = os.getloadavg()
     if args.before:
-        table = before_after(args.before, args.repeats, args.instances)
+        table = before_after(args.before, args.repeats, args.instances, args.rounds)
         print_table(table, list(table[0]))
         write_results("verifier_wor_before_after", table, before=args.before, load_before=load_before, load_after=os.getloadavg())
         return

@@ -318,6 +318,36 @@ def test_first_draft_when_it_accepts_more(monkeypatch):
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
 
 
+def test_j_curtain_layout_groups_and_zero_length_densities():
+    """The layout's group bounds (read off the sorted pieces) are those of counting every
+    group's pieces, and a group of zero length (masses near 1e-18) carries the density
+    w_G(t0) = G'(1 - t0) at its point t0; instances where such groups occur are reached."""
+    from multidraft.theory.verifier._wor_curtain import clipped_layout
+
+    rng = np.random.default_rng(34)
+    flat = 0
+    for _ in range(200):
+        n, k = int(rng.integers(3, 40)), int(rng.integers(2, 6))
+        m, p = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
+        m[rng.random(n) < 0.3] *= 10.0 ** rng.uniform(-19, -16)
+        p[rng.random(n) < 0.3] *= 10.0 ** rng.uniform(-19, -16)
+        c = rng.dirichlet(np.ones(k + 1))
+        c[0] = 0.0
+        layout, _ = clipped_layout(p / p.sum(), m / m.sum(), c / c.sum())
+        counts = np.bincount(layout.piece_group)
+        np.testing.assert_array_equal(layout.group_last, np.cumsum(counts))
+        np.testing.assert_array_equal(layout.group_first, np.cumsum(counts) - counts)
+        length = np.add.reduceat(layout.piece_end - layout.piece_start, layout.group_first)
+        zero = np.flatnonzero(length <= 0)
+        flat += len(zero)
+        for g in zero:
+            tokens = np.flatnonzero(layout.token_group == g)
+            point = layout.piece_start[layout.group_last[g] - 1]
+            slope = np.polynomial.polynomial.polyval(1.0 - point, np.polynomial.polynomial.polyder(c / c.sum()))
+            np.testing.assert_allclose(layout.law[tokens], (m / m.sum())[tokens] * slope, rtol=1e-12)
+    assert flat >= 10
+
+
 def test_j_curtain_fitted_to_r_star_tiles_when_its_condition_fails():
     """The research note left open whether the J-curtain's layout still tiles [0, 1) when the
     J-condition fails (so that its law formula is its law). The shipped rule fits the class
@@ -431,7 +461,7 @@ def test_uniform_tail_series_is_the_direct_integral(k):
     nodes, weights = front_back_nodes(merged_q, k)
     head = lead + rule.tail - rule.boundary
     tail_q = merged_q[head:]
-    tail_phi, tail_psi, _, _ = tail_products(tail_q, nodes, k)
+    tail_phi, tail_psi = tail_products(tail_q, nodes, k)[:2]
     _, _, pre_phi, pre_psi = front_back_head(
         merged_p[:head], merged_q[:head], lead, k, nodes, weights, None, (tail_phi, tail_psi, float(tail_q.sum()))
     )
@@ -441,6 +471,34 @@ def test_uniform_tail_series_is_the_direct_integral(k):
     np.testing.assert_allclose(rule.selection_law[t_tokens[head - lead :]], series, rtol=1e-13)
     assert rule.selection_law.sum() == pytest.approx(1.0, abs=1e-12)
     assert rule.acceptance == pytest.approx(optimal_acceptance(p, law).value, abs=1e-10)
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_tail_rounding_bound_from_power_sums_is_the_sum_of_its_series(k):
+    """The rounding bound of the uniform tail, summed through the tail's power sums (O(L)),
+    equals the bound series evaluated token by token and added up (relative 1e-12), and is
+    positive; its twin with one power sum wrong differs."""
+    from multidraft.theory.optimum._wor_moments import ROUNDING
+    from multidraft.theory.verifier._front_back import front_back_head
+    from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
+
+    p = zipf(20000, exponent=1.1, rng=np.random.default_rng(k))
+    q = softmax(np.log(p), temperature=1.6)
+    order = np.argsort(-p / q, kind="stable")
+    merged_q, merged_p = np.concatenate([[0.05], 0.95 * q[order]]), np.concatenate([[0.0], p[order]])
+    nodes, weights = front_back_nodes(merged_q, k)
+    head = 2000
+    products = tail_products(merged_q[head:], nodes, k)
+    _, _, pre_phi, pre_psi = front_back_head(
+        merged_p[:head], merged_q[:head], 1, k, nodes, weights, None, (products.phi, products.psi, float(merged_q[head:].sum()))
+    )
+    bound = tail_polynomials(np.abs(pre_phi), np.abs(pre_psi), ROUNDING * products.phi_abs, ROUNDING * products.psi_abs, k, absolute=True)
+    by_token = float(tail_law(merged_q[head:], nodes, weights, bound, k).sum())
+    summed = tail_rounding(products, nodes, weights, pre_phi, pre_psi, k)
+    assert summed > 0
+    assert summed == pytest.approx(by_token, rel=1e-12, abs=0.0)
+    wrong = products._replace(sums=products.sums * np.where(np.arange(len(products.sums)) == 1, 1.5, 1.0))
+    assert tail_rounding(wrong, nodes, weights, pre_phi, pre_psi, k) != pytest.approx(by_token, rel=1e-6, abs=0.0)
 
 
 def _last_of_tail(rule, tuples, rng):

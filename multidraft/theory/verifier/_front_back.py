@@ -19,7 +19,7 @@ positions, so ``α_j = clip((p_j - B_j) / (A_j - B_j), 0, 1)`` (aiming r_j at p_
 one forward pass. Each is an integral over t of coefficients of x^{K-1} in products over the
 tokens of ``a + b x`` (a = e^{-q t}: not drafted; b = c (1 - e^{-q t}): drafted and allowed,
 c = 1, 1 - α or 0) and of one arrival density ``ρ = c q e^{-q t}``; the pass keeps these
-truncated polynomials ([G, K] per node set) for the prefix, and for the suffix at √n
+truncated polynomials ([K, G] per node set) for the prefix, and for the suffix at √n
 checkpoints, so it costs O(n · G · K) time and O(√n · G · K) memory. The integral is the
 trapezoid rule in u = log t. The transcendentals are the cost at small K: each token's
 ``e^{-q t} - 1`` is computed once per pass over its block (``e^{-qt}`` from it where qt <= 1/2,
@@ -101,19 +101,21 @@ def front_back_head(
     else:
         suffix_phi, suffix_psi, suffix_mass = suffix
     compile_in_place(globals(), KERNELS)
-    return _pass(
+    alpha, r, pre_phi, pre_psi = _pass(
         np.ascontiguousarray(target, dtype=np.float64), np.ascontiguousarray(draft, dtype=np.float64),
         int(boundary), int(k), nodes, np.ascontiguousarray(weights, dtype=np.float64), given, fit,
-        np.ascontiguousarray(suffix_phi, dtype=np.float64), np.ascontiguousarray(suffix_psi, dtype=np.float64),
-        float(suffix_mass),
+        np.ascontiguousarray(np.transpose(suffix_phi), dtype=np.float64),
+        np.ascontiguousarray(np.transpose(suffix_psi), dtype=np.float64), float(suffix_mass),
     )  # fmt: skip
+    return alpha, r, np.ascontiguousarray(pre_phi.T), np.ascontiguousarray(pre_psi.T)
 
-
-#: Most token × node decays :func:`_pass` keeps from its first pass for its second (16 MiB).
-DECAY_CACHE = 1 << 20
 
 #: Largest q t for which ``e^{-qt}`` is taken as ``1 + expm1(-qt)`` (absolute error one ulp).
 _FROM_EXPM1 = 0.5
+
+# The kernels hold the truncated polynomials coefficient-major, ``[K, G]``: every loop over the
+# nodes is then contiguous and compiles to vector instructions (the same operations on every
+# node, in the same order, so the same numbers as a node-major loop).
 
 
 def _decay(q, t, stay, drawn):
@@ -129,52 +131,78 @@ def _decay(q, t, stay, drawn):
 def _factor(phi, psi, stay, drawn, q, allowed, k):
     """``(Φ, Ψ) <- (Φ (a + b x), Ψ (a + b x) + Φ ρ)`` modulo x^K at every node, in place, for one
     token's factor: a = e^{-qt} (not drafted), b = c (1 - e^{-qt}) (drafted and allowed),
-    ρ = c q e^{-qt} (arriving), c = ``allowed``."""
-    for g in range(phi.shape[0]):
-        a = stay[g]
-        b = allowed * drawn[g]
-        rho = allowed * q * a
-        for m in range(k - 1, 0, -1):
-            psi[g, m] = psi[g, m] * a + psi[g, m - 1] * b + phi[g, m] * rho
-            phi[g, m] = phi[g, m] * a + phi[g, m - 1] * b
-        psi[g, 0] = psi[g, 0] * a + phi[g, 0] * rho
-        phi[g, 0] = phi[g, 0] * a
+    ρ = c q e^{-qt} (arriving), c = ``allowed``; Φ, Ψ ``[K, G]``. Coefficients from the top,
+    two per pass over the nodes (each reads the one below before that is updated)."""
+    nodes = stay.shape[0]
+    rate = allowed * q
+    m = k - 1
+    while m >= 2:
+        phi_m, phi_1, phi_2, psi_m, psi_1, psi_2 = phi[m], phi[m - 1], phi[m - 2], psi[m], psi[m - 1], psi[m - 2]
+        for g in range(nodes):
+            a = stay[g]
+            b = allowed * drawn[g]
+            rho = rate * a
+            psi_m[g] = psi_m[g] * a + psi_1[g] * b + phi_m[g] * rho
+            phi_m[g] = phi_m[g] * a + phi_1[g] * b
+            psi_1[g] = psi_1[g] * a + psi_2[g] * b + phi_1[g] * rho
+            phi_1[g] = phi_1[g] * a + phi_2[g] * b
+        m -= 2
+    phi_0, psi_0 = phi[0], psi[0]
+    if m == 1:
+        phi_1, psi_1 = phi[1], psi[1]
+        for g in range(nodes):
+            a = stay[g]
+            b = allowed * drawn[g]
+            rho = rate * a
+            psi_1[g] = psi_1[g] * a + psi_0[g] * b + phi_1[g] * rho
+            phi_1[g] = phi_1[g] * a + phi_0[g] * b
+            psi_0[g] = psi_0[g] * a + phi_0[g] * rho
+            phi_0[g] = phi_0[g] * a
+    else:
+        for g in range(nodes):
+            a = stay[g]
+            psi_0[g] = psi_0[g] * a + phi_0[g] * (rate * a)
+            phi_0[g] = phi_0[g] * a
 
 
-def _member(pre_phi, pre_psi, post_phi, post_psi, q, stay, drawn, w, k, scale):
-    """``∫ [x^{K-1}] (q e^{-qt} Φ + (1 - e^{-qt}) x Ψ)`` for Φ, Ψ the products of the prefix and
-    the suffix pairs: token y drafted, the K-th arrival at t; ``scale[g]`` multiplies."""
-    total = 0.0
-    for g in range(w.shape[0]):
-        x1 = 0.0
-        for m in range(k):
-            x1 += pre_phi[g, m] * post_phi[g, k - 1 - m]
-        x2 = 0.0
-        for m in range(k - 1):
-            x2 += pre_psi[g, m] * post_phi[g, k - 2 - m] + pre_phi[g, m] * post_psi[g, k - 2 - m]
-        total += w[g] * scale[g] * (q * stay[g] * x1 + drawn[g] * x2)
-    return total
+def _coefficients(pre_phi, pre_psi, post_phi, post_psi, k, x1, x2):
+    """``x1 = [x^{K-1}] Φ_pre Φ_post``, ``x2 = [x^{K-2}] (Ψ_pre Φ_post + Φ_pre Ψ_post)`` at every
+    node (``[K, G]`` pairs), the terms added in increasing m, two per pass over the nodes."""
+    nodes = x1.shape[0]
+    x1[:] = 0.0
+    x2[:] = 0.0
+    for m in range(0, k - 1, 2):
+        a, b, c, d = pre_phi[m], post_phi[k - 1 - m], pre_phi[m + 1], post_phi[k - 2 - m]
+        for g in range(nodes):
+            x1[g] = x1[g] + a[g] * b[g] + c[g] * d[g]
+    if k % 2 == 1:
+        a, b = pre_phi[k - 1], post_phi[0]
+        for g in range(nodes):
+            x1[g] += a[g] * b[g]
+    for m in range(0, k - 2, 2):
+        a, b, c, d = pre_psi[m], post_phi[k - 2 - m], pre_phi[m], post_psi[k - 2 - m]
+        e, f, h, i = pre_psi[m + 1], post_phi[k - 3 - m], pre_phi[m + 1], post_psi[k - 3 - m]
+        for g in range(nodes):
+            x2[g] = x2[g] + (a[g] * b[g] + c[g] * d[g]) + (e[g] * f[g] + h[g] * i[g])
+    if k % 2 == 0 and k >= 2:
+        m = k - 2
+        a, b, c, d = pre_psi[m], post_phi[0], pre_phi[m], post_psi[0]
+        for g in range(nodes):
+            x2[g] += a[g] * b[g] + c[g] * d[g]
 
 
 def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix_mass):
     n, nodes = q.shape[0], t.shape[0]
     stay, drawn = np.empty(nodes), np.empty(nodes)
-    one = np.ones(nodes)
     # Suffix pairs of all free tokens at checkpoints every `block` positions, and the pair of the
     # whole T* part (positions >= boundary).
     block = int(math.sqrt(n)) + 1
     blocks = (n + block - 1) // block
-    mark_phi, mark_psi = np.zeros((blocks + 1, nodes, k)), np.zeros((blocks + 1, nodes, k))
+    mark_phi, mark_psi = np.zeros((blocks + 1, k, nodes)), np.zeros((blocks + 1, k, nodes))
     phi, psi = suffix_phi.copy(), suffix_psi.copy()
     tail_phi, tail_psi = phi.copy(), psi.copy()
     mark_phi[blocks], mark_psi[blocks] = phi, psi
-    # Every token's decay, kept for the second pass when small enough (the same numbers, half
-    # the transcendentals).
-    cached = n * nodes <= DECAY_CACHE
-    decay_stay, decay_drawn = np.empty((n if cached else 0, nodes)), np.empty((n if cached else 0, nodes))
     for j in range(n - 1, -1, -1):
-        if cached:
-            stay, drawn = decay_stay[j], decay_drawn[j]
         _decay(q[j], t, stay, drawn)
         _factor(phi, psi, stay, drawn, q[j], 1.0, k)
         if j % block == 0:
@@ -193,44 +221,53 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
         mass += q[j]
     mass_u = mass
     alpha, r = alpha_in.copy(), np.zeros(n)
-    pre_phi, pre_psi = np.zeros((nodes, k)), np.zeros((nodes, k))
-    pre_phi[:, 0] = 1.0
-    empty_phi, empty_psi = np.zeros((nodes, k)), np.zeros((nodes, k))
-    empty_phi[:, 0] = 1.0
-    post_phi, post_psi = np.zeros((block + 1, nodes, k)), np.zeros((block + 1, nodes, k))
+    pre_phi, pre_psi = np.zeros((k, nodes)), np.zeros((k, nodes))
+    pre_phi[0, :] = 1.0
+    post_phi, post_psi = np.zeros((block + 1, k, nodes)), np.zeros((block + 1, k, nodes))
     # Per block: every token's decay and, per position, e^{-t · after[j]} (no later token of
     # its part drafted).
     stays, draws, blocked = np.empty((block, nodes)), np.empty((block, nodes)), np.empty((block, nodes))
+    x1, x2, y1, y2 = np.empty(nodes), np.empty(nodes), np.empty(nodes), np.empty(nodes)
     for c in range(blocks):
         lo, hi = c * block, min(c * block + block, n)
         post_phi[hi - lo], post_psi[hi - lo] = mark_phi[c + 1], mark_psi[c + 1]
         for j in range(hi - 1, lo - 1, -1):
-            if cached:
-                stays[j - lo], draws[j - lo] = decay_stay[j], decay_drawn[j]
-            else:
-                _decay(q[j], t, stays[j - lo], draws[j - lo])
+            i = j - lo
+            _decay(q[j], t, stays[i], draws[i])
             if j == hi - 1 or j == boundary - 1:  # restart the running product exactly
                 for g in range(nodes):
-                    blocked[j - lo, g] = math.exp(-after[j] * t[g])
+                    blocked[i, g] = math.exp(-after[j] * t[g])
             else:
+                here, later, later_stay = blocked[i], blocked[i + 1], stays[i + 1]
                 for g in range(nodes):
-                    blocked[j - lo, g] = blocked[j + 1 - lo, g] * stays[j + 1 - lo, g]
+                    here[g] = later[g] * later_stay[g]
             if j > lo:
-                post_phi[j - lo], post_psi[j - lo] = post_phi[j - lo + 1], post_psi[j - lo + 1]
-                _factor(post_phi[j - lo], post_psi[j - lo], stays[j - lo], draws[j - lo], q[j], 1.0, k)
+                post_phi[i], post_psi[i] = post_phi[i + 1], post_psi[i + 1]
+                _factor(post_phi[i], post_psi[i], stays[i], draws[i], q[j], 1.0, k)
         for j in range(lo, hi):
             i = j - lo
             if j == boundary:  # T*: the event D ∩ U = ∅ blocks every U token
                 pre_psi[:, :] = 0.0
                 pre_phi[:, :] = 0.0
                 for g in range(nodes):
-                    pre_phi[g, 0] = math.exp(-mass_u * t[g])
+                    pre_phi[0, g] = math.exp(-mass_u * t[g])
             if q[j] > 0:
-                whole = _member(pre_phi, pre_psi, post_phi[i + 1], post_psi[i + 1], q[j], stays[i], draws[i], w, k, one)
+                # y_j drafted, the K-th arrival at t: with every later token of the whole
+                # suffix free (x1, x2), or with none of its part drafted (y1, y2)
+                _coefficients(pre_phi, pre_psi, post_phi[i + 1], post_psi[i + 1], k, x1, x2)
                 if j < boundary:
-                    last = _member(pre_phi, pre_psi, tail_phi, tail_psi, q[j], stays[i], draws[i], w, k, blocked[i])
-                else:
-                    last = _member(pre_phi, pre_psi, empty_phi, empty_psi, q[j], stays[i], draws[i], w, k, blocked[i])
+                    _coefficients(pre_phi, pre_psi, tail_phi, tail_psi, k, y1, y2)
+                else:  # the empty suffix (1, 0): the same sums without their zero terms
+                    y1[:] = pre_phi[k - 1]
+                    if k > 1:
+                        y2[:] = pre_psi[k - 2]
+                    else:
+                        y2[:] = 0.0
+                whole, last = 0.0, 0.0
+                a, b, s = stays[i], draws[i], blocked[i]
+                for g in range(nodes):
+                    whole += w[g] * 1.0 * (q[j] * a[g] * x1[g] + b[g] * x2[g])
+                    last += w[g] * s[g] * (q[j] * a[g] * y1[g] + b[g] * y2[g])
                 if fit:
                     gap = whole - last
                     if gap <= 1e-300:
@@ -243,9 +280,9 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
         pre_psi[:, :] = 0.0
         pre_phi[:, :] = 0.0
         for g in range(nodes):
-            pre_phi[g, 0] = math.exp(-mass_u * t[g])
+            pre_phi[0, g] = math.exp(-mass_u * t[g])
     return alpha, r, pre_phi, pre_psi
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_decay", "_factor", "_member", "_pass")
+KERNELS = ("_decay", "_factor", "_coefficients", "_pass")

@@ -88,32 +88,43 @@ def water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str)
     return total / mass_total if j == len(values) else (total - values[j:].sum()) / masses[:j].sum()
 
 
+def pool_split(values: np.ndarray, masses: np.ndarray, total: float, clip: str) -> tuple[int, float, float]:
+    """The free tokens and the pool of one part (tokens sorted by increasing p/q), clipped at
+    the water level of :func:`water_level`: ``(cut, pool mass, pool weight)``, the pool being
+    the tokens ``[cut:]`` (``"min"``: density >= λ) or ``[:cut]`` (``"max"``: density <= μ), its
+    weight what the free tokens (r = p) leave of ``total``."""
+    density = values / masses
+    level = water_level(values, masses, total, clip)
+    if clip == "min":
+        cut = int(np.searchsorted(density, level, side="left"))
+        free_v, pool_m = values[:cut][::-1], masses[cut:].sum()
+    else:
+        cut = int(np.searchsorted(density, level, side="right"))
+        free_v, pool_m = values[cut:][::-1], masses[:cut].sum()
+    return cut, pool_m, max(total - free_v.sum(), 0.0)
+
+
 def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
     """Groups of one part (tokens sorted by increasing p/q): the free tokens (r = p) one group
     each and the pool (r ∝ m) one group, by decreasing density. Returns (group of each token,
     group masses, group weights, index of the pool group or -1)."""
     size = len(values)
-    density = values / masses
-    level = water_level(values, masses, total, clip)
+    cut, pool_m, pool_w = pool_split(values, masses, total, clip)
     if clip == "min":  # U-part: pool (density >= λ) first, then free by decreasing p/q
-        free = int(np.searchsorted(density, level, side="left"))
-        pooled = size > free
+        pooled = size > cut
         group = np.zeros(size, dtype=np.int64)
-        group[:free] = np.arange(free, 0, -1) - (0 if pooled else 1)
-        free_v, free_m = values[:free][::-1], masses[:free][::-1]
-        pool_m, pool_w = masses[free:].sum(), max(total - free_v.sum(), 0.0)
+        group[:cut] = np.arange(cut, 0, -1) - (0 if pooled else 1)
+        free_v, free_m = values[:cut][::-1], masses[:cut][::-1]
         mass = np.concatenate([[pool_m], free_m]) if pooled else free_m
         weight = np.concatenate([[pool_w], free_v]) if pooled else free_v
         pool_index = 0 if pooled else -1
     else:  # T-part: free by decreasing p/q, then the pool (density <= μ)
-        pool = int(np.searchsorted(density, level, side="right"))
-        group = np.full(size, size - pool, dtype=np.int64)
-        group[pool:] = np.arange(size - pool - 1, -1, -1)
-        free_v, free_m = values[pool:][::-1], masses[pool:][::-1]
-        pool_m, pool_w = masses[:pool].sum(), max(total - free_v.sum(), 0.0)
-        mass = np.concatenate([free_m, [pool_m]]) if pool else free_m
-        weight = np.concatenate([free_v, [pool_w]]) if pool else free_v
-        pool_index = len(mass) - 1 if pool else -1
+        group = np.full(size, size - cut, dtype=np.int64)
+        group[cut:] = np.arange(size - cut - 1, -1, -1)
+        free_v, free_m = values[cut:][::-1], masses[cut:][::-1]
+        mass = np.concatenate([free_m, [pool_m]]) if cut else free_m
+        weight = np.concatenate([free_v, [pool_w]]) if cut else free_v
+        pool_index = len(mass) - 1 if cut else -1
     return group, mass, weight, pool_index
 
 
@@ -156,19 +167,26 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
             realised_w, realised_l = polynomial_weight(start, stop, c), mass
         else:
             piece_group, start, stop, realised_w, realised_l = _stack_pass(mass, weight, c, lo, hi)
-        last_piece = np.zeros(len(mass), dtype=np.int64)
-        np.maximum.at(last_piece, piece_group, np.arange(len(piece_group)))
-        point = np.polynomial.polynomial.polyval(1.0 - start[last_piece], np.polynomial.polynomial.polyder(c))
-        density = np.divide(realised_w, realised_l, out=point, where=realised_l > 0)  # zero-length: w_G(t0)
+        density = np.divide(realised_w, realised_l, out=np.empty(len(mass)), where=realised_l > 0)
+        flat = ~(realised_l > 0)
+        if flat.any():  # zero-length groups: the density w_G(t0) at their last piece's start
+            last_piece = _group_ends(piece_group)[flat] - 1
+            density[flat] = np.polynomial.polynomial.polyval(1.0 - start[last_piece], np.polynomial.polynomial.polyder(c))
         token_group[tokens] = group + groups
         laws[tokens] = m[tokens] * density[group]
         pieces.append((piece_group + groups, start, stop))
         groups += len(mass)
     piece_group, start, stop = (np.concatenate(column) for column in zip(*pieces))
-    counts = np.bincount(piece_group, minlength=groups)
-    group_last = np.cumsum(counts)
-    layout = Layout(token_group, piece_group, start, stop, group_last - counts, group_last, laws)
+    group_last = _group_ends(piece_group)
+    layout = Layout(token_group, piece_group, start, stop, np.concatenate([[0], group_last[:-1]]), group_last, laws)
     return layout, float(np.minimum(p, laws).sum())
+
+
+def _group_ends(piece_group: np.ndarray) -> np.ndarray:
+    """One past the last piece of every group, for pieces sorted by group where every group
+    0..m-1 has at least one (the stack pass writes one piece per group and one per child)."""
+    change = np.flatnonzero(piece_group[1:] != piece_group[:-1]) + 1
+    return np.concatenate([change, [len(piece_group)]])
 
 
 def point_win_probabilities(layout: Layout, groups: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ import numpy as np
 
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
-from multidraft.theory.verifier._wor_curtain import Layout, _groups, clipped_layout, point_win_probabilities
+from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -245,11 +245,11 @@ def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained:
             tokens = tokens[np.argsort(p[tokens] / q[tokens], kind="stable")]
         else:
             tokens = sorted_tokens(tokens, p[tokens] / q[tokens])
-        group, mass, weight, pool = _groups(p[tokens], q[tokens], total, clip)
+        cut, pool_mass, pool_weight = pool_split(p[tokens], q[tokens], total, clip)
         r[tokens] = p[tokens]
-        if pool >= 0:
-            in_pool = group == pool
-            r[tokens[in_pool]] = q[tokens[in_pool]] * (weight[pool] / mass[pool])
+        pool = tokens[cut:] if clip == "min" else tokens[:cut]
+        if len(pool):
+            r[pool] = q[pool] * (pool_weight / pool_mass)
     return r
 
 
@@ -266,13 +266,13 @@ def _t_side(p, q, k, t_order, outside, r_star=None):
     start = len(t_order) if r_star is None else _tail_start(p[t_order], q[t_order], r_star[t_order], float(nodes[-1]))
     if start < len(t_order):
         tail_q = q[t_order[start:]]
-        tail_phi, tail_psi, *tail_abs = tail_products(tail_q, nodes, k)
+        products = tail_products(tail_q, nodes, k)
         head = lead + start
         alpha, r, pre_phi, pre_psi = front_back_head(
-            merged_p[:head], merged_q[:head], lead, k, nodes, weights, None, (tail_phi, tail_psi, float(tail_q.sum()))
+            merged_p[:head], merged_q[:head], lead, k, nodes, weights, None, (products.phi, products.psi, float(tail_q.sum()))
         )
-        if tail_rounding(tail_q, nodes, weights, pre_phi, pre_psi, tail_abs, k) <= TAIL_TOLERANCE:
-            polynomials = tail_polynomials(pre_phi, pre_psi, tail_phi, tail_psi, k)
+        if tail_rounding(products, nodes, weights, pre_phi, pre_psi, k) <= TAIL_TOLERANCE:
+            polynomials = tail_polynomials(pre_phi, pre_psi, products.phi, products.psi, k)
             r_tail = tail_law(tail_q, nodes, weights, polynomials, k)
             return np.concatenate([alpha[lead:], np.zeros(len(tail_q))]), np.concatenate([r[lead:], r_tail]), start
     alpha, r = front_back_pass(merged_p, merged_q, lead, k, nodes, weights)

@@ -31,21 +31,35 @@ L = :func:`~multidraft.theory.optimum._wor_moments.moment_order` exact to roundi
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_moments import LIGHT, ROUNDING, light_products, moment_order, power_sums, stirling_weights
 
-__all__ = ["tail_products", "tail_polynomials", "tail_rounding", "tail_law", "tail_law_direct"]
+__all__ = ["TailProducts", "tail_products", "tail_polynomials", "tail_rounding", "tail_law", "tail_law_direct"]
 
 
-def tail_products(q_tail: np.ndarray, t: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(T_Φ, T_Ψ, T_Φ^abs, T_Ψ^abs)`` of the light tail at the nodes (``[G, K]`` each) from its
-    power sums; ``ROUNDING`` times the all-positive twins bounds each coefficient's rounding
-    error (:mod:`~multidraft.theory._wor_moments`)."""
+class TailProducts(NamedTuple):
+    """The tail's products at the nodes (``[G, K]``), their all-positive twins, and its power
+    sums ``sums[l] = Σ_y (q_y/scale)^l`` (l = 0..L + 1, ``scale`` = the largest q)."""
+
+    phi: np.ndarray
+    psi: np.ndarray
+    phi_abs: np.ndarray
+    psi_abs: np.ndarray
+    sums: np.ndarray
+    scale: float
+
+
+def tail_products(q_tail: np.ndarray, t: np.ndarray, k: int) -> TailProducts:
+    """The light tail's ``(T_Φ, T_Ψ, T_Φ^abs, T_Ψ^abs)`` at the nodes (``[G, K]`` each) from its
+    power sums, and those sums; ``ROUNDING`` times the all-positive twins bounds each
+    coefficient's rounding error (:mod:`~multidraft.theory._wor_moments`)."""
     a = stirling_weights(moment_order(k), k)
     nu, scale = power_sums(q_tail, a.shape[0] - 2)
-    return light_products(nu, scale, float(np.sum(q_tail)), t, k, a)
+    return TailProducts(*light_products(nu, scale, float(np.sum(q_tail)), t, k, a), nu, scale)
 
 
 def tail_polynomials(pre_phi, pre_psi, tail_phi, tail_psi, k: int, *, absolute: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -60,11 +74,23 @@ def tail_polynomials(pre_phi, pre_psi, tail_phi, tail_psi, k: int, *, absolute: 
     )  # fmt: skip
 
 
-def tail_rounding(q_tail, t, w, pre_phi, pre_psi, tail_abs: tuple[np.ndarray, np.ndarray], k: int) -> float:
-    """A bound on ``Σ_y |error of r_y|`` from the rounding of the tail's power-sum products."""
-    phi_abs, psi_abs = tail_abs
-    bound = tail_polynomials(np.abs(pre_phi), np.abs(pre_psi), ROUNDING * phi_abs, ROUNDING * psi_abs, k, absolute=True)
-    return float(tail_law(q_tail, t, w, bound, k).sum())
+def tail_rounding(products: TailProducts, t, w, pre_phi, pre_psi, k: int) -> float:
+    """A bound on ``Σ_y |error of r_y|`` from the rounding of the tail's power-sum products:
+    the series of :func:`tail_law` for the all-positive bound polynomials, summed over the tail
+    through its power sums, ``Σ_l c_l ν_l + s d_l ν_{l+1}`` (O(L), not O(|S| L))."""
+    bound = tail_polynomials(np.abs(pre_phi), np.abs(pre_psi), ROUNDING * products.phi_abs, ROUNDING * products.psi_abs, k, absolute=True)
+    c, d = _series(t, w, bound, k, products.scale)
+    sums = products.sums
+    return float(c @ sums[: len(c)] + products.scale * (d @ sums[1 : len(d) + 1]))
+
+
+def _series(t, w, polynomials, k: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(c, d)``: r_y = Σ_l (c_l + q_y d_l) (q_y/scale)^l (module docstring)."""
+    order = moment_order(k)
+    a = stirling_weights(order, k)[: order + 1, :k]  # [L + 1, K]
+    A, B = polynomials
+    powers = (scale * t)[None, :] ** np.arange(order + 1)[:, None] * w[None, :]  # [L + 1, G]
+    return np.einsum("ln,lg,gn->l", a, powers, B), np.einsum("ln,lg,gn->l", a, powers, A)
 
 
 def tail_law(q_tail, t, w, polynomials, k: int) -> np.ndarray:
@@ -73,27 +99,28 @@ def tail_law(q_tail, t, w, polynomials, k: int) -> np.ndarray:
     q_tail = np.asarray(q_tail, dtype=np.float64)
     if len(q_tail) == 0:
         return np.zeros(0)
-    order = moment_order(k)
-    a = stirling_weights(order, k)[: order + 1, :k]  # [L + 1, K]
     scale = float(q_tail.max())
-    A, B = polynomials
-    powers = (scale * t)[None, :] ** np.arange(order + 1)[:, None] * w[None, :]  # [L + 1, G]
-    c = np.einsum("ln,lg,gn->l", a, powers, B)  # coefficient of (q/s)^l
-    d = np.einsum("ln,lg,gn->l", a, powers, A)  # of q (q/s)^l
+    c, d = _series(t, w, polynomials, k, scale)
     compile_in_place(globals(), KERNELS)
     value = np.zeros(len(q_tail))
     _horner(q_tail, q_tail / scale, np.ascontiguousarray(c), np.ascontiguousarray(d), value)
     return value
 
 
+#: Tokens per chunk of :func:`_horner` (its three arrays stay in the L1 cache).
+CHUNK = 512
+
+
 def _horner(q, ratio, c, d, value):
-    """``value = Σ_l (c_l + q d_l) ratio^l`` by Horner from the top, token by token (the numbers
-    of the vectorised ``value = value · ratio + (c_l + q d_l)``, without its temporaries)."""
-    for i in range(q.shape[0]):
-        v = value[i]
+    """``value = Σ_l (c_l + q d_l) ratio^l`` by Horner from the top, ``value <- value · ratio +
+    (c_l + q d_l)``, one degree at a time over a chunk of tokens (a loop that vectorises; every
+    token sees the same operations in the same order as token by token)."""
+    for lo in range(0, q.shape[0], CHUNK):
+        hi = min(lo + CHUNK, q.shape[0])
         for l in range(c.shape[0] - 1, -1, -1):
-            v = v * ratio[i] + (c[l] + q[i] * d[l])
-        value[i] = v
+            c_l, d_l = c[l], d[l]
+            for i in range(lo, hi):
+                value[i] = value[i] * ratio[i] + (c_l + q[i] * d_l)
 
 
 def tail_law_direct(q_tail, t, w, polynomials, k: int) -> np.ndarray:

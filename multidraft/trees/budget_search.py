@@ -152,7 +152,7 @@ def schedules(budget: int, max_depth: int, max_width: int) -> Iterator[tuple[int
     with at most ``budget`` nodes ``Σ_d Π_{j ≤ d} k_j``.
 
     >>> list(schedules(3, 2, 2))
-    [(1,), (2,), (1, 1), (1, 2), (2, 1)]
+    [(1,), (2,), (1, 1), (1, 2)]
     """
     for depth in range(1, max_depth + 1):
         for schedule in itertools.product(range(1, max_width + 1), repeat=depth):

@@ -96,7 +96,7 @@ def budget_figure(label: str, lines: dict):
     axis.set_xlabel("node budget N (drafted nodes verified in one target call)", fontsize=TEXT_SIZE)
     axis.set_ylabel("E[τ + 1] (tokens per target call)", fontsize=TEXT_SIZE)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=TEXT_SIZE - 2)
+    axis.legend(fontsize=TEXT_SIZE - 1)
     axis.set_title(f"Best shape per family, exact: {label}", fontsize=TITLE_SIZE)
     return figure
 

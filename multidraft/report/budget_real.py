@@ -303,10 +303,15 @@ def answer_table(result: dict) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
             gain = ""
             if "gain" in entry:
                 glow, ghigh = entry["gain_ci95"]
-                gain = f"{entry['gain']:+.3f} ({entry['gain_percent']:+.1f}%) [{glow:+.3f}, {ghigh:+.3f}]"
+                gain = f"{_signed(entry['gain'])} ({_signed(entry['gain_percent'], 1)}%) [{_signed(glow)}, {_signed(ghigh)}]"
             speedup = (f"{entry['speedup']:.3f}x",) if speed else ()
             rows.append((str(row["budget"]), name, f"{entry['block_efficiency']:.3f}", f"[{low:.3f}, {high:.3f}]", gain, *speedup, str(entry["level_widths"])))
     return headers, rows
+
+
+def _signed(value: float, digits: int = 3) -> str:
+    """``+0.123``; a value that rounds to zero prints as ``+0.000``, never ``-0.000``."""
+    return f"{value if round(value, digits) != 0 else 0.0:+.{digits}f}"
 
 
 def answer_text(result: dict) -> str:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import itertools
 import re
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -190,12 +188,9 @@ def test_reference_gain_is_zero_against_itself():
         assert row["chains"]["block_efficiency"] <= entry["block_efficiency"] + 1e-12
 
 
-def _cli(*argv):
-    return subprocess.run([sys.executable, "-m", "multidraft", "budget", *argv], capture_output=True, text=True, timeout=120)
-
-
-def test_cli_json_and_one_line_errors():
-    result = _cli("--acceptance", "0.6,0.15,0.07", "--budget", "4", "8", "--json")
+def test_cli_json_and_one_line_errors(cli):
+    """The console script in a subprocess (conftest's ``cli``): JSON out, one-line errors."""
+    result = cli("budget", "--acceptance", "0.6,0.15,0.07", "--budget", "4", "8", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert [b["budget"] for b in data["budgets"]] == [4, 8]
@@ -206,5 +201,23 @@ def test_cli_json_and_one_line_errors():
         (["--acceptance", "x"], "expected comma-separated numbers"),
         ([], "one of the arguments --model --acceptance is required"),
     ):
-        bad = _cli(*argv)
+        bad = cli("budget", *argv)
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+@pytest.mark.slow
+def test_real_model_answer_and_the_degenerate_case():
+    """The bundled model: drafting for itself at its own temperature, every walk that samples its
+    drafts accepts the first child surely (a_1 = 1), so its best tree is one chain of N
+    (E[τ + 1] = N + 1) and the answer says it is degenerate (the top-k walk, whose drafts are the
+    most likely tokens, is not); at a hotter draft, a_1 < 1 and the chains fall short."""
+    pytest.importorskip("torch")
+    from multidraft.report.budget_real import answer_text, real_budget
+
+    same = real_budget("default", target_temperature=1.0, draft_temperature=1.0, prompts=1, max_new_tokens=4, budgets=[4], latency=False, resamples=50)
+    assert same["degenerate"] and "the draft is the target" in answer_text(same)
+    for name in ("token:specinfer", "token:optimal"):
+        entry = same["budgets"][0]["verifiers"][name]
+        assert entry["block_efficiency"] == pytest.approx(5.0, abs=1e-9) and entry["level_widths"] == [1, 1, 1, 1]
+    hot = real_budget("default", target_temperature=0.6, draft_temperature=1.4, prompts=1, max_new_tokens=4, budgets=[4], latency=False, resamples=50)
+    assert not hot["degenerate"] and hot["budgets"][0]["chains"]["block_efficiency"] < 5.0 - 1e-3

@@ -161,7 +161,7 @@ def _real_part(real: dict) -> list:
     from multidraft.report.budget_real import answer_table  # noqa: PLC0415
 
     headers, rows = answer_table(real)
-    degenerate = " The draft is the target here (same temperature): every walk accepts every drafted token." if real["degenerate"] else ""
+    degenerate = " The draft is the target here (same temperature): every walk that samples its drafts accepts every drafted token." if real["degenerate"] else ""
     return [
         Paragraph(
             f"On the real model ({real['model']}, drafting for itself at temperature {real['draft_temperature']:g} "

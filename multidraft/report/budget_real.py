@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multidraft.theory.laws import check_count
 from multidraft.trees.budget import POSITIONAL_SCHEMES, level_widths, positional_acceptance, positional_value, sequoia_tree
 from multidraft.trees.shape import TreeShape
 
@@ -169,6 +170,7 @@ def budget_answer(
     """Per budget N and walk: the DP's shape on â, its E[τ + 1] with a 95% cluster-bootstrap
     interval, the gain over SpecInfer chains in tokens and percent with its paired interval, and
     the predicted speed-up where ``latencies = (draft, target)`` are given (module docstring)."""
+    resamples = check_count(resamples, "resamples", meaning="bootstrap draws")
     rng = np.random.default_rng(seed)
     prompts = len(sample.counts)
     weights = np.stack([np.bincount(rng.integers(0, prompts, prompts), minlength=prompts) for _ in range(resamples)])
@@ -238,6 +240,7 @@ def real_budget(
     seed: int = 0,
     verifiers: Sequence[str] = REAL_VERIFIERS,
     latency: bool = True,
+    resamples: int = 1000,
     progress=None,
 ) -> dict:
     """The whole real-model answer: load ``model`` (it drafts for itself at
@@ -250,7 +253,6 @@ def real_budget(
     from multidraft.decoding import bundled_prompts, load_model  # noqa: PLC0415
     from multidraft.decoding.models import cpu_threads  # noqa: PLC0415
     from multidraft.decoding.profiling import profile_latency  # noqa: PLC0415
-    from multidraft.theory.laws import check_count  # noqa: PLC0415
 
     for value, name in ((target_temperature, "target_temperature"), (draft_temperature, "draft_temperature")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < np.inf:
@@ -286,7 +288,7 @@ def real_budget(
         "latency_ms": None
         if latencies is None
         else {"draft_t(1,1)": 1e3 * latencies[0](1, 1), "target_t(1,1)": 1e3 * latencies[1](1, 1), "target_t(1,65)": 1e3 * latencies[1](1, 65)},
-        "budgets": budget_answer(sample, budgets, max_depth=max_depth, latencies=latencies, seed=seed),
+        "budgets": budget_answer(sample, budgets, max_depth=max_depth, latencies=latencies, resamples=resamples, seed=seed),
     }
 
 
@@ -323,7 +325,7 @@ def answer_text(result: dict) -> str:
         "95% intervals: cluster bootstrap over prompts"
     ]
     if result["degenerate"]:
-        lines.append("note: the draft is the target (same model, same temperature): every walk accepts every drafted token")
+        lines.append("note: the draft is the target (same model, same temperature): every walk that samples its drafts accepts every drafted token")
     headers, rows = answer_table(result)
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [headers, *rows]]

@@ -149,13 +149,13 @@ def _increments(p: np.ndarray, q: np.ndarray, width: int, law: str) -> np.ndarra
 
 def _acceptance(values: object) -> np.ndarray:
     a = np.asarray(values, dtype=np.float64)
-    if a.ndim != 1 or a.size < 1 or not np.isfinite(a).all() or (a < 0).any() or (a > 1).any():
+    if a.ndim != 1 or a.size < 1 or not np.isfinite(a).all() or (a < 0).any() or (a > 1 + 1e-9).any():
         raise ValueError(f"acceptance: expected positional acceptances a_1..a_B in [0, 1], got {values!r}")
     if a.sum() > 1 + 1e-9:
         raise ValueError(
             f"acceptance: the a_i are probabilities of disjoint events (child i accepted) and must sum to at most 1, got {a.sum():.6g}"
         )
-    return a
+    return np.minimum(a, 1.0)  # 1 + rounding, e.g. a mean of ones
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import numpy as np
 from multidraft.report.config import ReportConfig
 from multidraft.report.figures import TEXT_SIZE, TITLE_SIZE, png_bytes, pyplot
 from multidraft.report.render import Figure, Paragraph, Section, Table
-from multidraft.report.section import BuildContext, SectionResult
+from multidraft.report.section import BuildContext, ReportProgress, SectionResult
 
 __all__ = ["MODELS", "BUDGETS", "small_model_answer", "budget_figure", "takeaway", "units", "build"]
 
@@ -50,12 +50,13 @@ def _model(family: str, n: int, length: int, seed: int):
     return SequenceModel.temperature(n, length, rng, temperature=2.0)
 
 
-def small_model_answer(seed: int) -> dict:
+def small_model_answer(seed: int, progress: ReportProgress | None = None) -> dict:
     """Per small model: the best shape per (family, verifier) and budget, and the N = 4 table."""
     from multidraft.trees.budget_search import budget_search, verifier_table  # noqa: PLC0415
 
     out = {}
-    for label, family, n, length in MODELS:
+    models = MODELS if progress is None else progress.track(MODELS, lambda m: f"budget: {m[0]}")
+    for label, family, n, length in models:
         model = _model(family, n, length, seed)
         lines: dict[str, list[dict]] = {}
         for budget in BUDGETS:
@@ -181,8 +182,7 @@ def _real_part(real: dict) -> list:
 def build(context: BuildContext) -> SectionResult:
     """Tables, figures and take-aways of the budget section."""
     start = time.perf_counter()
-    answer = small_model_answer(context.config.seed)
-    context.progress.advance(len(MODELS))
+    answer = small_model_answer(context.config.seed, context.progress)
     timings = {"budget_small_seconds": time.perf_counter() - start}
     parts = _small_part(answer)
     data: dict = {"small_models": answer}
@@ -190,6 +190,7 @@ def build(context: BuildContext) -> SectionResult:
         from multidraft.report.budget_real import real_budget  # noqa: PLC0415
 
         start = time.perf_counter()
+        context.progress.stage("budget: real model")
         real = real_budget(context.config.target, seed=context.config.seed, **REAL_SETTING)
         context.progress.advance()
         timings["budget_real_seconds"] = time.perf_counter() - start

@@ -37,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="model spec for load_model ('default': the bundled SmolLM2), drafting for itself")
     source.add_argument("--acceptance", type=_acceptances, help="positional acceptances a1,a2,... (no model)")
+    parser.add_argument("--draft", default=None, help="draft model spec sharing the model's tokenizer (default: the model drafts for itself)")
     parser.add_argument("--budget", type=int, nargs="+", default=[4, 8, 16, 32, 64], metavar="N", help="node budgets (default 4 8 16 32 64)")
     parser.add_argument("--max-depth", type=int, default=None, help="largest tree depth (default: N)")
     parser.add_argument("--target-temperature", type=float, default=0.6, help="target temperature (default 0.6)")
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"max-depth: must be >= 1, got {args.max_depth}")
     if any(n < 1 or n > 64 for n in args.budget):
         raise ValueError(f"budget: every N must lie in 1..64, got {args.budget}")
+    if args.acceptance is not None and args.draft is not None:
+        raise ValueError("draft: a draft model needs --model (the target)")
     if args.acceptance is not None:
         from multidraft.trees.budget import sequoia_tree
 
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prompts < 1 or args.prompts > 30:
         raise ValueError(f"prompts: expected 1..30 bundled prompts, got {args.prompts}")
     result = real_budget(
-        args.model, target_temperature=args.target_temperature, draft_temperature=args.draft_temperature,
+        args.model, draft=args.draft, target_temperature=args.target_temperature, draft_temperature=args.draft_temperature,
         prompts=args.prompts, max_new_tokens=args.max_new_tokens, budgets=args.budget, width=args.width,
         max_depth=args.max_depth, seed=args.seed, latency=not args.no_latency,
     )  # fmt: skip

@@ -165,7 +165,9 @@ def _real_part(real: dict) -> list:
     degenerate = " The draft is the target here (same temperature): every walk that samples its drafts accepts every drafted token." if real["degenerate"] else ""
     return [
         Paragraph(
-            f"On the real model ({real['model']}, drafting for itself at temperature {real['draft_temperature']:g} "
+            f"On the real model ({real['model']}, "
+            + ("drafting for itself" if real.get("draft") is None else f"drafted for by {real['draft']}")
+            + f" at temperature {real['draft_temperature']:g} "
             f"against its target at {real['target_temperature']:g}): positional acceptance measured exactly at "
             f"{real['positions']} positions of {real['prompts']} bundled prompts (Rao–Blackwellised: each position's "
             "exact a_i(p, q), no sampled drafts), Sequoia's DP per walk, 95% intervals by a cluster bootstrap over "
@@ -191,7 +193,7 @@ def build(context: BuildContext) -> SectionResult:
 
         start = time.perf_counter()
         context.progress.stage("budget: real model")
-        real = real_budget(context.config.target, seed=context.config.seed, **REAL_SETTING)
+        real = real_budget(context.config.target, draft=context.config.draft, seed=context.config.seed, **REAL_SETTING)
         context.progress.advance()
         timings["budget_real_seconds"] = time.perf_counter() - start
         data["real_model"] = real

@@ -230,6 +230,7 @@ TARGET_GRID = {"batch_sizes": (1, 2), "token_counts": (1, 9, 33, 65)}
 def real_budget(
     model: str = "default",
     *,
+    draft: str | None = None,
     target_temperature: float = 0.6,
     draft_temperature: float = 1.0,
     prompts: int = 5,
@@ -244,7 +245,7 @@ def real_budget(
     progress=None,
 ) -> dict:
     """The whole real-model answer: load ``model`` (it drafts for itself at
-    ``draft_temperature``), collect ``prompts`` bundled prompts (in turn from each task) ×
+    ``draft_temperature``, or ``draft`` does, a model sharing its tokenizer), collect ``prompts`` bundled prompts (in turn from each task) ×
     ``max_new_tokens`` positions (:func:`collect_positional`), measure latencies
     (:func:`~multidraft.decoding.profiling.profile_latency`, :data:`DRAFT_GRID`,
     :data:`TARGET_GRID`) unless ``latency=False``, and answer every budget
@@ -265,22 +266,24 @@ def real_budget(
     chosen = bundled_prompts().round_robin(prompts).prompts
     with cpu_threads():
         target = load_model(model, progress=False)
+        drafter = None if draft is None else load_model(draft, progress=False)
         sample = collect_positional(
-            target, chosen, target_temperature=target_temperature, draft_temperature=draft_temperature,
+            target, chosen, draft=drafter, target_temperature=target_temperature, draft_temperature=draft_temperature,
             max_new_tokens=max_new_tokens, width=width, seed=seed, verifiers=verifiers, progress=progress,
         )  # fmt: skip
         latencies = None
         if latency:
             options = {"context": 64, "repeats": 3, "warmup": 1, "seed": seed}
-            draft_profile = profile_latency(target, **DRAFT_GRID, **options)
+            draft_profile = profile_latency(target if drafter is None else drafter, **DRAFT_GRID, **options)
             target_profile = profile_latency(target, **TARGET_GRID, **options)
             latencies = (draft_profile.latency, target_profile.latency)
     means = sample.mean()
     return {
         "model": target.name,
+        "draft": None if drafter is None else drafter.name,
         "target_temperature": float(target_temperature),
         "draft_temperature": float(draft_temperature),
-        "degenerate": bool(target_temperature == draft_temperature),
+        "degenerate": bool(drafter is None and target_temperature == draft_temperature),
         "prompts": len(chosen),
         "positions": sample.positions,
         "width": width,
@@ -320,8 +323,9 @@ def answer_text(result: dict) -> str:
     """The answer as plain text (``multidraft budget``): a header line, a note when the draft
     is the target, and :func:`answer_table` in aligned columns."""
     lines = [
-        f"{result['model']} drafting for itself: target T = {result['target_temperature']:g}, draft T = "
-        f"{result['draft_temperature']:g}; {result['positions']} positions of {result['prompts']} prompts; "
+        (f"{result['model']} drafting for itself" if result.get("draft") is None else f"{result['draft']} drafting for {result['model']}")
+        + f": target T = {result['target_temperature']:g}, draft T = {result['draft_temperature']:g}; "
+        f"{result['positions']} positions of {result['prompts']} prompts; "
         "95% intervals: cluster bootstrap over prompts"
     ]
     if result["degenerate"]:

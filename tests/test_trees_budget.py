@@ -221,3 +221,25 @@ def test_real_model_answer_and_the_degenerate_case():
         assert entry["block_efficiency"] == pytest.approx(5.0, abs=1e-9) and entry["level_widths"] == [1, 1, 1, 1]
     hot = real_budget("default", target_temperature=0.6, draft_temperature=1.4, prompts=1, max_new_tokens=4, budgets=[4], latency=False, resamples=50)
     assert not hot["degenerate"] and hot["budgets"][0]["chains"]["block_efficiency"] < 5.0 - 1e-3
+
+
+def test_real_part_renders_and_speedup_with_constant_latencies():
+    """With every forward taking the same time t, one iteration of a tree of depth D costs
+    (D + 1)·t, so the predicted speed-up is E[τ + 1] / (D + 1): a second route to tree_speedup;
+    the report's real-model table renders from the answer."""
+    from multidraft.report import budget
+    from multidraft.report.budget_real import answer_text, budget_answer
+    from multidraft.report.render import Document, Section, render_markdown
+    from multidraft.theory.speed import LatencyModel
+
+    sample, _ = _sample(np.random.default_rng(5), prompts=5, per_prompt=10, spread=0.1)
+    constant = LatencyModel.constant(0.02, max_batch=64, max_tokens=65)
+    rows = budget_answer(sample, [4, 16], latencies=(constant, constant), resamples=20)
+    for row in rows:
+        entry = row["verifiers"]["token:specinfer"]
+        assert entry["speedup"] == pytest.approx(entry["block_efficiency"] / (len(entry["level_widths"]) + 1))
+    result = {"model": "m", "draft": None, "target_temperature": 0.6, "draft_temperature": 1.0, "degenerate": False,
+              "prompts": 5, "positions": 50, "latency_ms": {"target_t(1,1)": 20.0}, "budgets": rows}  # fmt: skip
+    markdown = render_markdown(Document("t", (Section("s", tuple(budget._real_part(result))),)))
+    assert "SpecInfer chains" in markdown and "speed-up" in markdown
+    assert len(answer_text(result).splitlines()) == 2 + 2 * 2  # header, column names, 2 budgets × (1 walk + chains)

@@ -178,6 +178,23 @@ def _real_part(real: dict) -> list:
             "`measure --tree`)." + degenerate
         ),
         Table(headers, tuple(rows), caption="Real model: best tree per walk and budget (positional model)"),
+        *_latency_note(real),
+    ]
+
+
+def _latency_note(real: dict) -> list:
+    """How far the clock can be trusted: a self-draft is the same network timed twice (as the
+    draft's and as the target's t(1, 1)); their ratio measures the noise on this machine."""
+    latency = real["latency_ms"]
+    if latency is None or real.get("draft") is not None:
+        return []
+    ratio = latency["draft_t(1,1)"] / latency["target_t(1,1)"]
+    return [
+        Paragraph(
+            f"Latencies: the same network timed as the draft gave t(1, 1) = {latency['draft_t(1,1)']:.1f} ms and as "
+            f"the target {latency['target_t(1,1)']:.1f} ms (ratio {ratio:.2f}; 1 on a quiet machine), and a verify call "
+            f"over 65 tokens {latency['target_t(1,65)']:.1f} ms; the predicted speed-ups carry that uncertainty."
+        )
     ]
 
 

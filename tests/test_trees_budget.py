@@ -239,7 +239,7 @@ def test_real_part_renders_and_speedup_with_constant_latencies():
         entry = row["verifiers"]["token:specinfer"]
         assert entry["speedup"] == pytest.approx(entry["block_efficiency"] / (len(entry["level_widths"]) + 1))
     result = {"model": "m", "draft": None, "target_temperature": 0.6, "draft_temperature": 1.0, "degenerate": False,
-              "prompts": 5, "positions": 50, "latency_ms": {"target_t(1,1)": 20.0}, "budgets": rows}  # fmt: skip
+              "prompts": 5, "positions": 50, "latency_ms": {"draft_t(1,1)": 20.0, "target_t(1,1)": 20.0, "target_t(1,65)": 20.0}, "budgets": rows}  # fmt: skip
     markdown = render_markdown(Document("t", (Section("s", tuple(budget._real_part(result))),)))
     assert "SpecInfer chains" in markdown and "speed-up" in markdown
     assert len(answer_text(result).splitlines()) == 2 + 2 * 2  # header, column names, 2 budgets × (1 walk + chains)

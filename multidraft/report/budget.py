@@ -150,7 +150,7 @@ def _small_part(answer: dict) -> list:
                 tuple(
                     (law, *(next(f"{r['block_efficiency']:.3f}" if r["block_efficiency"] is not None else "refused"
                                  for r in table if r["law"] == law and r["verifier"] == v) for v in TABLE_VERIFIERS))
-                    for law in ("iid", "without-replacement")
+                    for law in dict.fromkeys(r["law"] for r in table)
                 ),  # fmt: skip
                 caption=f"{label}: E[τ + 1] at N = {TABLE_BUDGET}, best expansion shape per verifier",
             )

@@ -37,10 +37,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory.laws import check_count
+from multidraft.theory.laws import check_count, law_class
 from multidraft.trees.budget import positional_acceptance, positional_value, sequoia_tree
 from multidraft.trees.model import SequenceModel
 from multidraft.trees.shape import TreeShape
+from multidraft.trees.shaped import NODE_LAW
 
 __all__ = ["FAMILY_VERIFIERS", "ShapeScore", "specinfer_walk_value", "model_positional", "schedules", "budget_search", "verifier_table"]
 
@@ -108,7 +109,8 @@ def specinfer_walk_value(model: SequenceModel, shape: TreeShape) -> float:
     """
     if not isinstance(model, SequenceModel):
         raise ValueError(f"model: expected a SequenceModel, got {type(model).__name__}")
-    if not isinstance(shape, TreeShape) or not shape.slots or shape.law != "iid":
+    node_law = law_class(NODE_LAW[shape.law]) if isinstance(shape, TreeShape) else None
+    if node_law is None or not shape.slots or not (node_law.takes_distributions and node_law.independent_drafts):  # iid draws
         raise ValueError(f"shape: expected an expansion or static TreeShape with law 'iid', got {shape!r}")
     if shape.depth > model.length:
         raise ValueError(f"shape: depth {shape.depth} does not fit the model's length {model.length}")

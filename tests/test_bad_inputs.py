@@ -96,6 +96,11 @@ CLI_CASES = [
     CliCase("a negative cost ratio", ("speedup", "--acceptance", "0.5", "--length", "2", "--cost-ratio", "-1"), "cost_ratio: must be a finite number >= 0"),
     CliCase("fewer acceptances than drafts", ("speedup", "--acceptance", "0.5,0.6", "--k", "3", "--length", "2", "--cost-ratio", "0.1"), "acceptance: --k 3 needs 3 values"),
     CliCase("a draft length search far beyond any useful one", ("speedup", "--acceptance", "0.8", "--length", "4", "--cost-ratio", "0.05", "--max-length", "100000000"), "exceed the limit MAX_GRID_POINTS=100,000"),
+    # budget
+    CliCase("positional acceptances summing past one", ("budget", "--acceptance", "0.7,0.5"), "acceptance: the a_i are probabilities of disjoint events"),
+    CliCase("a node budget beyond the latency grid", ("budget", "--acceptance", "0.5", "--budget", "65"), "budget: every N must lie in 1..64"),
+    CliCase("neither a model nor acceptances", ("budget",), "one of the arguments --model --acceptance is required"),
+    CliCase("a depth limit of zero", ("budget", "--acceptance", "0.5", "--max-depth", "0"), "max-depth: must be >= 1"),
     # measure (no model may be loaded before these are refused)
     CliCase("no drafts for a measurement", ("measure", *NO_MODEL, "--k", "0"), "k:"),
     CliCase("an empty draft sequence", ("measure", *NO_MODEL, "--length", "0"), "length:"),

@@ -20,6 +20,7 @@ JSON_RUNS = [
     pytest.param(["lp", "--target", "0.5,0.3,0.2", "--draft", "0.2,0.3,0.5", "--k", "2", "--plan"], id="lp"),
     pytest.param(["cones", "--n", "3", "--k", "2"], id="cones"),
     pytest.param(["speedup", "--acceptance", "0.8", "--length", "4", "--cost-ratio", "0.05"], id="speedup"),
+    pytest.param(["budget", "--acceptance", "0.6,0.15,0.07", "--budget", "4", "16"], id="budget"),
     pytest.param(
         ["measure", "--k", "2", "--length", "1", "--max-new-tokens", "2", "--prompt", "Hi", "--threads", "1"],
         id="measure",

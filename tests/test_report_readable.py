@@ -31,7 +31,7 @@ READABLE = ReportConfig(
     family_points=13,
 )
 #: The section modules that draw a figure without a model.
-FIGURE_MODULES = ("figure2", "gap_table", "truncation", "speedup", "block_level")
+FIGURE_MODULES = ("figure2", "gap_table", "truncation", "speedup", "block_level", "budget")
 #: The smallest font (points) a figure may use: 7 and 8 were unreadable once a wide figure was
 #: scaled to the page.
 SMALLEST_FONT = 10

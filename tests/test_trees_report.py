@@ -85,7 +85,7 @@ def test_section_table_figure_and_json(table, monkeypatch):
     tables = [block for block in result.section.blocks if isinstance(block, Table)]
     figures = [block for block in result.section.blocks if isinstance(block, Figure)]
     assert len(tables) == 1 and len(tables[0].rows) == len(table.rows)
-    assert tables[0].rows[0][:4] == ("Sun et al.'s example (n=2, L=2)", "iid", "1.3333", "1.5802 (87%)")
+    assert tables[0].rows[0][:4] == ("Sun et al.'s example (n=2, L=2)", "iid", "2.3333", "2.5802 (87%)")  # E[τ + 1]
     assert figures and figures[0].png[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads(json.dumps(result.data))
     assert len(data["rows"]) == len(table.rows) and data["max_deviation"] <= 1e-12

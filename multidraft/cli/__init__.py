@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "cones",
     "measure",
     "speedup",
+    "budget",
     "profile",
     "report",
 )

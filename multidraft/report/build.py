@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from multidraft.report import block_level, figure2, gap_table, real, real_blocks, speedup, truncation
+from multidraft.report import block_level, budget, figure2, gap_table, real, real_blocks, speedup, truncation
 from multidraft.report.config import ReportConfig
 from multidraft.report.positions import zipf_positions
 from multidraft.report.render import Document, Paragraph, Section, prepare_output, write_report_files
@@ -32,7 +32,7 @@ __all__ = ["SECTIONS", "ReportConfig", "Report", "build_report", "write_report"]
 
 #: The sections in the order the report shows them. The real-model section (present with a
 #: model) is computed first, so that a bad model fails before the long synthetic part.
-SECTIONS = (figure2, gap_table, truncation, speedup, block_level, real, real_blocks)
+SECTIONS = (figure2, gap_table, truncation, speedup, block_level, budget, real, real_blocks)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ and :func:`evaluate`, :func:`block_optimum` and :func:`tail_optimum` take a shap
 take K. :func:`downstream_value` and :class:`DownstreamWalk`: the downstream-aware walk on iid
 chains (a reference that knows the model).
 
+Which tree for a node budget: :func:`sequoia_tree` (Sequoia's dynamic programme over shapes from
+positional acceptance, :func:`positional_acceptance`, :func:`positional_value`) and
+:func:`budget_search` (the exact best shape per family on a small sequence model).
+
 On a small :class:`SequenceModel` (next-token tables up to depth L), :func:`evaluate` gives a
 verifier's exact E[τ] and proves block losslessness by enumerating every draft tree, and
 :func:`block_optimum` the largest E[τ] any lossless verifier can reach (a certified LP; second
@@ -35,6 +39,8 @@ from __future__ import annotations
 
 from multidraft.trees.base import BatchVerification, TreeLaw, TreeVerifier, Verification
 from multidraft.trees.block import BlockVerification
+from multidraft.trees.budget import BudgetTree, positional_acceptance, positional_value, sequoia_tree
+from multidraft.trees.budget_search import ShapeScore, budget_search
 from multidraft.trees.downstream import DownstreamWalk, downstream_value
 from multidraft.trees.exact import BlockEvaluation, evaluate
 from multidraft.trees.gap import GAP_VERIFIERS, BlockGapRow, block_gap
@@ -79,6 +85,12 @@ __all__ = [
     "downstream_value",
     "TreeOnlyBound",
     "tree_only_bound",
+    "BudgetTree",
+    "sequoia_tree",
+    "positional_acceptance",
+    "positional_value",
+    "ShapeScore",
+    "budget_search",
     "VERIFIERS",
     "get_verifier",
     "verifier_names",

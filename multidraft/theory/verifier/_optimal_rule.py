@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement, check_law
 from multidraft.theory.verifier._curtain_rule import CurtainRule, fit_curtain_rule
-from multidraft.theory.verifier._independent_rule import IndependentRule, fit_independent_rule
+from multidraft.theory.verifier._independent_rule import IndependentRule
+from multidraft.theory.verifier._path_mixture import fit_independent_rule
 from multidraft.theory.verifier._selection_rule import FrontBackRule
 from multidraft.theory.verifier._wor_rule import wor_selection_rule
 

@@ -259,3 +259,17 @@ def test_scheme_refuses_an_exact_acceptance_it_cannot_certify():
     p, q1, q2 = ([Fraction(int(w), int(row.sum())) for w in row] for row in rng.integers(1, 9, size=(3, 3000)))
     with pytest.raises(ValueError, match="exact=False"):
         get_scheme("optimal").acceptance(p, Independent([q1, q2]), exact=True)
+
+
+@pytest.mark.parametrize("rounds", [-1, 1.5, True, "3"], ids=["negative", "float", "bool", "string"])
+def test_bad_rounds_are_refused(rounds):
+    with pytest.raises(ValueError, match="rounds: the column-generation rounds must be an integer >= 0"):
+        fit_independent_rule(np.array([0.5, 0.5]), np.array([0.2, 0.8]), np.array([0.9, 0.1]), rounds=rounds)
+
+
+def test_rounds_zero_keeps_the_single_path():
+    """``rounds=0`` returns the single-path fit (0.772285 on the 0.78 instance), a positive cap
+    the mixture."""
+    p, q1, q2 = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8])
+    assert type(fit_independent_rule(p, q1, q2, rounds=0)) is IndependentRule
+    assert isinstance(fit_independent_rule(p, q1, q2, rounds=5), PathMixtureRule)

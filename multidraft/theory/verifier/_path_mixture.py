@@ -159,11 +159,15 @@ def fit_independent_rule(
     n = 49152). The acceptance ``Σ min(p, r)`` is the rule's own; it equals P* when the column
     generation closes (LP duality), which the caller reads off ``rule.acceptance``.
 
+    Raises ``ValueError`` for ``rounds`` that is not an integer >= 0 (or None).
+
     >>> import numpy as np
     >>> rule = fit_independent_rule(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8]))
     >>> round(rule.acceptance, 12), round(rule.optimum, 12)
     (0.78, 0.78)
     """
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0):
+        raise ValueError(f"rounds: the column-generation rounds must be an integer >= 0 or None, got {rounds!r}")
     p = np.asarray(target, dtype=np.float64)
     qs = (np.asarray(draft1, dtype=np.float64), np.asarray(draft2, dtype=np.float64))
     n = len(p)
@@ -172,7 +176,7 @@ def fit_independent_rule(
         certificate, optimum = cut.certificate, min(1.0, 1.0 + float(cut.value))
     single = fit_path_curtain(p, *qs, certificate=certificate, optimum=optimum)
     rounds = (ROUNDS if n <= SMALL else 0) if rounds is None else rounds
-    if rounds <= 0 or single.acceptance >= optimum - TOLERANCE:
+    if rounds == 0 or single.acceptance >= optimum - TOLERANCE:
         return single
     in_t = np.zeros(n, dtype=bool)
     in_t[certificate] = True

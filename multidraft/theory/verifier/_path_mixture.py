@@ -23,10 +23,12 @@ vertices span B(h), which holds an optimal law r* (max-flow/min-cut), so some mi
 **The fit (column generation).** Columns start from the single-path fits; the master LP (HiGHS)
 finds the best mixture per part, ``min Σ_{y∈U} (Σ θ_k r_k(y) - p(y))_+`` on U and
 ``min Σ_{y∈T*} (p(y) - Σ θ_k r_k(y))_+`` on T*, with rows only for tokens where some column
-deviates from p; its row duals v price a new column, ``min_{r ∈ B(h_U)} v·r`` (increasing v) and
-``max_{r ∈ B(h_T)} v·r`` (decreasing v), solved exactly by the greedy order (ties: the larger
-remaining deficit first). When no column improves, the mixture reaches P* (LP duality over the
-vertices of B(h)). The acceptance reported is ``Σ min(p, r)`` of the realised mixture.
+deviates from p; its row duals v price new columns: path curtains through the corner of the
+priced tokens, fitted against p pushed towards the mixture's deficits (fast in practice), and,
+when a round closes less than :data:`STALL` of the gap, the exact pricing ``min_{r ∈ B(h_U)} v·r``
+(increasing v) and ``max_{r ∈ B(h_T)} v·r`` (decreasing v) by the greedy order (ties: the
+larger remaining deficit first). When no column improves, the mixture reaches P* (LP duality
+over the vertices of B(h)). The acceptance reported is ``Σ min(p, r)`` of the realised mixture.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ __all__ = ["PathMixtureRule", "fit_independent_rule", "vertex_law", "SMALL", "RO
 SMALL = 512
 #: Most column-generation rounds by default (each adds at most one column).
 ROUNDS = 200
+#: Pushes of the priced curtains' targets towards the mixture's deficits (:func:`_curtain_columns`).
+PUSH = (1.0, 20.0)
+#: A round that closes less than this share of the gap also adds the greedy vertex (the pricing
+#: that makes the column generation exact).
+STALL = 0.1
 #: The mixture stops once ``Σ min(p, r)`` is within this of P*.
 TOLERANCE = 1e-12
 
@@ -138,6 +145,33 @@ def _master(columns: np.ndarray, p: np.ndarray, part: np.ndarray, upper: bool) -
     return theta / theta.sum(), duals
 
 
+def _curtain_columns(p, qs, parts, in_t, law, v_u, v_t) -> list[tuple]:
+    """Path curtains priced by the duals: the straight path through the corners of (U without
+    its priced tokens E, E, T*'s priced tokens D, the rest of T*) -- a path through D's corner
+    hands D the most any rule can, ``h`` of it, as the greedy vertex does -- each draft's curtain
+    fitted against p moved by ``c`` times the mixture's excess on E (down) and deficit on D (up),
+    c in :data:`PUSH` (``_fit``; a layout that does not tile is skipped)."""
+    from multidraft.theory.verifier._independent_rule import Path, _fit
+
+    u, t = parts
+    excess, deficit = v_u > 1e-9, v_t > 1e-9
+    quarters = (u[~excess], u[excess], t[deficit], t[~deficit])
+    corners = [np.concatenate([[0.0], np.cumsum([q[part].sum() for part in quarters])]) for q in qs]
+    for corner in corners:
+        corner[-1] = 1.0
+    path = Path(np.maximum.accumulate(np.minimum(corners[0], 1.0)), np.maximum.accumulate(np.minimum(corners[1], 1.0)))
+    total = qs[0] + qs[1]
+    share = np.divide(qs[0], total, out=np.full(len(p), 0.5), where=total > 0)
+    off = np.where(in_t, np.maximum(p - law, 0.0), -np.maximum(law - p, 0.0))
+    out = []
+    for push in PUSH:
+        try:
+            out.append(_fit(np.maximum(p + push * off, 0.0), qs, quarters, share, path, True))
+        except RuntimeError:
+            continue
+    return out
+
+
 def _mixture(columns: np.ndarray, weights: tuple, parts: tuple) -> np.ndarray:
     out = np.zeros(columns.shape[1])
     for theta, part in zip(weights, parts):
@@ -183,8 +217,9 @@ def fit_independent_rule(
     parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
     start = tuple(float(q[parts[0]].sum()) for q in qs)
     fits = [single] + [fit_path_curtain(p, *qs, certificate=certificate, optimum=optimum, paths=(kind,)) for kind in ("straight", "target", "ratio")]
-    columns, orders = [rule.selection_law for rule in fits], [None] * len(fits)
-    best = (single.acceptance, None)
+    fits = [(rule.law1, rule.law2, rule.layouts) for rule in fits]
+    columns, orders = [law1 + law2 for law1, law2, _ in fits], [None] * len(fits)
+    best, previous = (single.acceptance, None), single.acceptance
     for _ in range(rounds):
         stacked = np.array(columns)
         solved = [_master(stacked, p, part, upper) if len(part) else (np.eye(len(columns))[0], np.zeros(0)) for part, upper in zip(parts, (True, False))]
@@ -195,13 +230,20 @@ def fit_independent_rule(
             best = (acceptance, weights)
         if acceptance >= optimum - TOLERANCE:
             break
-        deficit = p - law
         (_, v_u), (_, v_t) = solved
-        order_u = parts[0][np.lexsort((-deficit[parts[0]], v_u))]
-        order_t = parts[1][np.lexsort((-deficit[parts[1]], -v_t))]
-        columns.append(vertex_law(order_u, *qs) + vertex_law(order_t, *qs, start))
-        orders.append((order_u, order_t))
-        fits.append(None)
+        added = _curtain_columns(p, qs, parts, in_t, law, v_u, v_t)
+        for law1, law2, layouts in added:
+            columns.append(law1 + law2)
+            orders.append(None)
+            fits.append((law1, law2, layouts))
+        if not added or acceptance - previous < STALL * (optimum - previous):
+            deficit = p - law
+            order_u = parts[0][np.lexsort((-deficit[parts[0]], v_u))]
+            order_t = parts[1][np.lexsort((-deficit[parts[1]], -v_t))]
+            columns.append(vertex_law(order_u, *qs) + vertex_law(order_t, *qs, start))
+            orders.append((order_u, order_t))
+            fits.append(None)
+        previous = acceptance
     if best[1] is None:
         return single
     return _realise(p, qs, parts, in_t, orders, fits, best[1], optimum)
@@ -213,7 +255,7 @@ def _realise(p, qs, parts, in_t, orders, fits, weights, optimum) -> PathMixtureR
     components, laws1, laws2 = [], [], []
     for k in used:
         if fits[k] is not None:
-            law1, law2, layouts = fits[k].law1, fits[k].law2, fits[k].layouts
+            law1, law2, layouts = fits[k]
         else:
             law1, law2, layouts = fit_priority_order(p, qs, orders[k])
         components.append(layouts)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.theory.optimum import product_cut
-from multidraft.theory.verifier._independent_rule import IndependentRule, fit_path_curtain, fit_priority_order, pair_choice
+from multidraft.theory.verifier._independent_rule import IndependentRule, Path, _fit, fit_path_curtain, fit_priority_order, pair_choice
 
 __all__ = ["PathMixtureRule", "fit_independent_rule", "vertex_law", "SMALL", "ROUNDS"]
 
@@ -151,8 +151,6 @@ def _curtain_columns(p, qs, parts, in_t, law, v_u, v_t) -> list[tuple]:
     hands D the most any rule can, ``h`` of it, as the greedy vertex does -- each draft's curtain
     fitted against p moved by ``c`` times the mixture's excess on E (down) and deficit on D (up),
     c in :data:`PUSH` (``_fit``; a layout that does not tile is skipped)."""
-    from multidraft.theory.verifier._independent_rule import Path, _fit
-
     u, t = parts
     excess, deficit = v_u > 1e-9, v_t > 1e-9
     quarters = (u[~excess], u[excess], t[deficit], t[~deficit])

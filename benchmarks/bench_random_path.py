@@ -51,7 +51,11 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[49152])
     parser.add_argument("--pairs", nargs="+", default=["0.5/1.2", "0.8/1.6", "0.8/2", "1.2/1.6"])
     args = parser.parse_args()
-    rows = [row(n, pair, args.rounds) for n in args.sizes for pair in args.pairs]
+    rows = []
+    for n in args.sizes:
+        for pair in args.pairs:
+            rows.append(row(n, pair, args.rounds))
+            print(rows[-1], flush=True)
     print_table(rows, ["n", "pair", "rounds", "p_star", "single_gap", "gap", "components", "fit_s", "fit_cpu_s"])
     print(f"wrote {write_results('random_path', rows, exponent=EXPONENT)}")
 

@@ -10,9 +10,13 @@ same size. Medians after a warm-up (CPU time of this process beside the wall tim
 is shared). Memory: the rule keeps O(n) arrays per draft (groups, pieces: fewer than 2 per
 group) plus the path's n + 1 breakpoints.
 
+Small instances (n in 2..7, Dirichlet target and drafts, ``--instances`` of them): the share
+whose single path reaches P* (to 1e-12), the share the rule (single path, else the random
+path) reaches, the worst gap, the mixtures' component counts and the fit times.
+
 Writes benchmarks/results/verifier_independent.json.
 
-Run: ``python benchmarks/bench_verifier_independent.py [--repeats R] [--sizes N ...]``.
+Run: ``python benchmarks/bench_verifier_independent.py [--repeats R] [--sizes N ...] [--rounds R]``.
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ from _common import measure, print_table, timed, write_results
 
 from multidraft.theory import Independent, softmax, zipf
 from multidraft.theory.optimum import product_cut
-from multidraft.theory.verifier import fit_independent_rule
+from multidraft.theory.verifier import PathMixtureRule, fit_independent_rule, fit_path_curtain
 
 TEMPERATURES = (0.5, 0.8, 1.2, 1.6, 2.0)
 EXPONENT = 1.1
 BATCH = 1000
 
 
-def rows_for(n: int, repeats: int) -> list[dict]:
+def rows_for(n: int, repeats: int, rounds: int | None) -> list[dict]:
     rng = np.random.default_rng(0)
     keys = rng.random(n)
     argsort_ms = 1e3 * timed(lambda: np.argsort(keys), repeats)[0]
@@ -43,7 +47,7 @@ def rows_for(n: int, repeats: int) -> list[dict]:
         cut_timing = measure(lambda: product_cut(target, drafts), repeats)
         cut = cut_timing.result
         optimum = min(1.0, 1.0 + float(cut.value))
-        fit_timing = measure(lambda: fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum), repeats)
+        fit_timing = measure(lambda: fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum, rounds=rounds), repeats)
         rule = fit_timing.result
         tuples = Independent(list(drafts)).sample(rng, BATCH)
         select = measure(lambda: rule.choose(tuples, rng), repeats)
@@ -63,16 +67,47 @@ def rows_for(n: int, repeats: int) -> list[dict]:
     return rows
 
 
+def small_instances(instances: int) -> dict:
+    """Reach of one path and of the rule on random small instances, and the fit times."""
+    import time
+
+    rng = np.random.default_rng(33)
+    single = reached = 0
+    worst, components, times = 0.0, [], []
+    for _ in range(instances):
+        n = int(rng.integers(2, 8))
+        p, q1, q2 = (rng.dirichlet(np.full(n, float(rng.choice([0.1, 0.3, 1.0, 3.0])))) for _ in range(3))
+        one = fit_path_curtain(p, q1, q2)
+        single += one.acceptance >= one.optimum - 1e-12
+        start = time.perf_counter()
+        rule = fit_independent_rule(p, q1, q2)
+        times.append(time.perf_counter() - start)
+        gap = rule.acceptance - rule.optimum
+        worst = min(worst, gap)
+        reached += gap >= -1e-12
+        if isinstance(rule, PathMixtureRule):
+            components.append(len(rule.components))
+    return {
+        "instances": instances, "single_path_reached": single, "rule_reached": reached, "worst_gap": worst,
+        "mixtures": len(components), "max_components": max(components, default=0),
+        "fit_ms_median": 1e3 * float(np.median(times)), "fit_ms_max": 1e3 * float(np.max(times)),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[49152, 131072])
+    parser.add_argument("--rounds", type=int, default=None, help="column-generation rounds (default: the rule's)")
+    parser.add_argument("--instances", type=int, default=300, help="random small instances")
     args = parser.parse_args()
-    rows = [row for n in args.sizes for row in rows_for(n, args.repeats)]
+    small = small_instances(args.instances)
+    print(f"small instances: {small}")
+    rows = [row for n in args.sizes for row in rows_for(n, args.repeats, args.rounds)]
     print_table(rows, ["n", "pair", "p_star", "acceptance", "gap", "path", "cut_ms", "fit_ms", "fit_cpu_ms", "select_1000_ms", "vs_argsort"])
     reached = [row for row in rows if "gap" in row and row["gap"] >= -1e-9]
     print(f"reached P* (to 1e-9) on {len(reached)} of {sum('gap' in row for row in rows)} settings")
-    print(f"wrote {write_results('verifier_independent', rows, exponent=EXPONENT, temperatures=list(TEMPERATURES))}")
+    print(f"wrote {write_results('verifier_independent', rows, exponent=EXPONENT, temperatures=list(TEMPERATURES), small_instances=small)}")
 
 
 if __name__ == "__main__":

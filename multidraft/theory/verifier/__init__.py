@@ -9,7 +9,8 @@
 * drafts without replacement: the J-curtain on U and the front/back rule on T* with its
   uniform tail (``_wor_rule``, ``_wor_curtain``, ``_front_back``, ``_wor_tail``);
 * two independent, non-identical drafts (K = 2): the path curtain, per-draft curtains along a
-  monotone path of draft masses (``_independent_rule``, ``_path_kernels``);
+  monotone path of draft masses (``_independent_rule``, ``_path_kernels``), and the random
+  path, a mixture of them fitted by column generation, which reaches P* (``_path_mixture``);
 * the support split: the target's mass outside the draft's support, drawn in blocks
   (:class:`OutsideTarget`, :class:`TargetSplit`; ``_support``).
 
@@ -17,7 +18,8 @@ Imports the laws and optimum rooms; neither imports this one.
 """
 
 from multidraft.theory.verifier._curtain_rule import CurtainRule, fit_curtain_rule, fit_support_rule
-from multidraft.theory.verifier._independent_rule import IndependentRule, fit_independent_rule
+from multidraft.theory.verifier._independent_rule import IndependentRule, fit_path_curtain
+from multidraft.theory.verifier._path_mixture import PathMixtureRule, fit_independent_rule
 from multidraft.theory.verifier._optimal_rule import PROVEN_OPTIMAL_LAWS, VERIFIER_LAWS, has_verifier, optimal_selection_rule
 from multidraft.theory.verifier._selection_rule import FrontBackRule, SelectionRule
 from multidraft.theory.verifier._support import BLOCK, OutsideTarget, TargetSplit, draw_levels, every_token, support_index
@@ -28,6 +30,8 @@ __all__ = [
     "FrontBackRule",
     "IndependentRule",
     "fit_independent_rule",
+    "fit_path_curtain",
+    "PathMixtureRule",
     "has_verifier",
     "OutsideTarget",
     "optimal_selection_rule",

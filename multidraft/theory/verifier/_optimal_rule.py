@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement, check_law
 from multidraft.theory.verifier._curtain_rule import CurtainRule, fit_curtain_rule
-from multidraft.theory.verifier._independent_rule import IndependentRule, fit_independent_rule
+from multidraft.theory.verifier._independent_rule import IndependentRule
+from multidraft.theory.verifier._path_mixture import fit_independent_rule
 from multidraft.theory.verifier._selection_rule import FrontBackRule
 from multidraft.theory.verifier._wor_rule import wor_selection_rule
 
@@ -22,7 +23,9 @@ PROVEN_OPTIMAL_LAWS: tuple[type[DraftLaw], ...] = (IID,)
 def has_verifier(law: DraftLaw) -> bool:
     """Whether :func:`optimal_selection_rule` has a rule for ``law`` at any vocabulary size: the
     laws of :data:`VERIFIER_LAWS` for every K, and two independent non-identical drafts
-    (``Independent`` with K = 2, the path curtain; a lower bound on P*, docs/nonidentical_verifier.md)."""
+    (``Independent`` with K = 2: the path curtain, or the random path where one path falls short,
+    docs/nonidentical_verifier.md). K > 2 independent drafts are refused: the K-dimensional path
+    would be lossless by the same argument, but no fit for it exists here."""
     return isinstance(law, VERIFIER_LAWS) or (isinstance(law, Independent) and law.k == 2)
 
 
@@ -35,8 +38,9 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     * drafts without replacement: the J-curtain on U and front/back on T* (a lower bound on P*,
       :mod:`multidraft.theory.verifier._selection_rule`).
     * two independent, non-identical drafts (``Independent``, K = 2): the path curtain
-      (:mod:`multidraft.theory.verifier._independent_rule`; a lower bound on P*, reached on most
-      but not all instances, docs/nonidentical_verifier.md).
+      (:mod:`multidraft.theory.verifier._independent_rule`) and, where it falls short and
+      n <= 512, the random path (:mod:`multidraft.theory.verifier._path_mixture`), which reaches
+      P* (docs/nonidentical_verifier.md); at larger n one path, a lower bound on P*.
 
     Either way the rule comes with the law r it actually has and the single-draft step for that
     r, so the output is exactly p.
@@ -78,7 +82,8 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     if not has_verifier(check_law(law)):
         raise ValueError(
             f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws and "
-            f"{Independent.name} drafts with k=2; got the {law.name} law with k={law.k}"
+            f"{Independent.name} drafts with k=2 (k > 2 independent drafts: no fitted K-dimensional path yet); "
+            f"got the {law.name} law with k={law.k}"
         )
     p = law.check_target(target)
     if isinstance(law, Independent):

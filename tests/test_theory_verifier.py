@@ -143,8 +143,8 @@ def test_sampler_follows_the_law():
 @pytest.mark.parametrize(
     "law, error, message",
     [
-        (Independent([[0.5, 0.5], [0.2, 0.8], [0.6, 0.4]]), ValueError, "supports the iid, wor laws and independent drafts with k=2; got the independent law with k=3"),
-        (Greedy([0.5, 0.5], 2), ValueError, "supports the iid, wor laws and independent drafts with k=2; got the greedy law"),
+        (Independent([[0.5, 0.5], [0.2, 0.8], [0.6, 0.4]]), ValueError, "supports the iid, wor laws and independent drafts with k=2; got the independent law with k=3 \\(k > 2 independent drafts: no fitted K-dimensional path yet\\)$"),
+        (Greedy([0.5, 0.5], 2), ValueError, "supports the iid, wor laws and independent drafts with k=2; got the greedy law with k=2$"),
         ([0.5, 0.5], TypeError, "expected a draft law"),
     ],
     ids=["independent", "greedy", "not-a-law"],

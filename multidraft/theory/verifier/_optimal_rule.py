@@ -80,10 +80,10 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     and the uniform tail's power series (docs/optimal_verifier.md §10).
     """
     if not has_verifier(check_law(law)):
+        reason = " (k > 2 independent drafts: no fitted K-dimensional path yet)" if isinstance(law, Independent) else ""
         raise ValueError(
             f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws and "
-            f"{Independent.name} drafts with k=2 (k > 2 independent drafts: no fitted K-dimensional path yet); "
-            f"got the {law.name} law with k={law.k}"
+            f"{Independent.name} drafts with k=2; got the {law.name} law with k={law.k}{reason}"
         )
     p = law.check_target(target)
     if isinstance(law, Independent):

@@ -47,7 +47,7 @@ import numpy as np
 from multidraft.theory.optimum import product_cut
 from multidraft.theory.verifier._selection_rule import SelectionRule
 
-__all__ = ["IndependentRule", "fit_path_curtain", "fit_priority_order", "prefix_path", "pair_choice", "PATHS"]
+__all__ = ["IndependentRule", "fit_path_curtain", "fit_priority_order", "prefix_path", "pair_choice", "pair_with_cut", "PATHS"]
 
 #: Re-split rounds after the first fit of each path (each a refit; the best exact law is kept).
 ROUNDS = 1
@@ -407,6 +407,18 @@ def _weight(coordinates, lo: float, hi: float) -> float:
     return float(_paths().pweight(xs, ys, cw, lo, hi))
 
 
+def pair_with_cut(target, draft1, draft2, certificate=None, optimum=None) -> tuple[np.ndarray, tuple, np.ndarray, float]:
+    """``(p, (q_1, q_2), T*, P*)`` as float64 arrays, with the min-cut set T* and ``P* = min(1, 1 +
+    min_T [p(T) − q_1(T) q_2(T)])`` from :func:`~multidraft.theory.optimum.product_cut` unless both
+    are given."""
+    p = np.asarray(target, dtype=np.float64)
+    qs = (np.asarray(draft1, dtype=np.float64), np.asarray(draft2, dtype=np.float64))
+    if certificate is None or optimum is None:
+        cut = product_cut(p, np.stack(qs))
+        certificate, optimum = cut.certificate, min(1.0, 1.0 + float(cut.value))
+    return p, qs, certificate, optimum
+
+
 def fit_path_curtain(
     target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, *, certificate: np.ndarray | None = None,
     optimum: float | None = None, paths: tuple[str, ...] = PATHS,
@@ -431,12 +443,8 @@ def fit_path_curtain(
     >>> round(rule.acceptance, 6), round(rule.optimum, 12)
     (0.772285, 0.78)
     """
-    p = np.asarray(target, dtype=np.float64)
-    qs = (np.asarray(draft1, dtype=np.float64), np.asarray(draft2, dtype=np.float64))
+    p, qs, certificate, optimum = pair_with_cut(target, draft1, draft2, certificate, optimum)
     n = len(p)
-    if certificate is None or optimum is None:
-        cut = product_cut(p, np.stack(qs))
-        certificate, optimum = cut.certificate, min(1.0, 1.0 + float(cut.value))
     in_t = np.zeros(n, dtype=bool)
     in_t[certificate] = True
     parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))

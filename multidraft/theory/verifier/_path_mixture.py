@@ -37,8 +37,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multidraft.theory.optimum import product_cut
-from multidraft.theory.verifier._independent_rule import IndependentRule, Path, _fit, fit_path_curtain, fit_priority_order, pair_choice
+from multidraft.theory.verifier._independent_rule import (
+    IndependentRule,
+    Path,
+    _fit,
+    fit_path_curtain,
+    fit_priority_order,
+    pair_choice,
+    pair_with_cut,
+)
 
 __all__ = ["PathMixtureRule", "fit_independent_rule", "vertex_law", "SMALL", "ROUNDS"]
 
@@ -200,12 +207,8 @@ def fit_independent_rule(
     """
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0):
         raise ValueError(f"rounds: the column-generation rounds must be an integer >= 0 or None, got {rounds!r}")
-    p = np.asarray(target, dtype=np.float64)
-    qs = (np.asarray(draft1, dtype=np.float64), np.asarray(draft2, dtype=np.float64))
+    p, qs, certificate, optimum = pair_with_cut(target, draft1, draft2, certificate, optimum)
     n = len(p)
-    if certificate is None or optimum is None:
-        cut = product_cut(p, np.stack(qs))
-        certificate, optimum = cut.certificate, min(1.0, 1.0 + float(cut.value))
     single = fit_path_curtain(p, *qs, certificate=certificate, optimum=optimum)
     rounds = (ROUNDS if n <= SMALL else 0) if rounds is None else rounds
     if rounds == 0 or single.acceptance >= optimum - TOLERANCE:

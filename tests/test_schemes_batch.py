@@ -133,6 +133,24 @@ def test_row_sums_match_numpy_on_every_path(dtype):
     np.testing.assert_allclose(h_all.numpy(), np.minimum(2 * q.double().numpy(), p.double().numpy()).sum(axis=1), rtol=tolerance)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_residual_sampling_leaves_the_callers_rows_alone(dtype):
+    """The residual draw ``max(p − min(ρq, p)·scale, 0)`` on the compiled (float64) and the
+    tensor (bfloat16) path: the rows handed in are unchanged afterwards, whether the draw runs on
+    every row or on a :meth:`subset`, and the drawn tokens lie where the residual has mass."""
+    rng = np.random.default_rng(5)
+    p = torch.tensor(rng.dirichlet(np.ones(200) * 0.5, size=6)).to(dtype)
+    q = torch.tensor(rng.dirichlet(np.ones(200) * 0.5, size=6)).to(dtype)
+    p_before, q_before = p.clone(), q.clone()
+    rho, scale = torch.full((6,), 1.5, dtype=torch.float64), torch.ones(6, dtype=torch.float64)
+    sums = _RowSums(p, q)
+    for sampler, rows in ((sums, torch.arange(6)), (sums.subset(torch.tensor([4, 1])), torch.tensor([4, 1]))):
+        tokens = sampler.sample_residual(rho[: len(rows)], scale[: len(rows)], torch.Generator().manual_seed(0))
+        residual = (p_before[rows].double() - torch.minimum(1.5 * q_before[rows].double(), p_before[rows].double()))
+        assert bool((residual.gather(1, tokens[:, None]) > 0).all())
+    assert torch.equal(p, p_before) and torch.equal(q, q_before)
+
+
 @pytest.mark.parametrize("name", [n for n, cls in SCHEMES.items() if cls.has_batch_form() and n != "truncated-lp"])
 def test_float32_batch_runs_and_never_emits_zero_probability_tokens(name):
     rng = np.random.default_rng(8)

@@ -272,10 +272,11 @@ class _RowSums:
     block (``index_select``); on an accelerator one block holds every row.
     """
 
-    def __init__(self, p, q, index=None) -> None:
+    def __init__(self, p, q, index=None, owned: bool = False) -> None:
         import torch
 
         self.p, self.q = p, q
+        self.owned = owned  # tensor path: p, q are our own copies, free to overwrite
         rows, n = p.shape
         self.compiled = p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64) and q.dtype == p.dtype
         if self.compiled:
@@ -299,18 +300,20 @@ class _RowSums:
         compiled path, else copied (``index_select``)."""
         if self.compiled:
             return _RowSums(self.p, self.q, self.index[rows.numpy()])
-        return _RowSums(self.p.index_select(0, rows), self.q.index_select(0, rows))
+        return _RowSums(self.p.index_select(0, rows), self.q.index_select(0, rows), owned=True)
 
     def sample_residual(self, rho, scale, generator):
         """One token per row from ``max(p - min(ρq, p) · scale, 0)`` (``rho, scale [R]``
-        float64, R = every row), by inverse CDF; a row without mass is refused."""
+        float64, R = every row), by inverse CDF; a row without mass is refused. The caller's rows
+        are never changed: the tensor form overwrites only rows it copied (:meth:`subset`)."""
         import torch
 
         from multidraft.schemes import _torch
 
-        if not self.compiled:  # formed in place on the rows' copies
-            kept = torch.minimum(self.q.mul_(rho.to(self.q.dtype)[:, None]), self.p, out=self.q)
-            residual = self.p.addcmul_(kept, (-scale).to(self.p.dtype)[:, None]).clamp_min_(0)
+        if not self.compiled:  # formed in place on copies of the rows
+            p, q = (self.p, self.q) if self.owned else (self.p.clone(), self.q.clone())
+            kept = torch.minimum(q.mul_(rho.to(q.dtype)[:, None]), p, out=q)
+            residual = p.addcmul_(kept, (-scale).to(p.dtype)[:, None]).clamp_min_(0)
             return _torch.sample_rows(residual, generator)
         levels = torch.rand(len(self), generator=_torch.check_generator(generator), dtype=torch.float64)
         out = np.empty(len(self), dtype=np.int64)

@@ -268,3 +268,39 @@ def test_rows_coupling_only_where_rows_continue():
     assert not rows_below(optimal, IID, 3, 3, 1, 2)
     assert not rows_below(optimal, IID, 1, 3, 0, 2)
     assert not rows_below(optimal, IID, 2, 49152, 0, 8)
+
+
+def _swapped(model: SequenceModel, a: int, b: int) -> SequenceModel:
+    """``model`` with the subtrees of root children a and b exchanged (the root tables kept)."""
+    target, draft = [t.copy() for t in model.target], [d.copy() for d in model.draft]
+    target[1][[a, b]], draft[1][[a, b]] = target[1][[b, a]], draft[1][[b, a]]
+    blocks = np.arange(model.n**2).reshape(model.n, model.n)
+    target[2][np.r_[blocks[a], blocks[b]]] = target[2][np.r_[blocks[b], blocks[a]]]
+    return SequenceModel(target, draft)
+
+
+@pytest.mark.parametrize("k, n, seed, pair", [(2, 3, 3, (1, 2)), (3, 3, 6, (0, 1))], ids=["k2", "k3"])
+def test_no_tree_local_walk_reaches_the_reference_on_both_of_a_pair(k, n, seed, pair):
+    """bench_downstream's model (Dirichlet(1) seed 3 at K = 2, Dirichlet(0.3) seed 6 at K = 3) and
+    its copy with two root children's subtrees exchanged: a walk seeing only the tree must couple
+    the one root tuple made of the third token alike in both, and loses ``loss`` > 0 on the pair
+    (walk_pair_bound). token:optimal's two shortfalls from the reference add up to that loss
+    (evaluated exactly: a second route), so no tree-local walk does better on the pair. The twin:
+    a model paired with itself loses nothing."""
+    from multidraft.trees.downstream import walk_pair_bound
+
+    rng = np.random.default_rng(3000 + seed)
+    for kk, nn in ((2, 3), (3, 2), (3, 3)):
+        model = SequenceModel.random(nn, 2, rng, alpha=1.0 if k == 2 else 0.3)
+        if (kk, nn) == (k, n):
+            break
+    other = _swapped(model, *pair)
+    bound, references, linked = walk_pair_bound(model, other, k)
+    loss = references - bound
+    assert linked == 1 and loss > 2e-5
+    shortfalls = [downstream_value(m, k) - evaluate(get_verifier("token:optimal"), m, k, exact=False).expected_accepted for m in (model, other)]
+    assert sum(shortfalls) == pytest.approx(loss, abs=1e-8)
+    bound_alone, references_alone, _ = walk_pair_bound(model, model, k)
+    assert abs(references_alone - bound_alone) < 1e-9
+    with pytest.raises(ValueError, match="same root tables"):
+        walk_pair_bound(model, SequenceModel.random(n, 2, np.random.default_rng(0)), k)

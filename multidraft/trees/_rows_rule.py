@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["rows_rule", "rows_coupling", "multisets_fit", "MAX_TUPLES", "ACCEPTANCE_SLACKS"]
+__all__ = ["rows_rule", "rows_coupling", "multisets_fit", "MAX_TUPLES", "COUPLING_SLACKS"]
 
 #: Largest number of ordered tuples |supp q|^m (:func:`rows_rule`) or multisets
 #: (:func:`rows_coupling`) for which the LP runs (else the caller keeps its rule): small
@@ -41,7 +41,7 @@ MAX_TUPLES = 4096
 #: :func:`rows_coupling`'s acceptance may fall this far below P* in its second stage (the first
 #: stage's rounding), the next one tried when HiGHS finds the tighter one infeasible; beyond the
 #: last the caller keeps its maximum-acceptance coupling.
-ACCEPTANCE_SLACKS = (1e-10, 1e-9)
+COUPLING_SLACKS = (1e-10, 1e-9)
 
 #: HiGHS tolerances for :func:`rows_coupling` (its defaults, 1e-7, would cost token:optimal that
 #: much acceptance after the point is clipped to the capacities).
@@ -110,7 +110,7 @@ def rows_coupling(target: np.ndarray, draft: np.ndarray, k: int) -> Callable[[np
 
     over the multisets x of the draft's support (D(x) their IID(q, k) mass, m_y(x) the count of y
     in x; P* the first stage's max Σ s, the same LP without the last constraint; ε the solver's
-    tolerance, :data:`ACCEPTANCE_SLACKS`). Given X = x the walk accepts y ∈ x with probability
+    tolerance, :data:`COUPLING_SLACKS`). Given X = x the walk accepts y ∈ x with probability
     s(x, y)/D(x) and otherwise draws Y from ``norm(p - a)``, a(y) = Σ_x s(x, y): so
     Σ_x D(x) P(Y = y | x) = a(y) + (1 - Σ a) (p(y) - a(y)) / (1 - Σ a) = p(y) for any s meeting
     the two capacity constraints -- which the solver's point is clipped to meet exactly, so the
@@ -153,7 +153,7 @@ def rows_coupling(target: np.ndarray, draft: np.ndarray, k: int) -> Callable[[np
         return None
     rows = counts[rows_of, tokens].astype(np.float64)
     with_acceptance = vstack([capacity, csr_matrix(-np.ones((1, size)))])
-    for slack in ACCEPTANCE_SLACKS:
+    for slack in COUPLING_SLACKS:
         second = linprog(-rows, A_ub=with_acceptance, b_ub=np.append(bounds, first.fun + slack), bounds=(0, None), method="highs", options=TIGHT)
         if second.status == 0:
             break

@@ -1,68 +1,109 @@
 """The downstream-aware walk on small iid chains (issue 30, item 3), exactly.
 
 For small sequence models (Dirichlet(1), Dirichlet(0.3) and temperature pairs; n in {2, 3},
-L = 2, K in {2, 3}) the E[τ] of ``token:specinfer``, ``token:optimal``, ``selective``,
-``traversal``, the downstream-aware reference (:func:`multidraft.trees.downstream.downstream_value`:
-acceptance first, and unconstrained) and the block optimum (the lower end of
-:func:`~multidraft.trees.block_optimum`'s certified interval), and two shares:
-
-* the issue's: each verifier's share of the gap SpecInfer -> block optimum,
-  ``(E_V - E_specinfer) / (E_optimum - E_specinfer)`` (instances with a gap above 1e-6; mean and
-  median);
-* the same for a *tree-only* rows walk (:class:`RowsWalk`, a candidate for token:optimal: at each
-  node the coupling of maximum acceptance that then maximises the expected number of rows
-  carrying Y -- the reference's LP with V(uy, j) replaced by j, which needs no values below);
-* selective's share of the gap token:optimal -> reference,
-  ``(E_selective - E_optimal) / (E_reference - E_optimal)`` (gap above 1e-6; it may exceed 1 --
-  selective is not a token walk -- so the summary gives its mean capped at 1, its median and the
-  gap-weighted share).
+L = 2, K in {2, 3}) the E[τ] of ``token:specinfer``, ``token:optimal`` (its rows coupling,
+:func:`multidraft.trees._rows_rule.rows_coupling`), the curtain walk (``token:optimal`` before it:
+the curtain rule's coupling at every node), ``selective``, ``traversal``, the downstream-aware
+reference (:func:`multidraft.trees.downstream.downstream_value`: acceptance first, and
+unconstrained) and the block optimum (the lower end of :func:`~multidraft.trees.block_optimum`'s
+certified interval); at K = 2 also the best selective rule with a model-aware root
+(:func:`best_root_law`: selective's E[τ] maximised over every root selection law r, by a second
+formula checked against ``selective`` at the curtain's r). Each verifier's share of the gap
+SpecInfer -> block optimum, ``(E_V - E_specinfer) / (E_optimum - E_specinfer)`` (every model has a
+gap above 1e-6), mean and median per K.
 
 Writes ``benchmarks/results/downstream.json``. Usage: ``python benchmarks/bench_downstream.py``
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from _common import print_table, write_results
 
 from multidraft.schemes import get_scheme
+from multidraft.theory.laws import IID
+from multidraft.theory.verifier import optimal_selection_rule
 from multidraft.trees import SequenceModel, TokenVerifier, block_optimum, evaluate, get_verifier
-from multidraft.trees.downstream import downstream_value, node_couplings
-
+from multidraft.trees.downstream import downstream_value
 
 #: Verifiers whose share of the SpecInfer -> block optimum gap is reported.
-SHARED = ("token:optimal", "selective", "traversal", "reference", "rows walk")
+SHARED = ("token:optimal", "curtain walk", "reference", "unconstrained", "selective", "selective, best root", "traversal")
 
 
-class RowsWalk(TokenVerifier):
-    """Tree-only token walk on iid chains: at a node with m live rows, the coupling of
-    IID(q, m) with p of maximum acceptance that then maximises E[rows carrying Y]
-    (:func:`~multidraft.trees.downstream.node_couplings` with value j for a child of j rows).
-    It reads only the node's p, q and tuple, so it is lossless (§4)."""
-
-    drafting = ("iid",)
+class CurtainWalk(TokenVerifier):
+    """token:optimal before the rows coupling: the curtain rule's coupling at every node."""
 
     def __init__(self) -> None:
         super().__init__(get_scheme("optimal"))
-        self.name, self.exact_capable, self._couplings = "rows walk", False, {}
+        self.name = "curtain walk"
 
-    def _conditional(self, tree, node):
-        _, drafts, x = tree.node_draws(node)
-        p, q = np.asarray(tree.target_at(node), dtype=np.float64), np.asarray(drafts[0], dtype=np.float64)
-        key = (p.tobytes(), q.tobytes(), len(x))
-        if key not in self._couplings:
-            rows = {(y, j): float(j) for y in range(len(p)) for j in range(1, len(x) + 1)}
-            self._couplings[key] = node_couplings(p, q, len(x), rows, True)[1]
-        return self._couplings[key][tuple(int(t) for t in x)]
+    def _rows_below(self, tree, node) -> bool:
+        return False
+
+
+def _min_cut(target: np.ndarray, draft: np.ndarray, k: int) -> float:
+    """P* = min_T [p(T) + 1 - q(T)^k] over every subset T (iid drafts; brute force)."""
+    n = len(target)
+    return min(target[list(t)].sum() + 1 - draft[list(t)].sum() ** k for size in range(n + 1) for t in itertools.combinations(range(n), size))
+
+
+def selective_value(model: SequenceModel, r: np.ndarray) -> float:
+    """E[τ] of selective on K = 2 iid chains of ``model`` (L = 2) with root selection law ``r``:
+
+        Σ_c [q(c)² (b_c + M_c(b_c, 2)) + (r(c) - q(c)²) (b_c + M_c(b_c, 1))],   b_c = min(1, p(c)/r(c)),
+
+    where M_c(b, j) = P*((b p(· | c), 1 - b), IID(q(· | c), j)) is the mass the optimal rule at
+    child c, entered with budget b and j rows, sends into its leaves (c accepted then with
+    probability b - M, a leaf with M, c failing with 1 - b); (c, c) is the only tuple that
+    selects c with two rows."""
+    p, q = model.target_at(()), model.draft_at(())
+    total = 0.0
+    for c in np.flatnonzero(r > 0):
+        b = min(1.0, p[c] / r[c])
+        target, draft = np.append(b * model.target_at((int(c),)), 1.0 - b), np.append(model.draft_at((int(c),)), 0.0)
+        total += q[c] ** 2 * (b + _min_cut(target, draft, 2)) + (r[c] - q[c] ** 2) * (b + _min_cut(target, draft, 1))
+    return float(total)
+
+
+def _selectable(q: np.ndarray, r: np.ndarray) -> bool:
+    """Whether a rule choosing one of two iid draws from q can have law r: r(S) <= 1 - (1 - q(S))²."""
+    subsets = (list(t) for size in range(1, len(q)) for t in itertools.combinations(range(len(q)), size))
+    return bool(np.all(r >= 0) and all(r[s].sum() <= 1 - (1 - q[s].sum()) ** 2 + 1e-12 for s in subsets))
+
+
+def best_root_law(model: SequenceModel) -> tuple[float, np.ndarray]:
+    """The largest :func:`selective_value` over root laws r (K = 2, n = 3): pattern search along
+    e_i - e_j with halving steps from the curtain's r and the best three points of a 1/20 grid of
+    the simplex. A numerical optimum, not a certified one: it knows the model below, so it bounds
+    what a selective rule (one selected child, law known, the last depth optimal) can reach."""
+    p, q = model.target_at(()), model.draft_at(())
+    grid = [np.array([i, j, 20 - i - j]) / 20 for i in range(21) for j in range(21 - i)]
+    grid = sorted((r for r in grid if _selectable(q, r)), key=lambda r: -selective_value(model, r))
+    starts = [optimal_selection_rule(p, IID(q, 2)).selection_law] + grid[:3]
+    moves = [np.eye(3)[i] - np.eye(3)[j] for i in range(3) for j in range(3) if i != j]
+    best = (-np.inf, None)
+    for r in starts:
+        value, step = selective_value(model, r), 0.1
+        while step > 1e-9:
+            better = [(selective_value(model, r + step * m), tuple(r + step * m)) for m in moves if _selectable(q, r + step * m)]
+            top = max(better, default=(-np.inf, None))
+            if top[0] > value + 1e-15:
+                value, r = top[0], np.array(top[1])
+            else:
+                step /= 2
+        best = max(best, (value, r), key=lambda t: t[0])
+    return best
 
 
 def _mean(rows, key):
-    values = [r[key] for r in rows if r[key] is not None]
+    values = [r[key] for r in rows if r.get(key) is not None]
     return float(np.mean(values)) if values else None
 
 
 def _median(rows, key):
-    values = [r[key] for r in rows if r[key] is not None]
+    values = [r[key] for r in rows if r.get(key) is not None]
     return float(np.median(values)) if values else None
 
 
@@ -82,10 +123,10 @@ def main() -> None:
     rows = []
     for family, seed, k, n, model in instances():
         row = dict(family=family, seed=seed, k=k, n=n)
-        for name in ("token:specinfer", "token:optimal", "selective", "traversal"):
-            row[name] = float(evaluate(get_verifier(name), model, k, exact=False).expected_accepted)
-        walk = evaluate(RowsWalk(), model, k, exact=False)
-        row["rows walk"], row["rows walk deviation"] = float(walk.expected_accepted), float(walk.deviation)
+        for verifier in ("token:specinfer", "token:optimal", CurtainWalk(), "selective", "traversal"):
+            result = evaluate(get_verifier(verifier) if isinstance(verifier, str) else verifier, model, k, exact=False)
+            name = verifier if isinstance(verifier, str) else verifier.name
+            row[name], row[f"{name} deviation"] = float(result.expected_accepted), float(result.deviation)
         row["optimum"] = float(block_optimum(model, k).lower_bound)
         try:
             row["reference"] = downstream_value(model, k)
@@ -93,44 +134,45 @@ def main() -> None:
         except RuntimeError as error:  # HiGHS on near-degenerate Dirichlet(0.3) tables
             print(f"{family} {seed} k={k}: {error}")
             continue
-        gap = row["reference"] - row["token:optimal"]
-        row["gap"] = gap
-        row["selective share"] = (row["selective"] - row["token:optimal"]) / gap if gap > 1e-6 else None
+        if k == 2:
+            row["selective, best root"], law = best_root_law(model)
+            row["best root law"] = [float(x) for x in law]
+            p, q = model.target_at(()), model.draft_at(())
+            row["selective formula at the curtain"] = selective_value(model, optimal_selection_rule(p, IID(q, 2)).selection_law)
         whole = row["optimum"] - row["token:specinfer"]
         for name in SHARED:
-            row[f"{name} share of optimum gap"] = (row[name] - row["token:specinfer"]) / whole if whole > 1e-6 else None
+            if name in row:
+                row[f"{name} share"] = (row[name] - row["token:specinfer"]) / whole if whole > 1e-6 else None
         rows.append(row)
-    print_table(rows, ["family", "seed", "k", "n", "token:specinfer", "token:optimal", "selective", "traversal", "reference", "rows walk", "optimum", "selective share"])
+    print_table(rows, ["family", "seed", "k", "n", "token:specinfer", "curtain walk", "token:optimal", "reference", "selective", "optimum"])
     summary = []
     for k in (2, 3):
         chosen = [r for r in rows if r["k"] == k]
-        if not chosen:
-            continue
-        ahead = [r for r in chosen if r["selective share"] is not None]
-        shares = [r["selective share"] for r in ahead]
         summary.append(
             dict(
                 k=k,
                 models=len(chosen),
-                optimal_below_reference=sum(r["token:optimal"] < r["reference"] - 1e-9 for r in chosen),
-                gap_above_1e6=len(ahead),
-                largest_gap=max(r["gap"] for r in chosen),
-                mean_share_capped=float(np.mean(np.minimum(shares, 1.0))) if shares else None,
-                median_share=float(np.median(shares)) if shares else None,
-                weighted_share=sum(r["selective"] - r["token:optimal"] for r in ahead) / sum(r["gap"] for r in ahead) if ahead else None,
-                selective_at_reference=sum(r["selective"] >= r["reference"] - 1e-9 for r in ahead),
-                unconstrained_differs=sum(abs(r["unconstrained"] - r["reference"]) > 1e-9 for r in chosen),
-                traversal_ahead_of_optimal=sum(r["traversal"] > r["token:optimal"] + 1e-12 for r in chosen),
-                rows_walk_below_reference=sum(r["rows walk"] < r["reference"] - 1e-9 for r in chosen),
-                rows_walk_largest_shortfall=max(r["reference"] - r["rows walk"] for r in chosen),
-                rows_walk_largest_deviation=max(r["rows walk deviation"] for r in chosen),
-                optimum_gap_above_1e6=sum(r["selective share of optimum gap"] is not None for r in chosen),
-                **{f"{name} mean share of optimum gap": _mean(chosen, f"{name} share of optimum gap") for name in SHARED},
-                **{f"{name} median share of optimum gap": _median(chosen, f"{name} share of optimum gap") for name in SHARED},
+                optimal_below_reference_1e9=sum(r["token:optimal"] < r["reference"] - 1e-9 for r in chosen),
+                optimal_largest_shortfall=max(r["reference"] - r["token:optimal"] for r in chosen),
+                curtain_below_reference_1e9=sum(r["curtain walk"] < r["reference"] - 1e-9 for r in chosen),
+                optimal_above_curtain_1e9=sum(r["token:optimal"] > r["curtain walk"] + 1e-9 for r in chosen),
+                optimal_largest_deviation=max(r["token:optimal deviation"] for r in chosen),
+                unconstrained_differs_1e9=sum(abs(r["unconstrained"] - r["reference"]) > 1e-9 for r in chosen),
+                selective_at_reference=sum(r["selective"] >= r["reference"] - 1e-9 for r in chosen),
+                formula_vs_selective=max((abs(r["selective formula at the curtain"] - r["selective"]) for r in chosen if k == 2), default=None),
+                gap_above_1e6=sum(r["token:optimal share"] is not None for r in chosen),
+                **{f"{name} mean": _mean(chosen, f"{name} share") for name in SHARED},
+                **{f"{name} median": _median(chosen, f"{name} share") for name in SHARED},
             )
         )
     print_table(summary, list(summary[0]))
-    write_results("downstream", rows, summary=summary)
+    families = []
+    for k in (2, 3):
+        for family in ("dirichlet-1", "dirichlet-0.3", "temperature"):
+            chosen = [r for r in rows if r["k"] == k and r["family"] == family]
+            families.append(dict(k=k, family=family, **{name: _mean(chosen, f"{name} share") for name in SHARED}))
+    print_table(families, list(families[0]))
+    write_results("downstream", rows, summary=summary, families=families)
 
 
 if __name__ == "__main__":

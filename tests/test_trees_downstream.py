@@ -1,8 +1,11 @@
 """The downstream-aware walk (issue 30, item 3): its value by the recursion and by exact
-evaluation of the walk, losslessness, its place against token:optimal, and the twin that picks the
-coupling from the drawn tree (lossy)."""
+evaluation of the walk, losslessness, its place against token:optimal (whose rows coupling reaches
+it on these models), and the twins: the coupling picked from the drawn tree (lossy), the curtain
+walk (below the reference), rows preferred without a coupling (lossy)."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -21,17 +24,29 @@ def test_one_draft_is_speculative_sampling():
     assert downstream_value(sun_example(), 1) == pytest.approx(10 / 9, abs=1e-12)
 
 
+class CurtainWalk(TokenVerifier):
+    """Twin: token:optimal as it was, the curtain rule's coupling at every node (no rows)."""
+
+    def _rows_below(self, tree, node):
+        return False
+
+
 @pytest.mark.parametrize("k", [2, 3])
-def test_two_routes_lossless_and_above_token_optimal(models, k):
+def test_two_routes_lossless_and_token_optimal_reaches_it(models, k):
+    """The recursion and the walk's exact law agree; token:optimal's coupling is one of the
+    reference's candidates (so never above it) and, with the rows coupling, reaches it on these
+    models; the curtain walk falls short on one (the twin the second check must catch)."""
     for model in models:
         reference = downstream_value(model, k)
         walk = evaluate(DownstreamWalk(model, k), model, k)
         assert walk.expected_accepted == pytest.approx(reference, abs=1e-9)
         assert walk.deviation <= 1e-12
-        optimal = evaluate(get_verifier("token:optimal"), model, k).expected_accepted
-        assert reference >= optimal - 1e-9  # token:optimal's coupling is one of the candidates
+        optimal = evaluate(get_verifier("token:optimal"), model, k)
+        assert optimal.deviation <= 1e-12
+        assert reference - 1e-9 <= optimal.expected_accepted <= reference + 1e-9
         assert downstream_value(model, k, acceptance_first=False) >= reference - 1e-9
-    assert any(downstream_value(m, 2) > evaluate(get_verifier("token:optimal"), m, 2).expected_accepted + 1e-6 for m in models)
+    curtain = CurtainWalk(get_scheme("optimal"))
+    assert any(downstream_value(m, 2) > evaluate(curtain, m, 2).expected_accepted + 1e-6 for m in models)
 
 
 class TreeLocal(TokenVerifier):
@@ -155,3 +170,137 @@ def test_selecting_by_rows_without_its_own_law_is_lossy():
 
     model = _downstream_models(3, 3)[1]
     assert evaluate(Twin(), model, 3, exact=False).deviation > 1e-4
+
+
+# ------------------------------------------ token:optimal: maximum acceptance, more rows below (§4c)
+
+
+def _coupling_measures(coupling, p, q, k):
+    """(marginal of Y [n], acceptance, E[rows carrying Y; accepted]) of ``tuples -> P(Y | x)``
+    over every ordered tuple of k iid draws from q's support, by enumeration."""
+    tuples = np.array(list(itertools.product(np.flatnonzero(q > 0).tolist(), repeat=k)))
+    mass = np.prod(q[tuples], axis=1)
+    conditional = coupling(tuples)
+    counts = (tuples[:, :, None] == np.arange(len(q))[None, None, :]).sum(axis=1)  # m_y(x)
+    return mass @ conditional, mass @ (conditional * (counts > 0)).sum(axis=1), mass @ (conditional * counts).sum(axis=1)
+
+
+def _min_cut_acceptance(p, q, k):
+    """P* = min_T [p(T) + 1 - q(T)^k] over every subset T of the tokens (brute force)."""
+    return min(p[list(t)].sum() + 1 - q[list(t)].sum() ** k for size in range(len(p) + 1) for t in itertools.combinations(range(len(p)), size))
+
+
+def test_rows_coupling_has_maximum_acceptance_and_the_most_rows():
+    """On random (p, q) with zeros: the marginal of Y is p (1e-12); acceptance is P* by the
+    scheme and by brute-force min cut; the expected rows carrying the accepted token equal the
+    downstream LP's with value j for a child of j rows (ordered tuples, dense: a second
+    implementation), and exceed the curtain's somewhere."""
+    from multidraft.theory.laws import IID
+    from multidraft.trees._rows_rule import rows_coupling
+
+    rng = np.random.default_rng(8)
+    gains = []
+    for _ in range(12):
+        n, k = int(rng.integers(2, 5)), int(rng.integers(2, 4))
+        p, q = rng.dirichlet(np.full(n, 0.6)), rng.dirichlet(np.full(n, 0.6))
+        q[rng.integers(n)] = 0.0
+        q /= q.sum()
+        ours = rows_coupling(p, q, k)
+        with pytest.raises(ValueError, match="draft probability zero"):
+            ours(np.full((1, k), int(np.flatnonzero(q == 0)[0])))
+        marginal, acceptance, rows = _coupling_measures(ours, p, q, k)
+        np.testing.assert_allclose(marginal, p, rtol=0, atol=1e-12)
+        assert acceptance == pytest.approx(get_scheme("optimal").acceptance(p, IID(q, k)), abs=1e-9)
+        assert acceptance == pytest.approx(_min_cut_acceptance(p, q, k), abs=1e-9)
+        values = {(y, j): float(j) for y in range(n) for j in range(1, k + 1)}
+        second = node_couplings(p, q, k, values, True)[0] - acceptance  # Σ π 1{y ∈ x} (1 + j) - P*
+        assert rows == pytest.approx(second, abs=1e-7)
+        plan = get_scheme("optimal").prepare(p, IID(q, k))
+        gains.append(rows - _coupling_measures(plan.conditional, p, q, k)[2])
+    assert min(gains) >= -1e-9 and max(gains) > 1e-2
+
+
+class MostRowsWalk(TokenVerifier):
+    """Broken twin: the curtain's coupling, but the accepted mass of a tuple moved onto its most
+    repeated token (rows preferred without re-solving the coupling): Y's law is no longer p."""
+
+    def _conditional(self, tree, node):
+        row = super()._conditional(tree, node).copy()
+        x = tree.node_draws(node)[2]
+        tokens, counts = np.unique(x, return_counts=True)
+        if counts.max() > 1 and tree.length - int(tree.nodes.depth[node]) >= 2:
+            best = tokens[np.argmax(counts)]
+            row[best] += row[tokens].sum() - row[best]
+            row[tokens[tokens != best]] = 0.0
+        return row
+
+    def _rows_below(self, tree, node):
+        return False
+
+
+def test_token_optimal_is_lossless_and_reaches_the_reference_at_k3():
+    """On bench_downstream's Dirichlet(1) models at K = 3 (n = 2, 3): token:optimal (the rows
+    coupling) is lossless and within 1e-9 of the downstream-aware reference, the curtain walk
+    below it by more than 1e-4 on one; preferring rows without a coupling is lossy (the twin)."""
+    models = _downstream_models(3, 3) + _downstream_models(3, 2)
+    shortfalls = []
+    for model in models:
+        reference = downstream_value(model, 3)
+        ours = evaluate(get_verifier("token:optimal"), model, 3, exact=False)
+        assert ours.deviation <= 1e-12
+        assert ours.expected_accepted >= reference - 1e-9
+        shortfalls.append(reference - evaluate(CurtainWalk(get_scheme("optimal")), model, 3, exact=False).expected_accepted)
+    assert max(shortfalls) > 1e-4
+    assert evaluate(MostRowsWalk(get_scheme("optimal")), models[1], 3, exact=False).deviation > 1e-4
+
+
+def test_rows_coupling_only_where_rows_continue():
+    """rows_below: the optimal scheme, iid rows, k >= 2, a drafted depth below the children, a
+    small vocabulary -- not SpecInfer, not the last depth, not one row, not n = 49152."""
+    from multidraft.schemes.specinfer import SpecInfer
+    from multidraft.theory.laws import IID, WithoutReplacement
+    from multidraft.trees.token import rows_below
+
+    optimal = get_scheme("optimal")
+    assert rows_below(optimal, IID, 3, 3, 0, 2)
+    assert not rows_below(SpecInfer(), IID, 3, 3, 0, 2)
+    assert not rows_below(optimal, WithoutReplacement, 3, 3, 0, 2)
+    assert not rows_below(optimal, IID, 3, 3, 1, 2)
+    assert not rows_below(optimal, IID, 1, 3, 0, 2)
+    assert not rows_below(optimal, IID, 2, 49152, 0, 8)
+
+
+def _swapped(model: SequenceModel, a: int, b: int) -> SequenceModel:
+    """``model`` with the subtrees of root children a and b exchanged (the root tables kept)."""
+    target, draft = [t.copy() for t in model.target], [d.copy() for d in model.draft]
+    target[1][[a, b]], draft[1][[a, b]] = target[1][[b, a]], draft[1][[b, a]]
+    blocks = np.arange(model.n**2).reshape(model.n, model.n)
+    target[2][np.r_[blocks[a], blocks[b]]] = target[2][np.r_[blocks[b], blocks[a]]]
+    return SequenceModel(target, draft)
+
+
+@pytest.mark.parametrize("k, n, seed, pair", [(2, 3, 3, (1, 2)), (3, 3, 6, (0, 1))], ids=["k2", "k3"])
+def test_no_tree_local_walk_reaches_the_reference_on_both_of_a_pair(k, n, seed, pair):
+    """bench_downstream's model (Dirichlet(1) seed 3 at K = 2, Dirichlet(0.3) seed 6 at K = 3) and
+    its copy with two root children's subtrees exchanged: a walk seeing only the tree must couple
+    the one root tuple made of the third token alike in both, and loses ``loss`` > 0 on the pair
+    (walk_pair_bound). token:optimal's two shortfalls from the reference add up to that loss
+    (evaluated exactly: a second route), so no tree-local walk does better on the pair. The twin:
+    a model paired with itself loses nothing."""
+    from multidraft.trees.downstream import walk_pair_bound
+
+    rng = np.random.default_rng(3000 + seed)
+    for kk, nn in ((2, 3), (3, 2), (3, 3)):
+        model = SequenceModel.random(nn, 2, rng, alpha=1.0 if k == 2 else 0.3)
+        if (kk, nn) == (k, n):
+            break
+    other = _swapped(model, *pair)
+    bound, references, linked = walk_pair_bound(model, other, k)
+    loss = references - bound
+    assert linked == 1 and loss > 2e-5
+    shortfalls = [downstream_value(m, k) - evaluate(get_verifier("token:optimal"), m, k, exact=False).expected_accepted for m in (model, other)]
+    assert sum(shortfalls) == pytest.approx(loss, abs=1e-8)
+    bound_alone, references_alone, _ = walk_pair_bound(model, model, k)
+    assert abs(references_alone - bound_alone) < 1e-9
+    with pytest.raises(ValueError, match="same root tables"):
+        walk_pair_bound(model, SequenceModel.random(n, 2, np.random.default_rng(0)), k)

@@ -19,6 +19,9 @@ the tuple with the draws below and is not lossless (the twin in tests/test_trees
 
 :func:`downstream_value` gives V(ε, K) by the recursion; :class:`DownstreamWalk` is the walk as a
 tree verifier, whose exact evaluation is the second route to the same number.
+:func:`walk_pair_bound` certifies, on a pair of models, how far below the reference every walk
+that sees only the tree must stay; ``token:optimal`` (its rows coupling,
+:func:`~multidraft.trees._rows_rule.rows_coupling`) reaches that bound on the pairs tested.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 from multidraft.trees.model import SequenceModel
 from multidraft.trees.token import TokenVerifier
 
-__all__ = ["DownstreamWalk", "downstream_value", "node_couplings"]
+__all__ = ["DownstreamWalk", "downstream_value", "node_couplings", "walk_pair_bound"]
 
 #: Acceptance may fall this far below P* in the second stage (the first stage's rounding),
 #: the next one tried when HiGHS finds the tighter one infeasible.
@@ -119,6 +122,63 @@ def downstream_value(model: SequenceModel, k: int, *, acceptance_first: bool = T
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k: expected an integer >= 1 (the number of iid chains), got {k!r}")
     return _Table(model, k, acceptance_first).values[((), k)]
+
+
+def walk_pair_bound(first: SequenceModel, second: SequenceModel, k: int) -> tuple[float, float, int]:
+    """``(bound, reference sum, linked)``: the largest E_first[τ] + E_second[τ] of one token
+    walk on K = ``k`` iid chains that sees only the tree, for two models of length L = 2 with the
+    same root tables, against V_first(ε, k) + V_second(ε, k) of the downstream-aware reference:
+
+        max Σ_{x,y} π_1(x, y) g_1(x, y) + π_2(x, y) g_2(x, y),   g_i(x, y) = 1{y ∈ x} (1 + V_i(y, m_y(x)))
+
+    over pairs of couplings π_i of IID(q(· | ε), k) with p(· | ε) that agree, π_1(x, ·) = π_2(x, ·),
+    on every root tuple x whose tokens have the same tables p(· | y), q(· | y) in both models (to
+    1e-12; the
+    walk sees the same tree there; its coupling may not look at the draws below, which would bias
+    the child's tuple, §4). Below the root no walk beats V_i(y, j) (at L = 2 the children's
+    children are leaves and V_i(y, j) is the optimal acceptance), so the LP bounds every such walk,
+    and a bound below the reference sum by δ means every tree-local walk falls short of the
+    reference by at least δ/2 on one of the two models; ``linked`` counts the ordered root tuples
+    coupled alike. One HiGHS LP over 2 n^k · n couplings.
+
+    >>> import numpy as np
+    >>> model = SequenceModel.random(2, 2, np.random.default_rng(0))
+    >>> bound, references, linked = walk_pair_bound(model, model, 2)  # alike everywhere: no loss
+    >>> round(references - bound, 9) <= 0, linked
+    (True, 4)
+    """
+    from scipy.optimize import linprog
+    from scipy.sparse import block_diag, csr_matrix, vstack
+
+    if first.length != 2 or second.length != 2 or first.n != second.n:
+        raise ValueError("first, second: expected two models of length 2 over the same vocabulary")
+    p, q = (np.asarray(f(()), dtype=np.float64) for f in (first.target_at, first.draft_at))
+    same_table = lambda a, b: np.allclose(a, b, rtol=0, atol=1e-12)  # noqa: E731 -- renormalised rows may differ in the last bit
+    if not (same_table(p, second.target_at(())) and same_table(q, second.draft_at(()))):
+        raise ValueError("first, second: expected the same root tables p(· | ε), q(· | ε)")
+    n = first.n
+    tuples = list(itertools.product(range(n), repeat=k))
+    mass = np.array([np.prod(q[list(x)]) for x in tuples])
+    mass, p = mass / mass.sum(), p / p.sum()
+    size = len(tuples) * n  # variable i·n + y: π(tuples[i], y)
+    by_tuple = csr_matrix((np.ones(size), (np.repeat(np.arange(len(tuples)), n), np.arange(size))))
+    by_token = csr_matrix((np.ones(size), (np.tile(np.arange(n), len(tuples)), np.arange(size))))
+    marginals = vstack([by_tuple, by_token[:-1]])  # the last token's sum follows from the others
+    gains, tables = [], []
+    for model in (first, second):
+        values = _Table(model, k, True).values
+        gains.append([float(y in x) * (1.0 + values.get(((y,), x.count(y)), 0.0)) for x in tuples for y in range(n)])
+        tables.append([np.concatenate([model.target_at((y,)), model.draft_at((y,))]) for y in range(n)])
+    same = [all(same_table(tables[0][y], tables[1][y]) for y in set(x)) for x in tuples]
+    linked = [(i * n + y) for i in range(len(tuples)) if same[i] for y in range(n)]
+    pairs = np.ravel([[v, size + v] for v in linked])
+    links = csr_matrix((np.tile([1.0, -1.0], len(linked)), (np.repeat(np.arange(len(linked)), 2), pairs)), shape=(len(linked), 2 * size))
+    equalities = vstack([block_diag([marginals, marginals]), links])
+    rhs = np.concatenate([mass, p[:-1], mass, p[:-1], np.zeros(len(linked))])
+    result = linprog(-np.concatenate(gains), A_eq=equalities, b_eq=rhs, bounds=(0, None), method="highs")
+    if result.status != 0:
+        raise RuntimeError(f"walk pair LP: {result.message}")
+    return float(-result.fun), downstream_value(first, k) + downstream_value(second, k), int(sum(same))
 
 
 class DownstreamWalk(TokenVerifier):

@@ -17,6 +17,13 @@ speculative sampling (every multi-draft scheme reduces to it at K = 1).
 Its exact law given the tree multiplies, along each path, the scheme's conditional law
 ``P(Y = · | X = x)`` at each node -- taken from the scheme's plan for ``(target, law)``
 (:func:`node_conditional`, the one place this package asks a scheme for its plan).
+
+``token:optimal`` on K iid chains couples, at a node with m >= 2 live rows above the last drafted
+depth, by :func:`~multidraft.trees._rows_rule.rows_coupling` where it fits (small vocabularies,
+:func:`rows_below`): of the couplings of maximum acceptance P*, one whose accepted token is carried
+by as many rows as possible -- the rows carrying Y continue below, so more of them leave more
+tries there (docs/block_level.md §4c). It reads only the node's p, q and tuple, so the walk stays
+lossless; acceptance at every node is P*, as before.
 """
 
 from __future__ import annotations
@@ -29,12 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from multidraft.theory.laws import DraftLaw, law_class, law_for
+from multidraft.theory.laws import IID, DraftLaw, law_class, law_for
 from multidraft.trees._batch import BatchVerification, TreeBatch, _sample, host_rng
+from multidraft.trees._rows_rule import multisets_fit, rows_coupling
 from multidraft.trees.base import Tree, TreeLaw, TreeVerifier, sample_index
-from multidraft.trees.tree import live_law_class
+from multidraft.trees.tree import DraftTree, live_law_class
 
-__all__ = ["TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "one_draft_scheme", "single_draft_acceptance", "token_batch"]
+__all__ = [
+    "TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "one_draft_scheme", "rows_below",
+    "single_draft_acceptance", "token_batch",
+]  # fmt: skip
 
 #: Plans a :class:`TokenVerifier` keeps (oldest dropped first), for vocabularies up to
 #: :data:`REMEMBER_BELOW`: the exact evaluation of a small sequence model meets each node's
@@ -106,6 +117,19 @@ def single_draft_acceptance(target: np.ndarray, draft: np.ndarray, token: int):
     return min(p / q, 1)
 
 
+def rows_below(scheme: Any, law_class: type[DraftLaw], k: int, n: int, depth: int, length: int) -> bool:
+    """Whether the token walk with ``scheme`` couples by
+    :func:`~multidraft.trees._rows_rule.rows_coupling` at a node of K iid chains at ``depth`` with
+    ``k`` live rows of one draft law (``law_class`` IID) over a vocabulary of ``n`` tokens: for the
+    optimal scheme (token:optimal), when k >= 2, the node's children are not the last drafted depth
+    (``depth + 1 < length``: rows below them count) and the multisets of k draws over n tokens fit
+    the LP (:func:`~multidraft.trees._rows_rule.multisets_fit`). O(1): it reads no distribution, so
+    a real vocabulary costs nothing and keeps the curtain rule."""
+    from multidraft.schemes.optimal import Optimal
+
+    return isinstance(scheme, Optimal) and law_class is IID and depth + 1 < length and multisets_fit(n, k)
+
+
 def node_conditional(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool) -> Callable[[np.ndarray], np.ndarray]:
     """``tuples [m, k] -> P(Y = · | X = x) [m, n]`` for ``scheme`` at one node (target p, draft
     law D): the conditional law of the scheme's plan for (p, D)
@@ -129,7 +153,8 @@ class NodeStep:
     tokens, ``law_class`` the class of their law, ``scheme`` the scheme that ran at the node
     (after the one-draft fallback of :func:`node_scheme`), ``token`` its output and
     ``accepted`` whether it is one of the draft tokens. ``plan`` is the plan that selected on
-    the host (None when the batched form ran, or for a scheme object without plans);
+    the host (None when the batched form ran, when the rows coupling of :func:`rows_below`
+    selected -- its acceptance is the plan's P* -- or for a scheme object without plans);
     :meth:`host_plan` gives the node's plan either way.
     """
 
@@ -247,20 +272,38 @@ class TokenVerifier(TreeVerifier):
         scheme = one_draft_scheme(node_scheme(self.scheme, cls, 1)[0], cls, 1)
         return isinstance(scheme, Scheme) and type(scheme) is type(get_scheme("single"))
 
+    def _rows_below(self, tree: Tree, node: int) -> bool:
+        """Whether the walk couples at ``node`` by the rows coupling (:func:`rows_below`; K iid
+        chains, a :class:`~multidraft.trees.DraftTree` in floats)."""
+        if not isinstance(tree, DraftTree) or tree.exact:
+            return False
+        name, k = tree.node_law_kind(node)
+        return rows_below(self.scheme, law_class(name), k, tree.n, int(tree.nodes.depth[node]), tree.length)
+
+    def _prepare(self, tree: Tree, node: int) -> Callable[[np.ndarray], np.ndarray]:
+        """``tuples -> P(Y = · | X = x)`` at ``node``: the rows coupling where the walk uses it
+        and HiGHS solves it, else the node's scheme's plan (:func:`node_conditional`)."""
+        if self._rows_below(tree, node):
+            drafts = tree.node_draws(node)[1]
+            coupling = rows_coupling(tree.target_at(node), drafts[0], len(drafts))
+            if coupling is not None:
+                return coupling
+        scheme, law, _ = self._node(tree, node)
+        return node_conditional(scheme, tree.target_at(node), law, tree.exact)
+
     def _conditional(self, tree: Tree, node: int) -> np.ndarray:
         """``P(Y = · | live tuple)`` at ``node``, from a remembered plan when the node's
         distributions and law were met before."""
         name, drafts, tuple_ = tree.node_draws(node)
         p = tree.target_at(node)
         if tree.n > REMEMBER_BELOW:  # hashing a real vocabulary costs more than a plan
-            scheme, law, _ = self._node(tree, node)
-            return node_conditional(scheme, p, law, tree.exact)(tuple_[None, :])[0]
-        key = self._key(name, p, drafts, None if law_class(name).takes_distributions else tuple_)
+            return self._prepare(tree, node)(tuple_[None, :])[0]
+        kind = f"{name}|rows" if self._rows_below(tree, node) else name
+        key = self._key(kind, p, drafts, None if law_class(name).takes_distributions else tuple_)
         if key not in self._plans:
             if len(self._plans) >= _REMEMBERED_PLANS:
                 self._plans.pop(next(iter(self._plans)))
-            scheme, law, _ = self._node(tree, node)
-            self._plans[key] = node_conditional(scheme, p, law, tree.exact)
+            self._plans[key] = self._prepare(tree, node)
         return self._plans[key](tuple_[None, :])[0]
 
     @staticmethod
@@ -305,16 +348,23 @@ class TokenVerifier(TreeVerifier):
         walk(0, Fraction(1) if exact else 1.0)
         return TreeLaw(tree, prob, rows)
 
+    def _select(self, tree: Tree, node: int, rng: np.random.Generator) -> int:
+        """The walk's token Y at ``node``: drawn from the rows coupling's row where the walk uses
+        it (it has no sampler of its own), else selected by the node's scheme."""
+        if self._rows_below(tree, node):
+            return sample_index(self._conditional(tree, node), rng)
+        scheme, law, tuple_ = self._node(tree, node)
+        target = np.asarray(tree.target_at(node), dtype=np.float64)
+        if tree.exact:
+            name, drafts, _ = tree.node_draws(node)
+            law = node_law(name, np.asarray(drafts, dtype=np.float64), tuple_)
+        return scheme.select(target, law, tuple_, rng).token
+
     def _verify(self, tree: Tree, rng: np.random.Generator) -> tuple[int, int]:
         nodes = tree.nodes
         node = 0
         while nodes.children[node]:
-            scheme, law, tuple_ = self._node(tree, node)
-            target = np.asarray(tree.target_at(node), dtype=np.float64)
-            if tree.exact:
-                name, drafts, _ = tree.node_draws(node)
-                law = node_law(name, np.asarray(drafts, dtype=np.float64), tuple_)
-            token = scheme.select(target, law, tuple_, rng).token
+            token = self._select(tree, node, rng)
             following = [c for c in nodes.children[node] if nodes.token[c] == token]
             if not following:
                 return node, token
@@ -335,7 +385,8 @@ def token_batch(scheme, batch: TreeBatch, generator, rng: np.random.Generator | 
     At each depth the trees' current nodes are grouped by the class of their live drafts' law
     and their number; per group the scheme runs once in its batched torch form where it has one
     for that law (:func:`node_scheme`), else its plan for each node,
-    prepared on the host, selects with ``rng`` (an object with ``select`` only: that). The
+    prepared on the host, selects with ``rng`` (an object with ``select`` only: that); where the
+    walk couples by rows (:func:`rows_below`), the rows coupling's row on the host. The
     drafts carrying the output token stay live; a tree whose output is no live draft stops
     with it, and after L accepted tokens a bonus token is drawn from the target.
 
@@ -356,6 +407,7 @@ def token_batch(scheme, batch: TreeBatch, generator, rng: np.random.Generator | 
     accepted = np.zeros(size, dtype=np.int64)
     output = np.zeros(size, dtype=np.int64)
     steps: list[list[NodeStep]] = [[] for _ in range(size)]
+    couplings: dict[bytes, Any] = {}  # rows couplings met in this batch (a small vocabulary), by (p, q, k)
     for depth in range(length):
         nodes: dict[tuple, list[int]] = {}
         for b in np.flatnonzero(~done):
@@ -372,7 +424,9 @@ def token_batch(scheme, batch: TreeBatch, generator, rng: np.random.Generator | 
                 p = target[index, rows[:, 0], depth]  # [G, n]
                 q = draft[index[:, None], rows, depth]  # [G, count, n]
                 x = tokens[index[:, None], rows, depth]  # [G, count]
-            if batched:
+            if rows_below(scheme, law_class, count, target.shape[-1], depth, length):
+                token, flag, plans = zip(*(_rows_select(chosen, law_class, p[g], q[g], x[g], rng, couplings) for g in range(len(members))))
+            elif batched:
                 token, flag = (v.cpu().numpy() for v in chosen.select_batch(p, q, x, generator))
                 plans = [None] * len(members)
             else:
@@ -401,6 +455,23 @@ def token_batch(scheme, batch: TreeBatch, generator, rng: np.random.Generator | 
     return BatchVerification(
         torch.as_tensor(accepted, device=device), first, torch.as_tensor(output, device=device), tuple(map(tuple, steps))
     )
+
+
+def _rows_select(scheme, law_class, p, q, x, rng: np.random.Generator, couplings: dict) -> tuple[int, bool, object]:
+    """Run the rows coupling (:func:`~multidraft.trees._rows_rule.rows_coupling`) at one node on
+    the host: ``(token, accepted, None)``; ``scheme``'s own selection (:func:`_host_select`) where
+    HiGHS does not solve it, as :meth:`TokenVerifier._prepare` falls back. ``couplings``
+    remembers each (p, q, k) met."""
+    target, draft = p.double().cpu().numpy(), q[0].double().cpu().numpy()
+    key = target.tobytes() + draft.tobytes() + bytes([len(q)])
+    if key not in couplings:
+        couplings[key] = rows_coupling(target, draft, len(q))
+    coupling = couplings[key]
+    if coupling is None:
+        return _host_select(scheme, law_class, p, q, x, rng)
+    drafted = x.cpu().numpy()
+    token = sample_index(coupling(drafted[None])[0], rng)
+    return token, bool(np.any(drafted == token)), None
 
 
 def _host_select(scheme, law_class, p, q, x, rng: np.random.Generator) -> tuple[int, bool, object]:

@@ -38,8 +38,9 @@ def positions(groups, uniforms, group_first, group_last, cumulative, piece_start
 def select_rows(local, uniforms, group, group_density, support_draft, support_target, group_first, group_last,
                 cumulative, piece_start, piece_end, column, rejected):  # fmt: skip
     """For every row of ``local [N, K]`` (support indices of the drafts) and ``uniforms
-    [N, >= K + 1]`` (K positions, then acceptance): the selected column (``column [N]``) and whether its draft is rejected
-    (``rejected [N]``); returns the number of rejected rows."""
+    [N, >= K + 1]`` (K for the positions, then the acceptance's): the selected column
+    (``column [N]``) and whether its draft is rejected (``rejected [N]``); returns the number
+    of rejected rows."""
     rows, k = local.shape
     count = 0
     for r in range(rows):

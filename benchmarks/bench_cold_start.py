@@ -18,6 +18,9 @@ compiles.
 Paths (n = 4096, K = 4, so that the work itself is milliseconds):
 
 * ``iid-fit``: the optimal iid verifier's rule (``fit_curtain_rule``: the curtain kernels);
+* ``iid-position``: one fresh position of the optimal scheme on iid drafts (the law built, the
+  target checked, the rule fitted, one draft tuple verified: the fit's and the selection's
+  kernels);
 * ``wor-fit``: the wor rule (``optimal_selection_rule``: the race, J-law, J-curtain stack pass,
   front/back and uniform-tail kernels);
 * ``rrs-wor``: the RRS-without-replacement scheme's estimated acceptance (its path kernels);
@@ -41,7 +44,7 @@ from _common import print_table, provenance, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cold_start.json"
 ROOT = Path(__file__).resolve().parent.parent
-PATHS = ("iid-fit", "wor-fit", "rrs-wor", "block")
+PATHS = ("iid-fit", "iid-position", "wor-fit", "rrs-wor", "block")
 #: The issue's goal for the first call in a new process once the cache exists (seconds).
 GOAL = 0.3
 
@@ -61,6 +64,11 @@ def _work(name: str):
         from multidraft.theory.verifier import fit_curtain_rule
 
         return lambda: fit_curtain_rule(p, q, k).acceptance
+    if name == "iid-position":
+        from multidraft.schemes import get_scheme
+
+        scheme, drafts = get_scheme("optimal"), IID(q, k).sample(np.random.default_rng(1), 1)
+        return lambda: scheme.sample(p, IID(q, k), drafts, np.random.default_rng(2))[0][0]
     if name == "wor-fit":
         from multidraft.theory.verifier import optimal_selection_rule
 

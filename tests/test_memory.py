@@ -179,17 +179,20 @@ from multidraft.theory.verifier import fit_curtain_rule, optimal_selection_rule
 from multidraft.trees._residual import scaled_residual
 import multidraft.schemes.rrs_wor, multidraft.trees._residual
 import multidraft.theory.verifier._curtain_kernels, multidraft.theory.verifier._front_back, multidraft.theory.verifier._wor_curtain
+import multidraft.theory.verifier._curtain_select
 import multidraft.theory.optimum._wor_moments, multidraft.theory.optimum._wor_race, multidraft.theory.verifier._wor_tail
 rng = np.random.default_rng(0)
 p = rng.permutation(zipf(2000, 1.1))
 q = np.exp(np.log(p) + 2.0 * rng.standard_normal(2000))
 q /= q.sum()
-fit_curtain_rule(p, q, 3)
+rule = fit_curtain_rule(p, q, 3)
+rule.run(np.array([[int(rule.support[0])] * 3]), np.full((1, 5), 0.5))
+rule.positions(np.array([[int(rule.support[0])] * 3]), np.full((1, 3), 0.5))
 optimal_selection_rule(p, WithoutReplacement(q, 3))
 get_scheme("rrs-wor").estimate_acceptance(p, WithoutReplacement(q, 3), np.random.default_rng(0), batch=64, min_paths=64, max_paths=64)
 scaled_residual(p, 2.0, q, 1.0)
 stats = {}
-for module in (multidraft.schemes.rrs_wor, multidraft.trees._residual, multidraft.theory.verifier._curtain_kernels,
+for module in (multidraft.schemes.rrs_wor, multidraft.trees._residual, multidraft.theory.verifier._curtain_kernels, multidraft.theory.verifier._curtain_select,
                multidraft.theory.verifier._front_back, multidraft.theory.verifier._wor_curtain, multidraft.theory.optimum._wor_moments,
                multidraft.theory.optimum._wor_race, multidraft.theory.verifier._wor_tail):
     for name, value in vars(module).items():
@@ -212,7 +215,8 @@ def test_every_compiled_kernel_loads_from_the_disk_cache_in_a_new_process():
     env = {**os.environ, "PYTHONPATH": str(root)}
     runs = [subprocess.run([sys.executable, "-c", _KERNEL_RUN], capture_output=True, text=True, env=env, check=True) for _ in range(2)]
     stats = json.loads(runs[1].stdout.strip().splitlines()[-1])
-    assert {"multidraft.schemes.rrs_wor._sample_paths", "multidraft.trees._residual._residual"} <= set(stats)
+    called = {"multidraft.schemes.rrs_wor._sample_paths", "multidraft.trees._residual._residual", "multidraft.theory.verifier._curtain_select.select_rows"}
+    assert called <= set(stats)
     assert len(stats) >= 7  # the kernels called from Python; their callees load inside them
     missed = {name: counts for name, counts in stats.items() if counts[1] or not counts[0]}
     assert not missed, f"compiled afresh in a new process: {missed}"

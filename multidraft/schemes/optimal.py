@@ -90,7 +90,7 @@ class _VerifierPlan(_OptimumPlan):
     def rule(self) -> CurtainRule | FrontBackRule:
         p = np.asarray(self.target, dtype=np.float64)
         if isinstance(self.law, IID):  # the target is the plan's, checked once by prepare
-            return fit_curtain_rule(p, self.law.draft, self.law.k)
+            return fit_curtain_rule(p, self.law.draft, self.law.k, self.law.support_tokens())
         return optimal_selection_rule(p, self.law)
 
     @cached_property

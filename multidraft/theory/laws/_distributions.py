@@ -234,6 +234,16 @@ def as_distribution(
     ...
     ValueError: draft: entries sum to 1 + 0.1, more than float64 rounding explains at n = 2 (tolerance 1e-06); rescale it with as_distribution(..., normalize=True) if that error is expected
     """
+    return checked_row(values, name, normalize=normalize, tolerance=tolerance, batched=batched)[0]
+
+
+def checked_row(
+    values: object, name: str, *, normalize: bool = False, tolerance: float | None = None, batched: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(as_distribution(values, ...), support)``: the same checks and result, and the support
+    (ascending ids of the positive entries, int64) when the checks found it on the way -- a
+    sparse float64 row (a top-k or top-p draft) -- else None. A draft law keeps it, so that a
+    verifier fitted on the support does not search the row for it again (O(n))."""
     if isinstance(values, str):
         values = parse_distribution(values, name)
     dtype = dtype_name(values)
@@ -256,10 +266,10 @@ def as_distribution(
     if normalize:
         if (total <= 0).any():
             raise ValueError(f"{name}: all entries are zero, cannot normalize")
-        return _floored(array / total)
+        return _floored(array / total), None
     worst = float(total.reshape(-1)[int(np.argmax(np.abs(total - 1.0)))])
     check_row_sums(worst, name, dtype=dtype, n=array.shape[-1], tolerance=tolerance)
-    return _floored(array / total)
+    return _floored(array / total), None
 
 
 def _floored(probabilities: np.ndarray) -> np.ndarray:
@@ -291,31 +301,46 @@ def _plain(values: object, name: str) -> object:
     return values
 
 
-def _fast_path(values: object, batched: bool, normalize: bool, tolerance: float) -> np.ndarray | None:
+def _fast_path(values: object, batched: bool, normalize: bool, tolerance: float) -> tuple[np.ndarray, np.ndarray | None] | None:
     """The checks of :func:`as_distribution` in three passes for a float64 array that passes
     them (None otherwise, and the full checks name the defect): a minimum >= 0 excludes NaN
-    and negative entries, and finite row sums exclude infinities. This keeps validation cheap
-    on the per-position hot paths at a 10⁵-token vocabulary; the floor costs nothing more when
-    the minimum already clears it (a softmax without zeros)."""
+    and negative entries, and a finite sum excludes infinities. This keeps validation cheap on
+    the per-position hot paths at a 10⁵-token vocabulary; the floor costs nothing more when the
+    minimum already clears it (a softmax without zeros).
+
+    A sparse 1-D row (at most 1/:data:`SPARSE_SHARE` of its entries positive: a top-k or top-p
+    draft) is summed over its positive entries only: with the minimum >= 0 every other entry is
+    exactly zero, so that is the same sum up to the order of the additions (within the
+    tolerance policy's rounding bound, which holds for any order), and the row's support comes
+    with it (:func:`checked_row`). Returns ``(row, support or None)``."""
     if not (isinstance(values, np.ndarray) and values.dtype == np.float64 and values.size):
         return None
     if values.ndim != 1 and not (batched and values.ndim > 1):
         return None
-    total = values.sum(axis=-1, keepdims=True)
     least = values.min()
-    if not (least >= 0 and np.isfinite(total).all()):
-        return None
-    if normalize and not (total > 0).all():
-        return None
-    if not normalize and not (np.abs(total - 1.0) <= tolerance).all():
+    if not least >= 0:  # also False for NaN
         return None
     if least == 0.0 and values.ndim == 1:
         positive = values > 0.0
-        if np.count_nonzero(positive) <= len(values) // SPARSE_SHARE:  # a sparse draft (top-k/top-p)
-            return _sparse_scaled(values, np.flatnonzero(positive), float(total[0]))
+        if np.count_nonzero(positive) <= len(values) // SPARSE_SHARE:
+            support = np.flatnonzero(positive)
+            inside = values[support]
+            total = inside.sum(keepdims=True)
+            return _sparse_scaled(len(values), support, inside, total[0]) if _sum_passes(total, normalize, tolerance) else None
+    total = values.sum(axis=-1, keepdims=True)
+    if not _sum_passes(total, normalize, tolerance):
+        return None
     # x / 1.0 == x: a row sum of exactly one (common) needs a copy, not a division (~3x slower)
     out = values.copy() if (total == 1.0).all() else values / total
-    return out if least >= MASS_FLOOR * total.max() else _floored(out)
+    return (out if least >= MASS_FLOOR * total.max() else _floored(out)), None
+
+
+def _sum_passes(total: np.ndarray, normalize: bool, tolerance: float) -> bool:
+    """Whether row sums ``total`` are finite and, for :func:`_fast_path`, positive (to rescale)
+    or within ``tolerance`` of one."""
+    if not np.isfinite(total).all():
+        return False
+    return bool((total > 0).all()) if normalize else bool((np.abs(total - 1.0) <= tolerance).all())
 
 
 #: A 1-D input with at most 1/SPARSE_SHARE of its entries positive is scaled on those entries
@@ -323,16 +348,19 @@ def _fast_path(values: object, batched: bool, normalize: bool, tolerance: float)
 SPARSE_SHARE = 8
 
 
-def _sparse_scaled(values: np.ndarray, positive: np.ndarray, total: float) -> np.ndarray:
-    """``values / total`` with the floor applied, for a 1-D array whose positive entries are
-    ``positive`` and the others zero: the same numbers as the dense route (zero stays zero),
-    with the division and the floor's test on the positive entries only (a top-100 draft at
-    n = 131072: ~30 µs instead of ~100 µs)."""
-    out = np.zeros(len(values))
-    scaled = values[positive] / total
-    scaled[scaled < MASS_FLOOR] = 0.0
+def _sparse_scaled(n: int, positive: np.ndarray, inside: np.ndarray, total: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, support)`` for a row of n entries that is ``inside`` at the ids ``positive`` and
+    zero elsewhere: ``inside / total`` with the floor applied (zero stays zero), written into
+    zeros, so that the division and the floor's test touch the positive entries only (a
+    top-100 draft at n = 131072: a few µs instead of ~100 µs); the support is ``positive`` less
+    the entries the floor set to zero."""
+    out = np.zeros(n)
+    scaled = inside / total
+    kept = scaled >= MASS_FLOOR
+    if not kept.all():
+        positive, scaled = positive[kept], scaled[kept]
     out[positive] = scaled
-    return out
+    return out, positive
 
 
 def _to_float_list(values: object) -> object:

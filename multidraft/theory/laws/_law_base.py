@@ -20,6 +20,7 @@ from multidraft.theory.laws._distributions import (
     as_distribution,
     as_exact_distribution,
     check_count,
+    checked_row,
     check_generator,
     is_exact_input,
 )
@@ -51,8 +52,12 @@ def check_k(k: int) -> int:
     return check_count(k, "k", meaning="the number of drafts")
 
 
-def validated_draft(draft: object, name: str, normalize: bool) -> tuple[np.ndarray, tuple[Fraction, ...] | None]:
-    """Float copy of a draft distribution plus its exact Fractions when given exactly.
+def validated_draft(
+    draft: object, name: str, normalize: bool
+) -> tuple[np.ndarray, tuple[Fraction, ...] | None, np.ndarray | None]:
+    """Float copy of a draft distribution, its exact Fractions when given exactly, and its
+    support (ascending token ids of the positive entries) when validation found it on the way
+    (a sparse float row, :func:`~multidraft.theory.laws._distributions.checked_row`), else None.
 
     A positive exact entry below :data:`~multidraft.theory.laws.MASS_FLOOR` (1e-300)
     is kept as ``MASS_FLOOR`` in the float copy, so that every support
@@ -61,8 +66,9 @@ def validated_draft(draft: object, name: str, normalize: bool) -> tuple[np.ndarr
     """
     if is_exact_input(draft) or (isinstance(draft, str) and "." not in draft):
         exact = as_exact_distribution(draft, name, normalize=normalize)
-        return np.array([max(float(x), MASS_FLOOR) if x > 0 else 0.0 for x in exact]), exact
-    return as_distribution(draft, name, normalize=normalize), None
+        return np.array([max(float(x), MASS_FLOOR) if x > 0 else 0.0 for x in exact]), exact, None
+    values, support = checked_row(draft, name, normalize=normalize)
+    return values, None, support
 
 
 def product_enumeration(drafts: Sequence[np.ndarray], guard, field: Field) -> tuple[np.ndarray, np.ndarray]:
@@ -350,7 +356,7 @@ class DraftLaw(ABC):
         drafts = np.asarray(drafts)
         if drafts.shape != (self.k,):
             raise ValueError(f"drafts: expected {self.k} draft tokens (k={self.k}), got shape {drafts.shape}")
-        if not np.issubdtype(drafts.dtype, np.integer):
+        if drafts.dtype.kind not in "iu":  # signed or unsigned integers
             raise ValueError(f"drafts: token ids must be integers, got dtype {drafts.dtype}")
         if (drafts < 0).any() or (drafts >= self.n).any():
             raise ValueError(f"drafts: token ids must lie in [0, {self.n}), got {drafts.tolist()}")

@@ -63,7 +63,7 @@ class _OneDistributionLaw(DraftLaw):
 
     def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
         self.k = check_k(k)
-        self.draft, self._exact_draft = validated_draft(draft, "draft", normalize)
+        self.draft, self._exact_draft, self._support_tokens = validated_draft(draft, "draft", normalize)
         self.n = len(self.draft)
 
     @property
@@ -95,6 +95,14 @@ class _RatioPrefixLaw(_OneDistributionLaw):
     @property
     def support(self) -> np.ndarray:
         return self.draft > 0
+
+    def support_tokens(self) -> np.ndarray:
+        """The token ids with q > 0, ascending (int64, read-only): found once, by the draft's
+        validation where it is sparse (a top-k or top-p draft), else on first use."""
+        if self._support_tokens is None:
+            self._support_tokens = np.flatnonzero(self.support)
+        self._support_tokens.flags.writeable = False
+        return self._support_tokens
 
     def marginal(self, position: int, exact: bool = False) -> np.ndarray:
         """q for the first draft (``X_1 ~ q`` under both laws); later positions: subclass."""

@@ -34,6 +34,7 @@ fit to fit (:class:`_Workspace`).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -207,7 +208,8 @@ def _kept_arrays(size: int, best: int, groups: int) -> tuple[np.ndarray, ...]:
     faults)."""
     lengths = (best, (size + 1) // 2, groups + 1, 2 * groups, 2 * groups, groups)  # in 8-byte words
     buffer = np.empty(sum(lengths))
-    cut, group, group_bounds, piece_start, piece_end, density = np.split(buffer, np.cumsum(lengths)[:-1])
+    ends = list(itertools.accumulate(lengths))
+    cut, group, group_bounds, piece_start, piece_end, density = (buffer[a:b] for a, b in zip([0, *ends], ends))
     group_bounds = group_bounds.view(np.int64)
     group_bounds[0] = 0
     return cut.view(np.int64), group.view(np.int32)[:size], group_bounds, piece_start, piece_end, density

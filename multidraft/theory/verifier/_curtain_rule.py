@@ -184,13 +184,19 @@ class CurtainRule:
         return self._positions(self._local(tuples), uniforms)
 
     def _positions(self, local: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-        """:meth:`positions` of drafts given by their support indices."""
-        group = self.group[local]
-        cumulative = self.piece_cumulative
-        first, last = self.group_first[group], self.group_last[group]
-        level = cumulative[first] + uniforms * (cumulative[last] - cumulative[first])
-        piece = np.clip(np.searchsorted(cumulative, level, side="right") - 1, first, last - 1)
-        return np.minimum(self.piece_start[piece] + (level - cumulative[piece]), self.piece_end[piece])
+        """:meth:`positions` of drafts given by their support indices (the compiled formula of
+        :mod:`~multidraft.theory.verifier._curtain_select`)."""
+        out = np.empty(np.shape(local))
+        _select().positions(
+            self.group[local].ravel(), np.ascontiguousarray(uniforms, dtype=np.float64).ravel(), *self._layout_arrays, out.reshape(-1)
+        )  # fmt: skip
+        return out
+
+    @property
+    def _layout_arrays(self) -> tuple[np.ndarray, ...]:
+        """``(group_first, group_last, piece_cumulative, piece_start, piece_end)``, what a
+        position needs besides the draft's group and uniform."""
+        return self.group_first, self.group_last, self.piece_cumulative, self.piece_start, self.piece_end
 
     def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The selected draft position (column) for every row of ``tuples [N, K]``: the draft
@@ -206,14 +212,14 @@ class CurtainRule:
         output there is a draw from p restricted to ``Ω ∖ support``, which the caller makes
         (only it holds that part of the target)."""
         tuples = np.asarray(tuples, dtype=np.int64)
-        rows = np.arange(len(tuples))
-        drafted = self._local(tuples)
-        column = np.argmin(self._positions(drafted, uniforms[:, : self.k]), axis=-1)
-        chosen, local = tuples[rows, column], drafted[rows, column]
-        tokens = chosen.copy()
-        law = self.support_draft[local] * self.group_density[self.group[local]]
-        rejected = np.flatnonzero(uniforms[:, self.k] * law >= self.support_target[local])
-        if len(rejected):
+        column, rejected = np.empty(len(tuples), dtype=np.int64), np.empty(len(tuples), dtype=np.bool_)
+        count = _select().select_rows(
+            self._local(tuples), np.ascontiguousarray(uniforms, dtype=np.float64), self.group, self.group_density,
+            self.support_draft, self.support_target, *self._layout_arrays, column, rejected,
+        )  # fmt: skip
+        tokens = tuples[np.arange(len(tuples)), column]
+        if count:
+            rejected = np.flatnonzero(rejected)
             weights, inside, outside = self._residual_parts
             level = uniforms[rejected, self.k + 1] * (inside + outside)
             within = level < inside
@@ -336,11 +342,22 @@ class CurtainRule:
         return np.where(point[group], np.prod(survive, axis=-1), 0.0)
 
 
-def fit_curtain_rule(p: np.ndarray, q: np.ndarray, k: int) -> CurtainRule:
+def _select():
+    """The compiled selection (:mod:`multidraft.theory.verifier._curtain_select`), imported on
+    first use so that importing the theory does not import numba."""
+    from multidraft.theory.verifier import _curtain_select
+
+    return _curtain_select
+
+
+def fit_curtain_rule(p: np.ndarray, q: np.ndarray, k: int, support: np.ndarray | None = None) -> CurtainRule:
     """The optimal iid verifier's rule for a validated target p and draft q (both [n]): the
-    support of q (O(n)), then :func:`fit_support_rule` on it."""
+    support of q (``support``, the ascending ids with q > 0, when the caller has it -- an
+    ``IID`` law's :meth:`~multidraft.theory.laws.IID.support_tokens` -- else found here, O(n)),
+    then :func:`fit_support_rule` on it."""
     n = len(p)
-    support = np.flatnonzero(q > 0)  # ~20 µs at n = 131072 (np.flatnonzero(q) on floats: ~200 µs)
+    if support is None:
+        support = np.flatnonzero(q > 0)  # ~20 µs at n = 131072 (np.flatnonzero(q) on floats: ~200 µs)
     if len(support) == n:
         return fit_support_rule(p, q, every_token(n), n, k, target=p, draft=q, outside_mass=0.0)
     return fit_support_rule(p[support], q[support], support, n, k, target=p, draft=q)

@@ -91,4 +91,4 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
         return fit_independent_rule(p, first, second)
     if isinstance(law, WithoutReplacement):
         return wor_selection_rule(p, law.draft, law.k)
-    return fit_curtain_rule(p, law.draft, law.k)
+    return fit_curtain_rule(p, law.draft, law.k, law.support_tokens())

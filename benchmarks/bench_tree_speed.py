@@ -26,7 +26,7 @@ the existing JSON and the others are kept, each row with the run that measured i
 commit, before, load; a row without one is from the run in ``provenance``).
 
 Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5]
-[--verifiers token:specinfer,selective] [--trees "chains(8,8)"]``
+[--verifiers token:specinfer,selective] [--trees "chains(8,8),expansion[8,7] iid"]``
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -123,7 +124,7 @@ def _names(choices: tuple[str, ...]):
     """An argparse type: a comma-separated list of names from ``choices`` (unknown ones fail with the list)."""
 
     def parse(text: str) -> tuple[str, ...]:
-        names = tuple(name.strip() for name in text.split(",") if name.strip())
+        names = tuple(name.strip() for name in re.split(r",(?![^()\[\]]*[)\]])", text) if name.strip())  # not the commas inside names
         unknown = [name for name in names if name not in choices]
         if unknown or not names:
             raise argparse.ArgumentTypeError(f"unknown {unknown or 'empty list'}; choose from {', '.join(choices)}")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.schemes._threads import on_idle_cores
-from multidraft.schemes.base import Capabilities, Plan, Scheme, normalise, positive_part, safe_divide, sample_rows
+from multidraft.schemes.base import Capabilities, Plan, Scheme, positive_part, safe_divide, sample_rows
 from multidraft.theory import field
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.laws import DraftLaw, WithoutReplacement
@@ -175,20 +175,35 @@ class _RRSWithoutReplacementPlan(Plan):
         return first + float(rejected[holders] @ second)
 
     def _steps(self, tuples: np.ndarray):
-        """Yield, per position i, ``(accept [m], residual before step i [m, n])`` and finally
-        the residual after the last step."""
+        """Yield, per position i, ``(accept [m], x_i [m])`` and finally ``(None, r_K [m, n])``: the
+        residual after the last step. A consumer that stops early skips the later residuals.
+
+        The ``[m, n]`` arrays are allocated once: ``left`` holds q on the tokens not drawn yet
+        (:meth:`RRSWithoutReplacement._step_draft` renormalises it), and in float plans each
+        ``q^{(i)}`` and residual are written into the buffer of the residual before (the same
+        operations, in place)."""
         m, k = tuples.shape
         rows = np.arange(m)
-        draft = self.law.marginal(0, self.exact)  # q, the law of the first draft
+        arithmetic = field(self.exact)
         residual = np.broadcast_to(self.target, (m, len(self.target))).copy()
-        available = np.ones((m, len(self.target)), dtype=bool)
+        draft = self.law.marginal(0, self.exact)  # q, the law of the first draft
+        left = np.broadcast_to(draft, residual.shape).copy()
+        spare = None if self.exact else np.empty_like(residual)
         for i in range(k):
-            q_i = self.scheme._step_draft(draft, available)
+            q_i = self.scheme._step_draft(draft, left, spare)
             x = tuples[:, i]
             accept = np.minimum(safe_divide(residual[rows, x], q_i[rows, x]), 1)
             yield accept, x
-            residual = normalise(positive_part(residual - q_i), residual)
-            available[rows, x] = False
+            if self.exact:
+                excess = positive_part(residual - q_i)
+            else:
+                excess = np.maximum(np.subtract(residual, q_i, out=spare), 0.0, out=spare)
+            mass = excess.sum(axis=-1, keepdims=True)
+            excess /= np.where(mass > 0, mass, 1)
+            dead = np.flatnonzero(mass[:, 0] <= 0)  # reached with probability zero: keep r_{i-1}
+            excess[dead] = residual[dead]
+            residual, spare = excess, None if self.exact else residual
+            left[rows, x] = arithmetic.zero
         yield None, residual
 
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
@@ -215,6 +230,8 @@ class _RRSWithoutReplacementPlan(Plan):
                 return tokens
             take = undecided & (uniform[:, i] < accept)
             tokens[take] = value[take]
+            if take.sum() == undecided.sum():  # every row decided: no later residual is needed
+                return tokens
         raise AssertionError("unreachable")
 
 
@@ -235,11 +252,11 @@ class RRSWithoutReplacement(Scheme):
         return _RRSWithoutReplacementPlan(self, p, law, exact)
 
     @staticmethod
-    def _step_draft(draft: np.ndarray, available: np.ndarray) -> np.ndarray:
-        """The law of the next draft given the tokens still ``available [m, n]``: q restricted
-        to them and renormalised, ``q^{(i)}``."""
-        restricted = np.where(available, draft[None, :], 0)
-        return restricted / restricted.sum(axis=-1, keepdims=True)
+    def _step_draft(draft: np.ndarray, left: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The law of the next draft, ``q^{(i)} [m, n]``: q on the tokens not drawn yet (``left``,
+        0 on the drawn ones) renormalised, summed over those tokens (written into ``out`` when
+        given). ``draft`` is q itself."""
+        return np.divide(left, left.sum(axis=-1, keepdims=True), out=out)
 
     @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):

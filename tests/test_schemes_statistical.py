@@ -118,7 +118,7 @@ class RRSWithoutRenormalisation(RRSWithoutReplacement):
 
     @staticmethod
     def _step_draft(draft, left, out=None):
-        return np.broadcast_to(draft, left.shape)
+        return np.broadcast_to(draft, left.shape).copy()
 
 
 class _WrongResidualPlan(RRSPlan):

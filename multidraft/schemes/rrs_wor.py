@@ -178,17 +178,18 @@ class _RRSWithoutReplacementPlan(Plan):
         """Yield, per position i, ``(accept [m], x_i [m])`` and finally ``(None, r_K [m, n])``: the
         residual after the last step. A consumer that stops early skips the later residuals.
 
-        The ``[m, n]`` arrays are allocated once: ``left`` holds q on the tokens not drawn yet
-        (:meth:`RRSWithoutReplacement._step_draft` renormalises it), and in float plans each
-        ``q^{(i)}`` and residual are written into the buffer of the residual before (the same
-        operations, in place)."""
+        ``left`` is q on the tokens not drawn yet (:meth:`RRSWithoutReplacement._step_draft`
+        renormalises it into ``q^{(i)}``); r_0 and ``left`` are read-only views of p and q until
+        the first update, and each residual is written over the ``q^{(i)}`` it used (in float
+        plans the buffers then go round: three ``[m, n]`` arrays however large K, one when the
+        first draft decides every row)."""
         m, k = tuples.shape
         rows = np.arange(m)
         arithmetic = field(self.exact)
-        residual = np.broadcast_to(self.target, (m, len(self.target))).copy()
         draft = self.law.marginal(0, self.exact)  # q, the law of the first draft
-        left = np.broadcast_to(draft, residual.shape).copy()
-        spare = None if self.exact else np.empty_like(residual)
+        residual = np.broadcast_to(self.target, (m, len(self.target)))
+        left = np.broadcast_to(draft, residual.shape)
+        spare = None
         for i in range(k):
             q_i = self.scheme._step_draft(draft, left, spare)
             x = tuples[:, i]
@@ -197,12 +198,15 @@ class _RRSWithoutReplacementPlan(Plan):
             if self.exact:
                 excess = positive_part(residual - q_i)
             else:
-                excess = np.maximum(np.subtract(residual, q_i, out=spare), 0.0, out=spare)
+                excess = np.maximum(np.subtract(residual, q_i, out=q_i), 0.0, out=q_i)
             mass = excess.sum(axis=-1, keepdims=True)
             excess /= np.where(mass > 0, mass, 1)
             dead = np.flatnonzero(mass[:, 0] <= 0)  # reached with probability zero: keep r_{i-1}
             excess[dead] = residual[dead]
-            residual, spare = excess, None if self.exact else residual
+            spare = residual if residual.flags.writeable and not self.exact else None
+            residual = excess
+            if not left.flags.writeable:
+                left = left.copy()
             left[rows, x] = arithmetic.zero
         yield None, residual
 

@@ -211,14 +211,16 @@ class _RRSWithoutReplacementPlan(Plan):
         yield None, residual
 
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
-        m, n = len(tuples), len(self.target)
-        arithmetic = field(self.exact)
-        out, reach = arithmetic.zeros((m, n)), arithmetic.ones(m)
-        rows = np.arange(m)
+        """``P(Y = · | x) = reach_K r_K + Σ_i reach_i a_i(x_i) 1[· = x_i]``, written over r_K (the
+        plan's own last buffer): one ``[m, n]`` pass after the steps."""
+        rows, hits, reach = np.arange(len(tuples)), [], field(self.exact).ones(len(tuples))
         for accept, value in self._steps(tuples):
             if accept is None:
-                return out + reach[:, None] * value
-            out[rows, value] += reach * accept
+                value *= reach[:, None]
+                for x, hit in hits:  # distinct tokens in a row: one hit per entry
+                    value[rows, x] += hit
+                return value
+            hits.append((value, reach * accept))
             reach = reach * (1 - accept)
         raise AssertionError("unreachable")
 

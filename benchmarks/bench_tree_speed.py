@@ -20,13 +20,14 @@ run in a subprocess) and then on the working tree, on the same trees; E[τ | tre
 in the same process (the machine is shared; absolute times move with its load, recorded with the
 result). Writes ``benchmarks/results/tree_speed.json``.
 
-**Selected rows.** ``--verifiers`` and ``--trees`` (comma-separated names from :data:`VERIFIERS`
-and :data:`TREES`) time only those rows, before and after; their rows then replace the same rows of
-the existing JSON and the others are kept, each row with the run that measured it (``run``: date,
-commit, before, load; a row without one is from the run in ``provenance``).
+**Selected rows.** ``--only`` (comma-separated ``VERIFIER@TREE`` patterns over :data:`VERIFIERS`
+and :data:`TREES`, either side ``*``) times only the rows some pattern names, before and after;
+they then replace the same rows of the existing JSON and the others are kept, each row with the
+run that measured it (``run``: date, commit, before, load; a row without one is from the run in
+``provenance``).
 
 Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5]
-[--verifiers token:specinfer,selective] [--trees "chains(8,8),expansion[8,7] iid"]``
+[--only "token:specinfer@*,*@chains(8,8)"]``
 """
 
 from __future__ import annotations
@@ -77,16 +78,17 @@ def cpu_ms(function, repeats: int) -> tuple[float, object]:
     return 1e3 * float(np.median(times)), result
 
 
-def run(n: int, seeds: int, repeats: int, verifiers=VERIFIERS, tree_names=TREES) -> dict:
-    """Time ``verifiers`` on ``tree_names`` (default: all) with the ``multidraft`` on the path (one process)."""
+def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = (("*", "*"),)) -> dict:
+    """Time the verifiers on the trees, the rows that a pattern of ``only`` names (default: all),
+    with the ``multidraft`` on the path (one process)."""
     from multidraft.trees import get_verifier
 
     row = np.random.default_rng(0).random(n)
     argsort_ms = cpu_ms(lambda: np.argsort(row), 20)[0]
     rows = []
-    for tree_name in tree_names:
+    for tree_name in (t for t in TREES if any(_selected(v, t, only) for v in VERIFIERS)):
         trees = [build(tree_name, n, seed) for seed in range(seeds)]
-        for name in verifiers:
+        for name in (v for v in VERIFIERS if _selected(v, tree_name, only)):
             verifier = get_verifier(name)
             if not all(verifier.supports(t) for t in trees):
                 continue
@@ -120,17 +122,19 @@ def before(revision: str, n: int, seeds: int, repeats: int, selection: list[str]
     return {**result, "commit": commit}
 
 
-def _names(choices: tuple[str, ...]):
-    """An argparse type: a comma-separated list of names from ``choices`` (unknown ones fail with the list)."""
+def _selected(verifier: str, tree: str, only: tuple[tuple[str, str], ...]) -> bool:
+    return any(v in ("*", verifier) and t in ("*", tree) for v, t in only)
 
-    def parse(text: str) -> tuple[str, ...]:
-        names = tuple(name.strip() for name in re.split(r",(?![^()\[\]]*[)\]])", text) if name.strip())  # not the commas inside names
-        unknown = [name for name in names if name not in choices]
-        if unknown or not names:
-            raise argparse.ArgumentTypeError(f"unknown {unknown or 'empty list'}; choose from {', '.join(choices)}")
-        return names
 
-    return parse
+def _patterns(text: str) -> tuple[tuple[str, str], ...]:
+    """``--only``: comma-separated ``VERIFIER@TREE`` patterns (``*`` for any); unknown names fail with the lists."""
+    patterns = []
+    for item in (part.strip() for part in re.split(r",(?![^()\[\]]*[)\]])", text)):  # not the commas inside names
+        verifier, _, tree = item.partition("@")
+        if verifier not in ("*", *VERIFIERS) or tree not in ("*", *TREES):
+            raise argparse.ArgumentTypeError(f"{item!r}: expected VERIFIER@TREE with VERIFIER in *, {', '.join(VERIFIERS)} and TREE in *, {', '.join(TREES)}")
+        patterns.append((verifier, tree))
+    return tuple(patterns)
 
 
 def main() -> None:
@@ -139,15 +143,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2, help="trees per family")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per tree (capped at 3 s)")
     parser.add_argument("--before", default=None, help="revision timed as 'before' (default: merge base with main)")
-    parser.add_argument("--verifiers", type=_names(VERIFIERS), default=VERIFIERS, help="comma-separated verifiers to time (default: all)")
-    parser.add_argument("--trees", type=_names(TREES), default=TREES, help="comma-separated tree families to time (default: all)")
+    parser.add_argument("--only", type=_patterns, default=(("*", "*"),), help="comma-separated VERIFIER@TREE rows to time (* for any; default: all)")
     parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # the 'before' subprocess writes here
     args = parser.parse_args()
     if args.inner:
-        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.verifiers, args.trees)))
+        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.only)))
         return
-    selection = ["--verifiers", ",".join(args.verifiers), "--trees", ",".join(args.trees)]
-    complete = set(args.verifiers) == set(VERIFIERS) and set(args.trees) == set(TREES)
+    selection = ["--only", ",".join(f"{v}@{t}" for v, t in args.only)]
+    complete = ("*", "*") in args.only
 
     from _common import print_table, provenance, write_json
 
@@ -155,7 +158,7 @@ def main() -> None:
     print(f"before: {revision}", file=sys.stderr)
     old = before(revision, args.vocab, args.seeds, args.repeats, selection)
     print("after: working tree", file=sys.stderr)
-    new = run(args.vocab, args.seeds, args.repeats, args.verifiers, args.trees)
+    new = run(args.vocab, args.seeds, args.repeats, args.only)
     previous = {(r["tree"], r["verifier"]): r for r in old["rows"]}
     rows = []
     for r in new["rows"]:

@@ -181,20 +181,25 @@ class _RRSWithoutReplacementPlan(Plan):
         ``left`` is q on the tokens not drawn yet (:meth:`RRSWithoutReplacement._step_draft`
         renormalises it into ``q^{(i)}``); r_0 and ``left`` are read-only views of p and q until
         the first update, and each residual is written over the ``q^{(i)}`` it used (in float
-        plans the buffers then go round: three ``[m, n]`` arrays however large K, one when the
-        first draft decides every row)."""
+        plans the buffers then go round: three ``[m, n]`` arrays however large K, none when the
+        first draft decides every row: ``q^{(1)} = q`` is then read at the tuples' tokens only)."""
         m, k = tuples.shape
         rows = np.arange(m)
         arithmetic = field(self.exact)
         draft = self.law.marginal(0, self.exact)  # q, the law of the first draft
         residual = np.broadcast_to(self.target, (m, len(self.target)))
         left = np.broadcast_to(draft, residual.shape)
-        spare = None
+        spare, q_i = None, None
         for i in range(k):
-            q_i = self.scheme._step_draft(draft, left, spare)
             x = tuples[:, i]
-            accept = np.minimum(safe_divide(residual[rows, x], q_i[rows, x]), 1)
+            if i > 0:
+                q_i = self.scheme._step_draft(draft, left, spare)
+            # the first draft's law is q itself: read at the drafted tokens until the walk goes on
+            q_x = left[rows, x] / left.sum(axis=-1) if q_i is None else q_i[rows, x]
+            accept = np.minimum(safe_divide(residual[rows, x], q_x), 1)
             yield accept, x
+            if q_i is None:
+                q_i = self.scheme._step_draft(draft, left, spare)
             if self.exact:
                 excess = positive_part(residual - q_i)
             else:

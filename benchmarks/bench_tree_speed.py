@@ -20,7 +20,14 @@ run in a subprocess) and then on the working tree, on the same trees; E[τ | tre
 in the same process (the machine is shared; absolute times move with its load, recorded with the
 result). Writes ``benchmarks/results/tree_speed.json``.
 
-Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5]``
+**Selected rows.** ``--only`` (comma-separated ``VERIFIER@TREE`` patterns over :data:`VERIFIERS`
+and :data:`TREES`, either side ``*``) times only the rows some pattern names, before and after;
+they then replace the same rows of the existing JSON and the others are kept, each row with the
+run that measured it (``run``: date, commit, before, load; a row without one is from the run in
+``provenance``).
+
+Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5]
+[--only "token:specinfer@*,*@chains(8,8)"]``
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,16 +78,17 @@ def cpu_ms(function, repeats: int) -> tuple[float, object]:
     return 1e3 * float(np.median(times)), result
 
 
-def run(n: int, seeds: int, repeats: int) -> dict:
-    """Time every verifier on every tree with the ``multidraft`` on the path (one process)."""
+def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = (("*", "*"),)) -> dict:
+    """Time the verifiers on the trees, the rows that a pattern of ``only`` names (default: all),
+    with the ``multidraft`` on the path (one process)."""
     from multidraft.trees import get_verifier
 
     row = np.random.default_rng(0).random(n)
     argsort_ms = cpu_ms(lambda: np.argsort(row), 20)[0]
     rows = []
-    for tree_name in TREES:
+    for tree_name in (t for t in TREES if any(_selected(v, t, only) for v in VERIFIERS)):
         trees = [build(tree_name, n, seed) for seed in range(seeds)]
-        for name in VERIFIERS:
+        for name in (v for v in VERIFIERS if _selected(v, tree_name, only)):
             verifier = get_verifier(name)
             if not all(verifier.supports(t) for t in trees):
                 continue
@@ -98,7 +107,7 @@ def run(n: int, seeds: int, repeats: int) -> dict:
     return {"argsort_ms": argsort_ms, "load_average": os.getloadavg(), "rows": rows, "package": multidraft.__file__}
 
 
-def before(revision: str, n: int, seeds: int, repeats: int) -> dict:
+def before(revision: str, n: int, seeds: int, repeats: int, selection: list[str]) -> dict:
     """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory)."""
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip())
     commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
@@ -107,10 +116,25 @@ def before(revision: str, n: int, seeds: int, repeats: int) -> dict:
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
         out = Path(folder) / "before.json"
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, str(HERE)])}
-        command = [sys.executable, str(Path(__file__).resolve()), "--inner", str(out), "--vocab", str(n), "--seeds", str(seeds), "--repeats", str(repeats)]
+        command = [sys.executable, str(Path(__file__).resolve()), "--inner", str(out), "--vocab", str(n), "--seeds", str(seeds), "--repeats", str(repeats), *selection]
         subprocess.run(command, check=True, env=environment, cwd=folder)
         result = json.loads(out.read_text())
     return {**result, "commit": commit}
+
+
+def _selected(verifier: str, tree: str, only: tuple[tuple[str, str], ...]) -> bool:
+    return any(v in ("*", verifier) and t in ("*", tree) for v, t in only)
+
+
+def _patterns(text: str) -> tuple[tuple[str, str], ...]:
+    """``--only``: comma-separated ``VERIFIER@TREE`` patterns (``*`` for any); unknown names fail with the lists."""
+    patterns = []
+    for item in (part.strip() for part in re.split(r",(?![^()\[\]]*[)\]])", text)):  # not the commas inside names
+        verifier, _, tree = item.partition("@")
+        if verifier not in ("*", *VERIFIERS) or tree not in ("*", *TREES):
+            raise argparse.ArgumentTypeError(f"{item!r}: expected VERIFIER@TREE with VERIFIER in *, {', '.join(VERIFIERS)} and TREE in *, {', '.join(TREES)}")
+        patterns.append((verifier, tree))
+    return tuple(patterns)
 
 
 def main() -> None:
@@ -119,19 +143,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2, help="trees per family")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per tree (capped at 3 s)")
     parser.add_argument("--before", default=None, help="revision timed as 'before' (default: merge base with main)")
+    parser.add_argument("--only", type=_patterns, default=(("*", "*"),), help="comma-separated VERIFIER@TREE rows to time (* for any; default: all)")
     parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # the 'before' subprocess writes here
     args = parser.parse_args()
     if args.inner:
-        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats)))
+        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.only)))
         return
+    selection = ["--only", ",".join(f"{v}@{t}" for v, t in args.only)]
+    complete = ("*", "*") in args.only
 
     from _common import print_table, provenance, write_json
 
     revision = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip()
     print(f"before: {revision}", file=sys.stderr)
-    old = before(revision, args.vocab, args.seeds, args.repeats)
+    old = before(revision, args.vocab, args.seeds, args.repeats, selection)
     print("after: working tree", file=sys.stderr)
-    new = run(args.vocab, args.seeds, args.repeats)
+    new = run(args.vocab, args.seeds, args.repeats, args.only)
     previous = {(r["tree"], r["verifier"]): r for r in old["rows"]}
     rows = []
     for r in new["rows"]:
@@ -164,9 +191,17 @@ def main() -> None:
         "goals_ms": GOALS_MS,
         "before": {"commit": old["commit"], "argsort_ms": old["argsort_ms"], "load_average": old["load_average"], "package": old["package"]},
         "after": {"argsort_ms": new["argsort_ms"], "load_average": new["load_average"], "package": new["package"]},
-        "rows": rows,
     }
-    path = write_json(HERE / "results" / "tree_speed.json", data)
+    record = {"date": data["provenance"]["date"], "commit": data["provenance"].get("commit"), "before": old["commit"], "load_average": new["load_average"]}
+    rows = [{**row, "run": record} for row in rows]
+    path = HERE / "results" / "tree_speed.json"
+    if not complete and path.exists():  # a selection: its rows replace the same rows, the rest are kept
+        data = json.loads(path.read_text())
+        measured = {(r["tree"], r["verifier"]) for r in rows}
+        rows = [r for r in data["rows"] if (r["tree"], r["verifier"]) not in measured] + rows
+        rows.sort(key=lambda r: (TREES.index(r["tree"]), VERIFIERS.index(r["verifier"])))
+    data["rows"] = rows
+    path = write_json(path, data)
     print(f"wrote {path}")
 
 

@@ -187,6 +187,63 @@ def test_sampled_tokens_never_have_target_mass_zero(name, kind):
 
 
 # ----------------------------------------------------------------------------------------------
+# A float plan runs a tuple by one pass over the residuals (RRSPlan.walk), never building the
+# [K, s] step table; the table (SequentialRule) is the second route.
+
+
+class _FirstResidualReused(RRSPlan):
+    """WRONG: a lazy plan that tests draft 1 against r_0 again (it skips the first update)."""
+
+    def residual_pass(self):
+        steps = super().residual_pass()
+        first = next(steps)
+        yield first
+        yield first
+        next(steps)
+        yield from steps
+
+
+WALK_CASES = [("dense", None, 4), ("iid", 100, 4), ("independent", 0.9, 3), ("deterministic", None, 4)]
+
+
+@pytest.mark.parametrize("kind, keep, k", WALK_CASES)
+def test_specinfer_walk_equals_the_step_table_and_a_twin_reusing_r0_is_caught(kind, keep, k):
+    """At 200 sampled tuples (n = 4096, full or cut drafts): the walk's a_i(x_i) and r_K equal
+    the table's bit for bit (the same float operations), its conditional laws and its draws from
+    the same generator state too; a draw stops once every row has accepted (then no residual).
+    The twin that tests draft 1 against r_0 differs from the table."""
+    rng = np.random.default_rng(7)
+    p = zipf_target(4096, rng)
+    law = IID(softmax(np.log(p) + rng.normal(size=len(p)) * 0.5, temperature=1.3), k) if kind == "dense" else make_law(kind, p, keep, k, rng)
+    plan = get_scheme("specinfer").prepare(p, law)
+    rule = plan.sequential_rule
+    tuples = law.sample(rng, 200) if kind != "deterministic" else law.tokens[None, :]
+    accept, (residual, scale) = plan.walk(tuples)
+    np.testing.assert_array_equal(accept, rule._accept(tuples))
+    np.testing.assert_array_equal(residual, rule.residual)
+    assert scale == rule.outside
+    np.testing.assert_array_equal(plan.conditional(tuples), rule.conditional(tuples))
+    np.testing.assert_array_equal(plan.sample(tuples, np.random.default_rng(3)), rule.sample(tuples, np.random.default_rng(3)))
+    early, last = plan.walk(tuples, np.zeros(tuples.shape))  # U = 0 < a_1 wherever p(x_1) > 0
+    assert last is None and not early[:, 1:].any()
+    if kind != "deterministic":
+        twin = _FirstResidualReused(plan.scheme, p, law, False)
+        assert np.abs(twin.walk(tuples)[0] - accept).max() > 1e-3
+
+
+def test_specinfer_float_plan_is_lossless_through_the_walk_and_the_twin_is_not():
+    """Output law by enumerating every tuple (n = 6, K = 3, iid and independent): p to 1e-12
+    through the walk; the twin's is off by more than 1e-3."""
+    rng = np.random.default_rng(11)
+    p = rng.dirichlet(np.ones(6))
+    for law in (IID(rng.dirichlet(np.ones(6)), 3), Independent(rng.dirichlet(np.ones(6), size=3))):
+        plan = get_scheme("specinfer").prepare(p, law)
+        np.testing.assert_allclose(plan.output_distribution(), p, rtol=0, atol=1e-12)
+        assert "sequential_rule" not in vars(plan)  # the float plan never built the table
+        assert np.abs(_FirstResidualReused(plan.scheme, p, law, False).output_distribution() - p).max() > 1e-3
+
+
+# ----------------------------------------------------------------------------------------------
 # Teeth: twins that get the target outside the support wrong.
 
 

@@ -23,7 +23,7 @@ from scipy import stats
 
 from multidraft.schemes import SCHEMES, get_scheme
 from multidraft.schemes.rrs_wor import RRSWithoutReplacement
-from multidraft.schemes.specinfer import RRSPlan, SpecInfer, rrs_residuals
+from multidraft.schemes.specinfer import RRSPlan, SpecInfer, rrs_pass, rrs_residuals
 from multidraft.schemes.base import SequentialRule, safe_divide
 from multidraft.theory import IID, Deterministic, Greedy, Independent, WithoutReplacement
 
@@ -117,8 +117,8 @@ class RRSWithoutRenormalisation(RRSWithoutReplacement):
     name = "wrong-rrs-wor"
 
     @staticmethod
-    def _step_draft(draft, available):
-        return np.broadcast_to(draft, available.shape)
+    def _step_draft(draft, left, out=None):
+        return np.broadcast_to(draft, left.shape).copy()
 
 
 class _WrongResidualPlan(RRSPlan):
@@ -126,6 +126,9 @@ class _WrongResidualPlan(RRSPlan):
     def sequential_rule(self):
         residuals, scales = rrs_residuals(self.split.inside, np.roll(self.drafts, -1, axis=0), self.split.outside_mass)
         return SequentialRule(self.split, np.minimum(safe_divide(residuals[:-1], self.drafts), 1), residuals[-1], scales[-1])
+
+    def residual_pass(self):  # the same mistake in the float plans' walk
+        return rrs_pass(self.split.inside, np.roll(self.drafts, -1, axis=0), self.split.outside_mass)
 
 
 class SpecInferWrongResidual(SpecInfer):

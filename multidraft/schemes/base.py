@@ -158,35 +158,48 @@ class SequentialRule:
         return step[np.arange(k)[None, :], self.split.local(tuples)]
 
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
-        """Law of Y given each tuple ``[m, K] -> [m, n]``:
-
-            P(Y = y | x) = Σ_i 1[x_i = y] a_i(x_i) Π_{j<i} (1 - a_j(x_j)) + Π_j (1 - a_j(x_j)) res(y),
-
-        in the arithmetic of the rule (floats or Fractions)."""
-        m, k = tuples.shape
-        accept = self._accept(tuples)
-        arithmetic = field(accept.dtype == object)
-        hits = arithmetic.zeros((m, k))
-        reach = arithmetic.ones(m)
-        for i in range(k):
-            hits[:, i] = reach * accept[:, i]
-            reach = reach * (1 - accept[:, i])
-        out = reach[:, None] * self.dense_residual[None, :]
-        rows = np.repeat(np.arange(m), k)
-        np.add.at(out, (rows, tuples.reshape(-1)), hits.reshape(-1))
-        return out
+        """Law of Y given each tuple ``[m, K] -> [m, n]`` (:func:`sequential_conditional`), in
+        the arithmetic of the rule (floats or Fractions)."""
+        return sequential_conditional(self._accept(tuples), tuples, self.dense_residual)
 
     def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run the test on ``tuples [N, K]``: accept ``x_i`` iff ``U_i < a_i(x_i)`` for the first
         such i, else draw from the residual (:meth:`TargetSplit.draw`: on S, or from p off S)."""
-        n_rows, k = tuples.shape
-        accept = rng.random((n_rows, k)) < np.asarray(self._accept(tuples), dtype=np.float64)
-        tokens = tuples[np.arange(n_rows), np.argmax(accept, axis=-1)].copy()
-        rejected = np.flatnonzero(~accept.any(axis=-1))
-        if len(rejected):
-            residual = np.asarray(self.residual, dtype=np.float64)
-            tokens[rejected] = self.split.draw(residual, float(self.outside), rng.random(len(rejected)))
-        return tokens
+        uniforms = rng.random(tuples.shape)
+        accepted = uniforms < np.asarray(self._accept(tuples), dtype=np.float64)
+        return sequential_draw(tuples, accepted, lambda count: self.split.draw(self.residual, self.outside, rng.random(count)))
+
+
+def sequential_conditional(accept: np.ndarray, tuples: np.ndarray, residual: np.ndarray) -> np.ndarray:
+    """Law of Y given each tuple of a sequential test, ``[m, n]``:
+
+        P(Y = y | x) = Σ_i 1[x_i = y] a_i(x_i) Π_{j<i} (1 - a_j(x_j)) + Π_j (1 - a_j(x_j)) res(y),
+
+    from ``accept [m, K]`` = a_i(x_i), ``tuples [m, K]`` and the dense residual ``[n]`` (floats or
+    Fractions alike)."""
+    m, k = tuples.shape
+    arithmetic = field(accept.dtype == object)
+    hits = arithmetic.zeros((m, k))
+    reach = arithmetic.ones(m)
+    for i in range(k):
+        hits[:, i] = reach * accept[:, i]
+        reach = reach * (1 - accept[:, i])
+    out = reach[:, None] * residual[None, :]
+    rows = np.repeat(np.arange(m), k)
+    np.add.at(out, (rows, tuples.reshape(-1)), hits.reshape(-1))
+    return out
+
+
+def sequential_draw(tuples: np.ndarray, accepted: np.ndarray, draw_residual) -> np.ndarray:
+    """The output of a sequential test on ``tuples [N, K]`` given which draws passed
+    (``accepted [N, K]``, ``U_i < a_i(x_i)``): the first accepted draft of each row, else one draw
+    of ``draw_residual(count) -> [count]`` for the ``count`` rows that accepted none."""
+    n_rows = len(tuples)
+    tokens = tuples[np.arange(n_rows), np.argmax(accepted, axis=-1)].copy()
+    rejected = np.flatnonzero(~accepted.any(axis=-1))
+    if len(rejected):
+        tokens[rejected] = draw_residual(len(rejected))
+    return tokens
 
 
 # ----------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.schemes._threads import on_idle_cores
-from multidraft.schemes.base import Capabilities, Plan, Scheme, normalise, positive_part, safe_divide, sample_rows
+from multidraft.schemes.base import Capabilities, Plan, Scheme, positive_part, safe_divide, sample_rows
 from multidraft.theory import field
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.laws import DraftLaw, WithoutReplacement
@@ -175,31 +175,57 @@ class _RRSWithoutReplacementPlan(Plan):
         return first + float(rejected[holders] @ second)
 
     def _steps(self, tuples: np.ndarray):
-        """Yield, per position i, ``(accept [m], residual before step i [m, n])`` and finally
-        the residual after the last step."""
+        """Yield, per position i, ``(accept [m], x_i [m])`` and finally ``(None, r_K [m, n])``: the
+        residual after the last step. A consumer that stops early skips the later residuals.
+
+        ``left`` is q on the tokens not drawn yet (:meth:`RRSWithoutReplacement._step_draft`
+        renormalises it into ``q^{(i)}``); r_0 and ``left`` are read-only views of p and q until
+        the first update, and each residual is written over the ``q^{(i)}`` it used (in float
+        plans the buffers then go round: three ``[m, n]`` arrays however large K, none when the
+        first draft decides every row: ``q^{(1)} = q`` is then read at the tuples' tokens only)."""
         m, k = tuples.shape
         rows = np.arange(m)
+        arithmetic = field(self.exact)
         draft = self.law.marginal(0, self.exact)  # q, the law of the first draft
-        residual = np.broadcast_to(self.target, (m, len(self.target))).copy()
-        available = np.ones((m, len(self.target)), dtype=bool)
+        residual = np.broadcast_to(self.target, (m, len(self.target)))
+        left = np.broadcast_to(draft, residual.shape)
+        spare, q_i = None, None
         for i in range(k):
-            q_i = self.scheme._step_draft(draft, available)
             x = tuples[:, i]
-            accept = np.minimum(safe_divide(residual[rows, x], q_i[rows, x]), 1)
+            if i > 0:
+                q_i = self.scheme._step_draft(draft, left, spare)
+            # the first draft's law is q itself: read at the drafted tokens until the walk goes on
+            q_x = left[rows, x] / left.sum(axis=-1) if q_i is None else q_i[rows, x]
+            accept = np.minimum(safe_divide(residual[rows, x], q_x), 1)
             yield accept, x
-            residual = normalise(positive_part(residual - q_i), residual)
-            available[rows, x] = False
+            if q_i is None:
+                q_i = self.scheme._step_draft(draft, left, spare)
+            if self.exact:
+                excess = positive_part(residual - q_i)
+            else:
+                excess = np.maximum(np.subtract(residual, q_i, out=q_i), 0.0, out=q_i)
+            mass = excess.sum(axis=-1, keepdims=True)
+            excess /= np.where(mass > 0, mass, 1)
+            dead = np.flatnonzero(mass[:, 0] <= 0)  # reached with probability zero: keep r_{i-1}
+            excess[dead] = residual[dead]
+            spare = residual if residual.flags.writeable and not self.exact else None
+            residual = excess
+            if not left.flags.writeable:
+                left = left.copy()
+            left[rows, x] = arithmetic.zero
         yield None, residual
 
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
-        m, n = len(tuples), len(self.target)
-        arithmetic = field(self.exact)
-        out, reach = arithmetic.zeros((m, n)), arithmetic.ones(m)
-        rows = np.arange(m)
+        """``P(Y = · | x) = reach_K r_K + Σ_i reach_i a_i(x_i) 1[· = x_i]``, written over r_K (the
+        plan's own last buffer): one ``[m, n]`` pass after the steps."""
+        rows, hits, reach = np.arange(len(tuples)), [], field(self.exact).ones(len(tuples))
         for accept, value in self._steps(tuples):
             if accept is None:
-                return out + reach[:, None] * value
-            out[rows, value] += reach * accept
+                value *= reach[:, None]
+                for x, hit in hits:  # distinct tokens in a row: one hit per entry
+                    value[rows, x] += hit
+                return value
+            hits.append((value, reach * accept))
             reach = reach * (1 - accept)
         raise AssertionError("unreachable")
 
@@ -215,6 +241,8 @@ class _RRSWithoutReplacementPlan(Plan):
                 return tokens
             take = undecided & (uniform[:, i] < accept)
             tokens[take] = value[take]
+            if take.sum() == undecided.sum():  # every row decided: no later residual is needed
+                return tokens
         raise AssertionError("unreachable")
 
 
@@ -235,11 +263,11 @@ class RRSWithoutReplacement(Scheme):
         return _RRSWithoutReplacementPlan(self, p, law, exact)
 
     @staticmethod
-    def _step_draft(draft: np.ndarray, available: np.ndarray) -> np.ndarray:
-        """The law of the next draft given the tokens still ``available [m, n]``: q restricted
-        to them and renormalised, ``q^{(i)}``."""
-        restricted = np.where(available, draft[None, :], 0)
-        return restricted / restricted.sum(axis=-1, keepdims=True)
+    def _step_draft(draft: np.ndarray, left: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The law of the next draft, ``q^{(i)} [m, n]``: q on the tokens not drawn yet (``left``,
+        0 on the drawn ones) renormalised, summed over those tokens (written into ``out`` when
+        given). ``draft`` is q itself."""
+        return np.divide(left, left.sum(axis=-1, keepdims=True), out=out)
 
     @on_idle_cores
     def select_batch(self, target, drafts, tokens, generator):

@@ -20,17 +20,28 @@ restricted there (:class:`~multidraft.theory.verifier.TargetSplit`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
 
 from multidraft.schemes._threads import on_idle_cores
-from multidraft.schemes.base import Capabilities, Plan, Scheme, SequentialRule, SupportPlan, positive_part, safe_divide
+from multidraft.schemes.base import (
+    Capabilities,
+    Plan,
+    Scheme,
+    SequentialRule,
+    SupportPlan,
+    positive_part,
+    safe_divide,
+    sequential_conditional,
+    sequential_draw,
+)
 from multidraft.theory import field
 from multidraft.theory.laws import IID, Deterministic, DraftLaw, Independent
 
-__all__ = ["SpecInfer", "rrs_acceptance", "rrs_residuals"]
+__all__ = ["SpecInfer", "rrs_acceptance", "rrs_pass", "rrs_residuals"]
 
 
 def rrs_acceptance(p: np.ndarray, drafts, outside: float | Fraction = 0.0) -> float | Fraction:
@@ -85,37 +96,104 @@ def rrs_residuals(p: np.ndarray, drafts: np.ndarray, outside: float | Fraction |
     ``(residuals [K+1, s], scales [K+1])``, ``r_i = residuals[i]`` on S and ``scales[i] · p`` off S
     (q_i = 0 there, so each residual is p scaled by the normalisers so far).
 
-    A residual of zero mass (reached with probability zero) repeats the previous one.
+    A residual of zero mass (reached with probability zero) repeats the previous one. The
+    residuals one at a time, without the ``[K+1, s]`` table: :func:`rrs_pass`.
 
     >>> residuals, scales = rrs_residuals(np.array([0.5, 0.0]), np.array([[0.5, 0.5]]), outside=0.5)
     >>> residuals.tolist(), scales.tolist()
     ([[0.5, 0.0], [0.0, 0.0]], [1.0, 2.0])
     """
-    arithmetic = field(p.dtype == object)
+    pairs = [(residual.copy(), scale) for residual, scale in rrs_pass(p, drafts, outside)]
+    return np.stack([residual for residual, _ in pairs]), field(p.dtype == object).array([scale for _, scale in pairs])
+
+
+def rrs_pass(p: np.ndarray, drafts, outside: float | Fraction | None = None) -> Iterator[tuple[np.ndarray, float | Fraction]]:
+    """The residuals of :func:`rrs_residuals` one at a time: yields ``(r_i on S, scale_i)`` for
+    i = 0..K, ``r_0 = p`` itself. Float residuals live in two buffers reused in turn (four in-place
+    O(|S|) passes per draft), so a yielded array is valid until the generator resumes and must not
+    be written; a consumer that stops early (the walk of one draft tuple) skips the remaining
+    passes.
+
+    >>> [(r.tolist(), float(s)) for r, s in rrs_pass(np.array([0.5, 0.0]), np.array([[0.5, 0.5]]), outside=0.5)]
+    [([0.5, 0.0], 1.0), ([0.0, 0.0], 2.0)]
+    """
+    exact = p.dtype == object
+    arithmetic = field(exact)
     outside = arithmetic.zero if outside is None else outside
-    residuals, scales = [p], [arithmetic.one]
+    residual, scale, spare = p, arithmetic.one, None
     for q in drafts:
-        excess = positive_part(residuals[-1] - q)
-        mass = excess.sum() + scales[-1] * outside
-        if mass > 0:
-            residuals.append(excess / mass)
-            scales.append(scales[-1] / mass)
+        yield residual, scale
+        if exact:
+            excess = positive_part(residual - q)
         else:
-            residuals.append(residuals[-1])
-            scales.append(scales[-1])
-    return np.stack(residuals), arithmetic.array(scales)
+            excess = np.subtract(residual, q, out=spare)
+            np.maximum(excess, 0.0, out=excess)
+        mass = excess.sum() + scale * outside
+        if mass > 0:
+            if exact:
+                excess = excess / mass
+            else:
+                excess /= mass
+            spare = None if residual is p else residual
+            residual, scale = excess, scale / mass
+        elif not exact:
+            spare = excess
+    yield residual, scale
 
 
 class RRSPlan(SupportPlan):
     """Recursive rejection sampling with the drafts' laws q_i on their support S plus the
     target's mass outside it: step i accepts with ``min(1, r_{i-1}/q_i)``; the residual is r_K
-    (on S, and p scaled off S)."""
+    (on S, and p scaled off S).
+
+    A float plan runs a draft tuple by one pass over the residuals (:meth:`walk`): it reads
+    ``r_{i-1}(x_i)`` as it goes and never builds the ``[K, s]`` step table of
+    :attr:`sequential_rule`; a draw stops at the first accepted draft, so a tuple whose first
+    draft passes costs O(1) after the plan. Exact plans use the table (built once, reused by
+    every tuple)."""
 
     @cached_property
     def sequential_rule(self) -> SequentialRule:
         residuals, scales = rrs_residuals(self.split.inside, self.drafts, self.split.outside_mass)
         step = np.minimum(safe_divide(residuals[:-1], self.drafts), 1)
         return SequentialRule(self.split, step, residuals[-1], scales[-1])
+
+    def residual_pass(self) -> Iterator[tuple[np.ndarray, float | Fraction]]:
+        """The residuals ``(r_i on S, scale_i)``, i = 0..K, one at a time (:func:`rrs_pass`)."""
+        return rrs_pass(self.split.inside, self.drafts, self.split.outside_mass)
+
+    def walk(self, tuples: np.ndarray, uniforms: np.ndarray | None = None) -> tuple[np.ndarray, tuple | None]:
+        """``(accept [m, K], (r_K on S, its scale off S))`` for draft tuples ``[m, K]``:
+        ``accept[:, i] = min(1, r_{i-1}(x_i) / q_i(x_i))``, the entries of the step table at the
+        tuples, from one :meth:`residual_pass`. Given ``uniforms [m, K]`` the pass stops at the first
+        column after which every row has accepted a draft (``U_i < a_i``): later columns stay 0
+        and the residual is None. O(K |S|) floats at most, O(1) extra memory per tuple."""
+        m, k = tuples.shape
+        local = self.split.local(tuples)
+        accept = np.zeros((m, k))
+        waiting = np.ones(m, dtype=bool)
+        steps = self.residual_pass()
+        for i, (residual, _) in zip(range(k), steps):
+            x = local[:, i]
+            accept[:, i] = np.minimum(safe_divide(residual[x], self.drafts[i][x]), 1)
+            if uniforms is not None:
+                waiting &= uniforms[:, i] >= accept[:, i]
+                if not waiting.any():
+                    return accept, None
+        return accept, next(steps)
+
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        if self.exact:
+            return super().conditional(tuples)
+        accept, (residual, scale) = self.walk(tuples)
+        return sequential_conditional(accept, tuples, self.split.dense(residual, scale))
+
+    def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.exact:
+            return super().sample(tuples, rng)
+        uniforms = rng.random(tuples.shape)  # the draws of SequentialRule.sample, in its order
+        accept, last = self.walk(tuples, uniforms)
+        return sequential_draw(tuples, uniforms < accept, lambda count: self.split.draw(*last, rng.random(count)))
 
     def closed_form(self) -> float | Fraction:
         return rrs_acceptance(self.split.inside, self.drafts, self.split.outside_mass)

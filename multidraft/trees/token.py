@@ -86,21 +86,22 @@ def node_scheme(scheme: Any, law_class: type[DraftLaw], k: int) -> tuple[Any, bo
 
 def one_draft_scheme(scheme: Any, law: DraftLaw | type[DraftLaw], k: int | None = None) -> Any:
     """Single-draft speculative sampling (Leviathan et al. 2023) in place of an *optimal*
-    ``scheme``, or of SpecInfer, where ``law`` has one draft, else ``scheme``.
+    ``scheme``, or of recursive rejection sampling, where ``law`` has one draft, else ``scheme``.
 
     With one draft X = x the selection is forced (Theorem 1's selected token is x, its law
     r = q), so an optimal scheme accepts x with probability ``min(1, p(x)/q(x))`` and otherwise
     draws from ``norm((p - q)_+)``: exactly single-draft sampling's conditional law
     P(Y = · | X = x) (tested against each scheme's plan), at the cost of one residual instead
     of a fitted selection rule (two sorts of the vocabulary). Recursive rejection sampling
-    (SpecInfer) with one draft is that same step by definition. ``law``: the node's law, or
-    its class with ``k`` drafts.
+    (SpecInfer, or without replacement) with one draft is that same step by definition.
+    ``law``: the node's law, or its class with ``k`` drafts.
     """
     from multidraft.schemes import Scheme, get_scheme
+    from multidraft.schemes.rrs_wor import RRSWithoutReplacement
     from multidraft.schemes.specinfer import SpecInfer
 
     cls, k = (law, k) if isinstance(law, type) else (type(law), law.k)
-    if k != 1 or not isinstance(scheme, Scheme) or not (scheme.capabilities.optimal or isinstance(scheme, SpecInfer)):
+    if k != 1 or not isinstance(scheme, Scheme) or not (scheme.capabilities.optimal or isinstance(scheme, (SpecInfer, RRSWithoutReplacement))):
         return scheme
     single = get_scheme("single")
     return single if single.supports_law(cls, 1) else scheme

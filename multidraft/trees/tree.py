@@ -315,12 +315,15 @@ class DraftTree:
     def live_law_name(self, node: int) -> str:
         """Kind of the law of the tokens drafted after ``node`` by the rows through it:
         ``"wor"`` (drafts without replacement: K distinct at the root, one row below it),
-        ``"iid"`` (one group) or ``"independent"``."""
-        return live_law_class([self.groups[r] for r in self.nodes.rows(node)], self.without_replacement).name
+        ``"iid"`` (one group) or ``"independent"``. The rows are looked up only when the tree
+        has several groups (else every node's kind is the tree's)."""
+        labels = self.groups[:1] if self.without_replacement or self.shared_draft else [self.groups[r] for r in self.nodes.rows(node)]
+        return live_law_class(labels, self.without_replacement).name
 
     def node_law_kind(self, node: int) -> tuple[str, int]:
-        """``(law kind, k_live)`` at ``node`` (depth < L), without copying distributions."""
-        return self.live_law_name(node), len(self.nodes.rows(node))
+        """``(law kind, k_live)`` at ``node`` (depth < L), without copying distributions
+        (k_live: the node's multiplicity, the number of rows through it)."""
+        return self.live_law_name(node), int(self.nodes.multiplicity[node])
 
     def node_draws(self, node: int) -> tuple[str, np.ndarray, np.ndarray]:
         """``(law kind, drafts [k_live, n], tokens [k_live])`` at ``node`` (depth < L): the kind

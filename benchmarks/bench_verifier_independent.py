@@ -2,7 +2,7 @@
 and time, at full vocabulary.
 
 For n = 49152 and 131072, a Zipf-like target (``p_(r) ∝ r^-1.1``, tokens permuted; the gap
-table's family) and every pair of draft temperatures in {0.5, 0.8, 1.2, 1.6, 2.0}
+table's family) and every pair of draft temperatures in {0.5, 0.8, 1.2, 1.6, 2.0}, equal ones included
 (``q = softmax(log p / T)``): the rule's own exact acceptance ``Σ min(p, r)`` minus P* (the
 threshold search), which path reached it, and the times of the min-cut search, of the fit given
 the cut, and of one selection of a batch of 1,000 draft pairs, next to ``numpy.argsort`` of the
@@ -44,7 +44,7 @@ def rows_for(n: int, repeats: int, rounds: int | None) -> list[dict]:
     argsort_ms = 1e3 * timed(lambda: np.argsort(keys), repeats)[0]
     rows = [{"n": n, "pair": "numpy.argsort", "fit_ms": argsort_ms}]
     target = zipf(n, EXPONENT, rng)
-    for t1, t2 in itertools.combinations(TEMPERATURES, 2):
+    for t1, t2 in itertools.combinations_with_replacement(TEMPERATURES, 2):  # the diagonal: identical drafts
         drafts = np.array([softmax(np.log(target), t1), softmax(np.log(target), t2)])
         cut_timing = measure(lambda: product_cut(target, drafts), repeats)
         cut = cut_timing.result

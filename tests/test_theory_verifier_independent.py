@@ -311,3 +311,33 @@ def test_rounds_zero_keeps_the_single_path():
     assert isinstance(fit_path_mixture(p, q1, q2, rounds=5), PathMixtureRule)
     rule = fit_independent_rule(p, q1, q2, rounds=5)
     assert (type(rule), rule.path, rule.acceptance) == (IndependentRule, "staircase", pytest.approx(0.78, abs=1e-12))
+
+
+def test_staircase_steps_tile_at_full_vocabulary():
+    """Regression (the staircase's weights are step functions, so a solo interval can have a
+    plateau of roots; the stack pass now takes the first root behind the hull below): alternating
+    staircase steps from the fitted path at 0.8 & 1.6, n = 49152, all tile (a RuntimeError
+    otherwise) and never lose acceptance; the first one gains > 0.01."""
+    from multidraft.theory.verifier._staircase import fit_staircase
+
+    p, law = _zipf_pair(49152, 0.8, 1.6)
+    one = fit_path_curtain(p, *law.drafts)
+    in_t = np.zeros(len(p), dtype=bool)
+    in_t[one.certificate] = True
+    parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
+    laws, acceptances = (one.law1, one.law2), [one.acceptance]
+    for j in (0, 1, 0):
+        laws = fit_staircase(p, tuple(law.drafts), parts, laws[j], j)[:2]
+        acceptances.append(float(np.minimum(p, laws[0] + laws[1]).sum()))
+    assert np.all(np.diff(acceptances) >= -1e-12) and acceptances[1] > acceptances[0] + 0.01
+
+
+def test_tiling_check_ties_and_a_real_overlap():
+    """The tiling check orders coincident piece starts by their ends, so a rounding-thin piece at
+    the start of its neighbour is no overlap; a real overlap (its twin) still raises."""
+    from multidraft.theory.verifier._independent_rule import _check_tiling
+
+    bounds = np.arange(4)
+    _check_tiling(np.array([0.0, 0.0, 0.5]), np.array([0.5, 1e-17, 1.0]), 0.0, 1.0, bounds, np.array([0.5, 1e-17, 0.5]))
+    with pytest.raises(RuntimeError, match="did not tile"):
+        _check_tiling(np.array([0.0, 0.25, 0.5]), np.array([0.5, 0.5, 1.0]), 0.0, 1.0, bounds, np.array([0.5, 0.25, 0.5]))

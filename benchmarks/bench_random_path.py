@@ -3,7 +3,7 @@ that one path leaves.
 
 For n = 49152 (``--sizes``), the Zipf(1.1) target and draft temperature pairs of
 bench_verifier_independent.py (``--pairs``, default the pairs one path does not reach), one fit
-of ``fit_independent_rule(..., rounds=R)`` per pair: the single path's gap, the random path's
+of ``fit_path_mixture(..., rounds=R)`` per pair (the mixture itself, before the staircase): the single path's gap, the random path's
 gap ``Σ min(p, r) - P*`` (the rule's own exact law), the number of components, and the wall and
 CPU time of the whole fit (one run each: the fit is seconds to minutes; the machine is shared,
 the load average is recorded). Writes benchmarks/results/random_path.json.
@@ -21,7 +21,8 @@ from _common import print_table, write_results
 
 from multidraft.theory import softmax, zipf
 from multidraft.theory.optimum import product_cut
-from multidraft.theory.verifier import PathMixtureRule, fit_independent_rule, fit_path_curtain
+from multidraft.theory.verifier import PathMixtureRule, fit_path_curtain
+from multidraft.theory.verifier._path_mixture import fit_path_mixture
 
 EXPONENT = 1.1
 
@@ -36,7 +37,7 @@ def row(n: int, pair: str, rounds: int) -> dict:
     optimum = min(1.0, 1.0 + float(cut.value))
     single = fit_path_curtain(target, *drafts, certificate=cut.certificate, optimum=optimum)
     start, start_cpu = time.perf_counter(), time.process_time()
-    rule = fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum, rounds=rounds)
+    rule = fit_path_mixture(target, *drafts, certificate=cut.certificate, optimum=optimum, rounds=rounds)
     wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     return {
         "n": n, "pair": pair, "rounds": rounds, "p_star": optimum, "single_gap": single.acceptance - optimum,

@@ -2,7 +2,7 @@
 and time, at full vocabulary.
 
 For n = 49152 and 131072, a Zipf-like target (``p_(r) ∝ r^-1.1``, tokens permuted; the gap
-table's family) and every pair of draft temperatures in {0.5, 0.8, 1.2, 1.6, 2.0}
+table's family) and every pair of draft temperatures in {0.5, 0.8, 1.2, 1.6, 2.0}, equal ones included
 (``q = softmax(log p / T)``): the rule's own exact acceptance ``Σ min(p, r)`` minus P* (the
 threshold search), which path reached it, and the times of the min-cut search, of the fit given
 the cut, and of one selection of a batch of 1,000 draft pairs, next to ``numpy.argsort`` of the
@@ -11,8 +11,9 @@ is shared). Memory: the rule keeps O(n) arrays per draft (groups, pieces: fewer 
 group) plus the path's n + 1 breakpoints.
 
 Small instances (n in 2..7, Dirichlet target and drafts, ``--instances`` of them): the share
-whose single path reaches P* (to 1e-12), the share the rule (single path, else the random
-path) reaches, the worst gap, the mixtures' component counts and the fit times.
+whose fitted single path reaches P* (to 1e-12), the share the rule (that path, else the random
+path turned into one staircase path) reaches, the worst gap, how many needed the staircase and the
+largest random path behind one, and the fit times.
 
 Writes benchmarks/results/verifier_independent.json.
 
@@ -30,6 +31,7 @@ from _common import measure, print_table, timed, write_results
 from multidraft.theory import Independent, softmax, zipf
 from multidraft.theory.optimum import product_cut
 from multidraft.theory.verifier import PathMixtureRule, fit_independent_rule, fit_path_curtain
+from multidraft.theory.verifier._path_mixture import fit_path_mixture
 
 TEMPERATURES = (0.5, 0.8, 1.2, 1.6, 2.0)
 EXPONENT = 1.1
@@ -42,7 +44,7 @@ def rows_for(n: int, repeats: int, rounds: int | None) -> list[dict]:
     argsort_ms = 1e3 * timed(lambda: np.argsort(keys), repeats)[0]
     rows = [{"n": n, "pair": "numpy.argsort", "fit_ms": argsort_ms}]
     target = zipf(n, EXPONENT, rng)
-    for t1, t2 in itertools.combinations(TEMPERATURES, 2):
+    for t1, t2 in itertools.combinations_with_replacement(TEMPERATURES, 2):  # the diagonal: identical drafts
         drafts = np.array([softmax(np.log(target), t1), softmax(np.log(target), t2)])
         cut_timing = measure(lambda: product_cut(target, drafts), repeats)
         cut = cut_timing.result
@@ -85,11 +87,12 @@ def small_instances(instances: int) -> dict:
         gap = rule.acceptance - rule.optimum
         worst = min(worst, gap)
         reached += gap >= -1e-12
-        if isinstance(rule, PathMixtureRule):
-            components.append(len(rule.components))
+        if rule.path == "staircase":
+            mixture = fit_path_mixture(p, q1, q2)
+            components.append(len(mixture.components) if isinstance(mixture, PathMixtureRule) else 1)
     return {
         "instances": instances, "single_path_reached": single, "rule_reached": reached, "worst_gap": worst,
-        "mixtures": len(components), "max_components": max(components, default=0),
+        "staircases": len(components), "max_components_behind_a_staircase": max(components, default=0),
         "fit_ms_median": 1e3 * float(np.median(times)), "fit_ms_max": 1e3 * float(np.max(times)),
     }  # fmt: skip
 

@@ -9,8 +9,9 @@
 * drafts without replacement: the J-curtain on U and the front/back rule on T* with its
   uniform tail (``_wor_rule``, ``_wor_curtain``, ``_front_back``, ``_wor_tail``);
 * two independent, non-identical drafts (K = 2): the path curtain, per-draft curtains along a
-  monotone path of draft masses (``_independent_rule``, ``_path_kernels``), and the random
-  path, a mixture of them fitted by column generation, which reaches P* (``_path_mixture``);
+  monotone path of draft masses (``_independent_rule``, ``_path_kernels``), the random
+  path, a mixture of them fitted by column generation, which reaches P* (``_path_mixture``),
+  and the staircase, one path as good as any rule (the mixture included; ``_staircase``);
 * the support split: the target's mass outside the draft's support, drawn in blocks
   (:class:`OutsideTarget`, :class:`TargetSplit`; ``_support``).
 

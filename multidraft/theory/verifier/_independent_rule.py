@@ -47,7 +47,10 @@ import numpy as np
 from multidraft.theory.optimum import product_cut
 from multidraft.theory.verifier._selection_rule import SelectionRule
 
-__all__ = ["IndependentRule", "fit_path_curtain", "fit_priority_order", "prefix_path", "pair_choice", "pair_with_cut", "PATHS"]
+__all__ = [
+    "IndependentRule", "fit_path_curtain", "fit_priority_order", "prefix_path", "pair_choice", "pair_with_cut", "path_rule",
+    "draft_layout", "PATHS",
+]
 
 #: Re-split rounds after the first fit of each path (each a refit; the best exact law is kept).
 ROUNDS = 1
@@ -302,7 +305,7 @@ def _check_tiling(start, end, lo, hi, bounds, mass_g) -> None:
     """The pieces must tile [lo, hi) with every group's length its mass: else the law computed
     from them would not be the rule's (an internal error, never a wrong number)."""
     solid = end > start
-    order = np.argsort(start[solid], kind="stable")
+    order = np.lexsort((end[solid], start[solid]))  # ties by end: a rounding-thin piece before its neighbour
     slack = 1e-9 * max(hi - lo, 1e-300) + 1e-15
     lengths = np.add.reduceat(end - start, bounds[:-1]) if len(start) else np.zeros(0)
     lengths = np.where(bounds[1:] > bounds[:-1], lengths, 0.0)
@@ -329,36 +332,48 @@ def _side_by_side(path_i, mass, lo, offset):
 def _fit(p, qs, parts, share, path: Path, balance: bool, vertex: bool = False):
     """One fit for the split ``π_1 = share · p`` on ``path``: laws and layouts of both drafts
     (``vertex``: every token one piece, side by side, whatever the split)."""
-    n = len(p)
-    laws, layouts = [np.zeros(n), np.zeros(n)], []
     shares = _balanced(p, qs, parts, share, path) if balance else [share, share]
+    out = []
     for i in range(2):
-        q = qs[i]
         coordinates = path.coordinates(i)
-        group = np.full(n, -1, dtype=np.int64)
-        starts, ends, firsts, lasts = [], [], [], []
-        groups, pieces, lo = 0, 0, 0.0
-        for index, part in enumerate(parts):
-            mine = part[q[part] > 0]
-            hi = 1.0 if part is parts[-1] else lo + float(q[mine].sum())
-            if len(mine):
-                cap = (shares[index] if i == 0 else 1.0 - shares[index])[mine] * p[mine]
-                if vertex:
-                    grp, bounds, start, end, law = _side_by_side(coordinates, q[mine], lo, groups)
-                else:
-                    grp, bounds, start, end, law = _region(coordinates, q[mine], cap, lo, hi, groups)
-                laws[i][mine] = law
-                group[mine] = grp
-                starts.append(start)
-                ends.append(end)
-                firsts.append(bounds[:-1] + pieces)
-                lasts.append(bounds[1:] + pieces)
-                groups += len(bounds) - 1
-                pieces += len(start)
-            lo = hi
-        cat = lambda xs, dt=np.float64: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)  # noqa: E731
-        layouts.append(_Layout(group, cat(firsts, np.int64), cat(lasts, np.int64), cat(starts), cat(ends), coordinates[0], coordinates[1]))
-    return laws[0], laws[1], tuple(layouts)
+
+        def place(index, mine, lo, hi, groups, i=i, coordinates=coordinates):
+            if vertex:
+                return (mine, *_side_by_side(coordinates, qs[i][mine], lo, groups))
+            cap = (shares[index] if i == 0 else 1.0 - shares[index])[mine] * p[mine]
+            return (mine, *_region(coordinates, qs[i][mine], cap, lo, hi, groups))
+
+        out.append(draft_layout(qs[i], parts, coordinates, place))
+    return out[0][0], out[1][0], (out[0][1], out[1][1])
+
+
+def draft_layout(q: np.ndarray, parts: tuple, coordinates: tuple, place) -> tuple[np.ndarray, _Layout]:
+    """One draft's law and :class:`_Layout` on its coordinate [0, 1), part after part (each part's
+    region as long as the draft's mass there, the last one up to 1): ``place(index, mine, lo,
+    hi, groups)`` lays the part's tokens ``mine`` (those the draft can propose) on [lo, hi) and
+    returns (the tokens in its order, their groups from ``groups`` on, group piece bounds, piece
+    starts, piece ends, the tokens' laws from the pieces)."""
+    n = len(q)
+    law = np.zeros(n)
+    group = np.full(n, -1, dtype=np.int64)
+    starts, ends, firsts, lasts = [], [], [], []
+    groups, pieces, lo = 0, 0, 0.0
+    for index, part in enumerate(parts):
+        mine = part[q[part] > 0]
+        hi = 1.0 if part is parts[-1] else lo + float(q[mine].sum())
+        if len(mine):
+            tokens, grp, bounds, start, end, token_law = place(index, mine, lo, hi, groups)
+            law[tokens] = token_law
+            group[tokens] = grp
+            starts.append(start)
+            ends.append(end)
+            firsts.append(bounds[:-1] + pieces)
+            lasts.append(bounds[1:] + pieces)
+            groups += len(bounds) - 1
+            pieces += len(start)
+        lo = hi
+    cat = lambda xs, dt=np.float64: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)  # noqa: E731
+    return law, _Layout(group, cat(firsts, np.int64), cat(lasts, np.int64), cat(starts), cat(ends), coordinates[0], coordinates[1])
 
 
 def _balanced(p, qs, parts, share, path: Path) -> list[np.ndarray]:
@@ -482,13 +497,18 @@ def fit_path_curtain(
         law1, law2, layouts = _fit(p, qs, parts, first_share, _path("straight", p, qs, parts), False, vertex=True)
         best = (0.0, law1, law2, layouts, "straight, side by side")
     _, law1, law2, layouts, kind = best
+    return path_rule(p, qs, certificate, optimum, law1, law2, layouts, kind)
+
+
+def path_rule(p, qs, certificate, optimum, law1, law2, layouts, kind: str) -> IndependentRule:
+    """The :class:`IndependentRule` of one path's layouts and per-draft laws: ``r = law1 + law2``,
+    accept ``min(1, p/r)``, residual ``norm((p - r)_+)`` (p itself when r = p)."""
     law = law1 + law2
-    accept = np.divide(p, law, out=np.zeros(n), where=law > 0)
-    np.minimum(accept, 1.0, out=accept)
+    accept = np.minimum(np.divide(p, law, out=np.zeros(len(p)), where=law > 0), 1.0)
     excess = np.maximum(p - law, 0.0)
     residual = excess / excess.sum() if excess.sum() > 0 else p.copy()
     return IndependentRule(
-        k=2, n=n, target=p, draft=qs[0], selection_law=law, optimum=float(optimum), certificate=np.asarray(certificate),
+        k=2, n=len(p), target=p, draft=qs[0], selection_law=law, optimum=float(optimum), certificate=np.asarray(certificate),
         accept=accept, residual=residual, draft2=qs[1], law1=law1, law2=law2, layouts=layouts, path=kind,
     )  # fmt: skip
 

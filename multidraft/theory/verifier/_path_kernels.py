@@ -68,7 +68,7 @@ def psolo(xs, ys, cw, c, target, lo, hi):
     a, b = lo, hi - c
     if b <= a:
         return a
-    if pweight(xs, ys, cw, a, a + c) <= target:
+    if pweight(xs, ys, cw, a, a + c) <= target + 4e-16 * max(target, c):  # a plateau's first root (rounding)
         return a
     if pweight(xs, ys, cw, b, b + c) >= target:
         return b
@@ -113,7 +113,8 @@ def path_stack_pass(xs, ys, cw, mass, target, lo, hi, piece_start, piece_end, gr
             top -= 1
             c += hull_mass[below]
             r += hull_weight[below]
-        start = psolo(xs, ys, cw, c, r, lo, hi)
+        floor = lo if top == 0 else hull_start[stack[top - 1]] + hull_mass[stack[top - 1]]
+        start = psolo(xs, ys, cw, c, r, floor, hi)  # behind the hull below (a plateau of roots: its first)
         cursor = start + c
         for index in range(first_child - 1, top - 2, -1):
             if index >= top:

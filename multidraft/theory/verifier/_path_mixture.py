@@ -46,8 +46,9 @@ from multidraft.theory.verifier._independent_rule import (
     pair_choice,
     pair_with_cut,
 )
+from multidraft.theory.verifier._staircase import STEPS, staircase_rule
 
-__all__ = ["PathMixtureRule", "fit_independent_rule", "vertex_law", "SMALL", "ROUNDS"]
+__all__ = ["PathMixtureRule", "fit_independent_rule", "fit_path_mixture", "vertex_law", "SMALL", "ROUNDS"]
 
 #: Vocabulary size up to which the column generation runs by default when one path falls short.
 SMALL = 512
@@ -186,10 +187,36 @@ def _mixture(columns: np.ndarray, weights: tuple, parts: tuple) -> np.ndarray:
 
 def fit_independent_rule(
     target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, *, certificate: np.ndarray | None = None,
+    optimum: float | None = None, rounds: int | None = None, steps: int = STEPS,
+) -> IndependentRule:  # fmt: skip
+    """The verifier for ``p`` and two independent drafts ``q_1``, ``q_2``, one path curtain with
+    its exact law r and the single-draft step for r (lossless for any r):
+    :func:`fit_path_mixture` (the best single path, else a random path by column generation),
+    then, unless that is one path at P*, :func:`~multidraft.theory.verifier._staircase.staircase_rule`
+    (at most ``steps`` alternating steps): one path at least as good as the mixture (equal to it
+    when the column generation closed: P*, docs/nonidentical_verifier.md §4c), else the mixture.
+
+    ``rounds`` as in :func:`fit_path_mixture`; the acceptance ``Σ min(p, r)`` is the rule's own.
+
+    Raises ``ValueError`` for ``rounds`` that is not an integer >= 0 (or None).
+
+    >>> import numpy as np
+    >>> rule = fit_independent_rule(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8]))
+    >>> round(rule.acceptance, 12), round(rule.optimum, 12), rule.path
+    (0.78, 0.78, 'staircase')
+    """
+    rule = fit_path_mixture(target, draft1, draft2, certificate=certificate, optimum=optimum, rounds=rounds)
+    if rule.acceptance >= rule.optimum - TOLERANCE and not isinstance(rule, PathMixtureRule):
+        return rule
+    return staircase_rule(rule, steps)
+
+
+def fit_path_mixture(
+    target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, *, certificate: np.ndarray | None = None,
     optimum: float | None = None, rounds: int | None = None,
 ) -> IndependentRule:  # fmt: skip
-    """The verifier for ``p`` and two independent drafts ``q_1``, ``q_2``: the best single path
-    curtain (:func:`~multidraft.theory.verifier._independent_rule.fit_path_curtain`) and, when it
+    """The best single path curtain
+    (:func:`~multidraft.theory.verifier._independent_rule.fit_path_curtain`) and, when it
     falls short of P*, a random path (module docstring) fitted by column generation; the exact
     law r of the rule returned and the single-draft step for r (lossless for any r).
 
@@ -201,7 +228,7 @@ def fit_independent_rule(
     Raises ``ValueError`` for ``rounds`` that is not an integer >= 0 (or None).
 
     >>> import numpy as np
-    >>> rule = fit_independent_rule(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8]))
+    >>> rule = fit_path_mixture(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8]))
     >>> round(rule.acceptance, 12), round(rule.optimum, 12)
     (0.78, 0.78)
     """

@@ -37,6 +37,7 @@ tolerance. On Zipf tails (thousands of light tokens) Φ^abs/Φ is within 1e-3 of
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -52,6 +53,7 @@ LIGHT = 0.25
 ROUNDING = 1e-14
 
 
+@functools.lru_cache(maxsize=64)
 def moment_order(k: int, light: float = LIGHT) -> int:
     """The least L with ``m^{L+1} y^{L+1-m} e^{m y}/(L+1)! <= 2^-53`` for m = 1..K-1 at y = ``light``
     (module docstring), at least K.
@@ -66,9 +68,11 @@ def moment_order(k: int, light: float = LIGHT) -> int:
     return order
 
 
+@functools.lru_cache(maxsize=64)
 def stirling_weights(order: int, k: int) -> np.ndarray:
     """``a[l, m] = m! S(l, m)/l!`` for l = 0..order + 1, m = 0..k (the coefficients of
-    (e^y - 1)^m), by ``a_{l,m} = m (a_{l-1,m} + a_{l-1,m-1})/l``, ``a_{0,0} = 1``.
+    (e^y - 1)^m), by ``a_{l,m} = m (a_{l-1,m} + a_{l-1,m-1})/l``, ``a_{0,0} = 1``. One read-only
+    table per (order, k), kept (a fit asks for it five times).
 
     >>> stirling_weights(3, 2)[:, 2].tolist()  # (e^y - 1)^2 = y^2 + y^3 + ...
     [0.0, 0.0, 1.0, 1.0, 0.5833333333333334]
@@ -78,6 +82,7 @@ def stirling_weights(order: int, k: int) -> np.ndarray:
     for l in range(1, order + 2):
         m = np.arange(1, k + 1)
         a[l, 1:] = m * (a[l - 1, 1:] + a[l - 1, :-1]) / l
+    a.flags.writeable = False
     return a
 
 

@@ -112,9 +112,6 @@ def front_back_head(
 
 #: Largest q t for which ``e^{-qt}`` is taken as ``1 + expm1(-qt)`` (absolute error one ulp).
 _FROM_EXPM1 = 0.5
-#: Most token-node decays the pass keeps from its backward sweep for the forward one (2 x 8 MiB);
-#: beyond (a whole vocabulary's pass) they are computed again block by block.
-DECAY_STORE = 1 << 20
 
 # The kernels hold the truncated polynomials coefficient-major, ``[K, G]``: every loop over the
 # nodes is then contiguous and compiles to vector instructions (the same operations on every
@@ -205,14 +202,9 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
     phi, psi = suffix_phi.copy(), suffix_psi.copy()
     tail_phi, tail_psi = phi.copy(), psi.copy()
     mark_phi[blocks], mark_psi[blocks] = phi, psi
-    # Every token's decay, kept from this pass for the block pass when it fits in DECAY_STORE
-    # (row j - offset holds position j), else recomputed block by block.
-    offset_all = 0 if n * nodes <= DECAY_STORE else -1
-    stays, draws = np.empty((n if offset_all == 0 else block, nodes)), np.empty((n if offset_all == 0 else block, nodes))
     for j in range(n - 1, -1, -1):
-        here_stay, here_drawn = (stays[j], draws[j]) if offset_all == 0 else (stay, drawn)
-        _decay(q[j], t, here_stay, here_drawn)
-        _factor(phi, psi, here_stay, here_drawn, q[j], 1.0, k)
+        _decay(q[j], t, stay, drawn)
+        _factor(phi, psi, stay, drawn, q[j], 1.0, k)
         if j % block == 0:
             mark_phi[j // block], mark_psi[j // block] = phi, psi
         if j == boundary:
@@ -232,28 +224,26 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
     pre_phi, pre_psi = np.zeros((k, nodes)), np.zeros((k, nodes))
     pre_phi[0, :] = 1.0
     post_phi, post_psi = np.zeros((block + 1, k, nodes)), np.zeros((block + 1, k, nodes))
-    # Per block: every token's decay (unless kept) and, per position, e^{-t · after[j]} (no
-    # later token of its part drafted).
-    blocked = np.empty((block, nodes))
+    # Per block: every token's decay and, per position, e^{-t · after[j]} (no later token of
+    # its part drafted).
+    stays, draws, blocked = np.empty((block, nodes)), np.empty((block, nodes)), np.empty((block, nodes))
     x1, x2, y1, y2 = np.empty(nodes), np.empty(nodes), np.empty(nodes), np.empty(nodes)
     for c in range(blocks):
         lo, hi = c * block, min(c * block + block, n)
-        offset = lo if offset_all < 0 else 0  # position j's decay is row j - offset
         post_phi[hi - lo], post_psi[hi - lo] = mark_phi[c + 1], mark_psi[c + 1]
         for j in range(hi - 1, lo - 1, -1):
             i = j - lo
-            if offset_all < 0:
-                _decay(q[j], t, stays[j - offset], draws[j - offset])
+            _decay(q[j], t, stays[i], draws[i])
             if j == hi - 1 or j == boundary - 1:  # restart the running product exactly
                 for g in range(nodes):
                     blocked[i, g] = math.exp(-after[j] * t[g])
             else:
-                here, later, later_stay = blocked[i], blocked[i + 1], stays[j + 1 - offset]
+                here, later, later_stay = blocked[i], blocked[i + 1], stays[i + 1]
                 for g in range(nodes):
                     here[g] = later[g] * later_stay[g]
             if j > lo:
                 post_phi[i], post_psi[i] = post_phi[i + 1], post_psi[i + 1]
-                _factor(post_phi[i], post_psi[i], stays[j - offset], draws[j - offset], q[j], 1.0, k)
+                _factor(post_phi[i], post_psi[i], stays[i], draws[i], q[j], 1.0, k)
         for j in range(lo, hi):
             i = j - lo
             if j == boundary:  # T*: the event D ∩ U = ∅ blocks every U token
@@ -274,7 +264,7 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
                     else:
                         y2[:] = 0.0
                 whole, last = 0.0, 0.0
-                a, b, s = stays[j - offset], draws[j - offset], blocked[i]
+                a, b, s = stays[i], draws[i], blocked[i]
                 for g in range(nodes):
                     whole += w[g] * 1.0 * (q[j] * a[g] * x1[g] + b[g] * x2[g])
                     last += w[g] * s[g] * (q[j] * a[g] * y1[g] + b[g] * y2[g])
@@ -285,7 +275,7 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
                     else:
                         alpha[j] = min(1.0, max(0.0, (p[j] - last) / gap))
                 r[j] = alpha[j] * whole + (1.0 - alpha[j]) * last
-            _factor(pre_phi, pre_psi, stays[j - offset], draws[j - offset], q[j], 1.0 - alpha[j], k)
+            _factor(pre_phi, pre_psi, stays[i], draws[i], q[j], 1.0 - alpha[j], k)
     if boundary >= n:  # no T* token given: the prefix pair of an empty head (U blocked)
         pre_psi[:, :] = 0.0
         pre_phi[:, :] = 0.0

@@ -30,6 +30,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier._curtain import curtain_fit
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = ["polynomial_weight", "water_level", "clipped_layout", "point_win_probabilities", "Layout"]
@@ -128,7 +129,9 @@ def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
     return group, mass, weight, pool_index
 
 
-def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarray, hint: np.ndarray | None = None) -> tuple[Layout, float]:
+def clipped_layout(
+    target: np.ndarray, share: np.ndarray, coefficients: np.ndarray, hint: np.ndarray | None = None, *, iid: bool = True
+) -> tuple[Layout, float]:
     """The best curtain law for ``target`` (the p of the part's tokens) with mass shares
     ``share`` (Σ = 1, > 0) under weight G (``coefficients`` c_0..c_K), and its layout.
 
@@ -137,9 +140,16 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
 
     Returns ``(layout, acceptance)`` with ``acceptance = Σ min(p, r)`` of the law laid out; it is
     ``min_S [p(S) + 1 - G(share(S))]`` (the optimum of this curtain class) up to rounding.
+
+    G = x^K (K >= 2; J ≡ K, as when T* is empty) is the iid curtain: its fit
+    (:func:`~multidraft.theory.verifier._curtain.curtain_fit`, whose stack pass solves the
+    roots of a chain or a row of groups side by side) lays it out, unless ``iid=False`` (the
+    polynomial stack pass throughout; the tests compare the two).
     """
     c = np.asarray(coefficients, dtype=np.float64)
     p, m = np.asarray(target, dtype=np.float64), np.asarray(share, dtype=np.float64)
+    if iid and len(c) >= 3 and c[-1] == 1.0 and not c[:-1].any():
+        return _iid_layout(p, m, len(c) - 1)
     size = len(p)
     key = -m / np.where(p > 0, p, 1.0)
     if hint is None:
@@ -180,6 +190,18 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
     group_last = _group_ends(piece_group)
     layout = Layout(token_group, piece_group, start, stop, np.concatenate([[0], group_last[:-1]]), group_last, laws)
     return layout, float(np.minimum(p, laws).sum())
+
+
+def _iid_layout(p: np.ndarray, m: np.ndarray, k: int) -> tuple[Layout, float]:
+    """:func:`clipped_layout` for G = x^K by the iid curtain's fit, its groups and pieces
+    written as a :class:`Layout` (r = m · the group's realised density)."""
+    fit = curtain_fit(p, m, k)
+    token_group = fit.group.astype(np.int64)
+    law = m * fit.density[token_group]
+    first, last = fit.group_bounds[:-1], fit.group_bounds[1:]
+    piece_group = np.repeat(np.arange(len(first)), last - first)
+    layout = Layout(token_group, piece_group, fit.piece_start, fit.piece_end, first, last, law)
+    return layout, float(np.minimum(p, law).sum())
 
 
 def _group_ends(piece_group: np.ndarray) -> np.ndarray:

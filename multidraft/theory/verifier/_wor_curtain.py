@@ -156,12 +156,14 @@ def clipped_layout(
         order = np.lexsort((key, p > 0))  # p = 0 first, then decreasing m/p
     else:  # the same order, each part sorted from the hint (linear when the hint is about right)
         drafted = p[hint] > 0
-        order = np.concatenate([sorted_tokens(hint[~drafted], key[hint[~drafted]]), sorted_tokens(hint[drafted], key[hint[drafted]])])
+        zero, positive = hint[~drafted], hint[drafted]
+        order = np.concatenate([sorted_tokens(zero, key[zero]), sorted_tokens(positive, key[positive])])
+    m_sorted = m[order]
     prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
-    prefix_m = np.minimum(np.concatenate([[0.0], np.cumsum(m[order])]), 1.0)
+    prefix_m = np.minimum(np.concatenate([[0.0], np.cumsum(m_sorted)]), 1.0)
     g_values = np.polynomial.polynomial.polyval(prefix_m, c)
     cut = int(np.argmin(prefix_p + 1.0 - g_values))
-    boundary = float(m[order[cut:]].sum())  # U-part [0, 1 - Q) has the mass of the non-cut tokens
+    boundary = float(m_sorted[cut:].sum())  # U-part [0, 1 - Q) has the mass of the non-cut tokens
     token_group = np.full(size, -1, dtype=np.int64)
     pieces, laws, groups = [], np.zeros(size), 0
     parts = ((order[cut:][::-1], "min", 0.0, boundary), (order[:cut][::-1], "max", boundary, 1.0))
@@ -169,8 +171,9 @@ def clipped_layout(
         if len(tokens) == 0:
             continue
         tokens = tokens[np.argsort(p[tokens] / m[tokens], kind="stable")]  # increasing p/m
+        part_p, part_m = p[tokens], m[tokens]
         total = float(polynomial_weight(lo, hi, c))
-        group, mass, weight, _ = _groups(p[tokens], m[tokens], total, clip)
+        group, mass, weight, _ = _groups(part_p, part_m, total, clip)
         if len(c) <= 2 or c[2:].sum() <= 0.0:  # G linear: w constant, any tiling realises r ∝ m
             end = lo + np.cumsum(mass)
             piece_group, start, stop = np.arange(len(mass)), end - mass, end
@@ -183,7 +186,7 @@ def clipped_layout(
             last_piece = _group_ends(piece_group)[flat] - 1
             density[flat] = np.polynomial.polynomial.polyval(1.0 - start[last_piece], np.polynomial.polynomial.polyder(c))
         token_group[tokens] = group + groups
-        laws[tokens] = m[tokens] * density[group]
+        laws[tokens] = part_m * density[group]
         pieces.append((piece_group + groups, start, stop))
         groups += len(mass)
     piece_group, start, stop = (np.concatenate(column) for column in zip(*pieces))

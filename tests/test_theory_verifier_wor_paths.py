@@ -86,3 +86,38 @@ def test_iid_layout_for_a_monomial_weight_is_the_polynomial_stack_pass():
             swapped[[a, b]] = swapped[[b, a]]
             broken = Layout(swapped, fast.piece_group, fast.piece_start, fast.piece_end, fast.group_first, fast.group_last, fast.law)
             assert not np.allclose(_law_from_pieces(broken, m, k), fast.law, rtol=1e-10, atol=1e-15)
+
+
+def test_scan_order_is_the_ratio_order_and_an_unsigned_bit_sort_is_caught():
+    """The cut's radix sort (issue 34, item 3): a permutation putting ``-q/p`` in order (p = 0 < q
+    first, p = q = 0 last), equal to ``ratio_order`` exactly where keys are distinct and where
+    they tie (then it is ``ratio_order``); sorting the keys' raw bits, without making them
+    order-preserving, is caught by the same check."""
+    from multidraft.theory.laws._kernels import ratio_order
+    from multidraft.theory.optimum._wor_race import scan_order
+
+    rng = np.random.default_rng(5)
+    distinct = 0
+    for trial in range(200):
+        n = int(rng.integers(1, 3000))
+        p, q = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
+        if trial % 3 == 0:
+            p[rng.random(n) < 0.2] = 0.0
+        if trial % 4 == 0:
+            q[rng.random(n) < 0.2] = 0.0
+        if trial % 5 == 0:
+            p, q = np.round(p, 3), np.round(q, 3)
+        if p.sum() == 0 or q.sum() == 0:
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            key = -(q / p)
+        order = scan_order(p, q)
+        np.testing.assert_array_equal(np.sort(order), np.arange(n))
+        np.testing.assert_array_equal(key[order], key[ratio_order(p, q)])  # NaN last in both
+        if len(np.unique(key)) == n:
+            distinct += 1
+        np.testing.assert_array_equal(order, ratio_order(p, q))
+    assert distinct >= 50
+    key = -rng.random(100)  # negative keys: their raw bits sort backwards
+    raw = np.argsort(key.view(np.uint64), kind="stable")
+    assert not (np.diff(key[raw]) >= 0).all()

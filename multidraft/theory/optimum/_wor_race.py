@@ -81,6 +81,30 @@ class OptimalCut:
 _PROBES, _FEW = 8, 64
 
 
+def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
+    """The scan order of :func:`~multidraft.theory.laws._kernels.ratio_order` (decreasing q/p,
+    p = 0 < q first, p = q = 0 last) by a radix sort of the keys ``-q/p``: their bits made
+    order-preserving as unsigned integers (sign bit set for positives, all bits flipped for
+    negatives, NaN the largest), then six stable counting passes of 11 bits, O(n) (an argsort
+    at n = 49152 took 2.3 ms, a quarter of the cut). Distinct keys have one order; where two
+    keys tie, ``ratio_order`` itself is taken, so that the scan -- whose argmin over a tie
+    class's prefixes can turn on the rounding of their sums (p = q: T* = ∅ or Ω, both at P* = 1)
+    -- is the one it always was.
+
+    >>> scan_order(np.array([0.5, 0.25, 0.125, 0.0]), np.array([0.25, 0.25, 0.0, 0.5])).tolist()
+    [3, 1, 0, 2]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.divide(draft, target)
+    np.negative(key, out=key)
+    _compiled()
+    order = _radix_order(key)
+    ordered = key[order]
+    if (ordered[1:] == ordered[:-1]).any() or np.isnan(ordered[-2:]).all():  # ties (NaN: p = q = 0 twice)
+        return ratio_order(target, draft)
+    return order
+
+
 def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.ndarray:
     """``Π_{i<K} max(Q_j - M_i(T_j), 0)`` for every prefix j = 0..n of the scan order
     (``prefix_q`` = Q_j, M_i the mass of the i largest tokens among the first j, M_0 = 0),
@@ -234,7 +258,7 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
     for all would take its nodes out to the smallest outside mass of any initial candidate: no
     token is light then.)"""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
-    order = ratio_order(p, q)
+    order = scan_order(p, q)
     p_sorted, q_sorted = p[order], q[order]
     draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
     prefix_p, prefix_q, lower, upper = _bounds(p_sorted, q_sorted, k)
@@ -348,6 +372,39 @@ def _compiled() -> None:
     _wor_moments._compiled()
     _node_products = _wor_moments._node_products
     compile_in_place(globals(), KERNELS)
+
+
+def _radix_order(key):
+    n = key.shape[0]
+    bits, spare = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    order, moved = np.arange(n), np.empty(n, np.int64)
+    raw = key.view(np.uint64)
+    sign, everything = np.uint64(1) << np.uint64(63), ~np.uint64(0)
+    for i in range(n):
+        if key[i] != key[i]:
+            bits[i] = everything  # NaN (p = q = 0) last
+        elif raw[i] & sign:
+            bits[i] = ~raw[i]
+        else:
+            bits[i] = raw[i] | sign
+    counts = np.empty(2048, np.int64)
+    mask = np.uint64(2047)
+    for shift in range(0, 64, 11):
+        step = np.uint64(shift)
+        counts[:] = 0
+        for i in range(n):
+            counts[np.int64((bits[i] >> step) & mask)] += 1
+        if counts.max() == n:  # one digit throughout: the pass would not move anything
+            continue
+        total = 0
+        for d in range(2048):
+            total, counts[d] = total + counts[d], total
+        for i in range(n):
+            d = np.int64((bits[i] >> step) & mask)
+            spare[counts[d]], moved[counts[d]] = bits[i], order[i]
+            counts[d] += 1
+        bits, spare, order, moved = spare, bits, moved, order
+    return order
 
 
 def _upper_products(q, prefix_q, k):
@@ -491,4 +548,4 @@ def _count_law(q, light, scale, a, k, t):
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_upper_products", "_bernoulli", "_add_powers", "_add_factors", "_product_at", "_checkpoints", "_containment", "_count_law")
+KERNELS = ("_radix_order", "_upper_products", "_bernoulli", "_add_powers", "_add_factors", "_product_at", "_checkpoints", "_containment", "_count_law")

@@ -191,7 +191,9 @@ class PrefixRace:
     outside), as in the full race).
     """
 
-    def __init__(self, q_sorted: np.ndarray, k: int, prefixes: np.ndarray, *, split: bool = True, basis: RaceBasis | None = None) -> None:
+    def __init__(
+        self, q_sorted: np.ndarray, k: int, prefixes: np.ndarray, *, split: bool = True, basis: RaceBasis | None = None
+    ) -> None:
         self.k = k
         basis = race_basis(q_sorted, k) if basis is None else basis
         self.outside, self.spread = basis.outside, basis.spread
@@ -238,7 +240,9 @@ class PrefixRace:
         )  # fmt: skip
 
 
-def containment_at(q_sorted: np.ndarray, k: int, prefixes: np.ndarray, *, split: bool = True, basis: RaceBasis | None = None) -> np.ndarray:
+def containment_at(
+    q_sorted: np.ndarray, k: int, prefixes: np.ndarray, *, split: bool = True, basis: RaceBasis | None = None
+) -> np.ndarray:
     """``g(T_j)`` at the given prefix sizes j (sorted, 1 <= j <= n), for q in scan order: one
     :class:`PrefixRace` over the first ``max(prefixes)`` tokens (``basis``: its
     :func:`race_basis`, if known)."""
@@ -252,8 +256,8 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
     """The optimal cut of drafts without replacement by the pruned exact scan (module
     docstring). ``tolerance`` widens the candidate set against rounding of the bounds.
 
-    Complexity: one argsort, O(n K) for the bounds, a :class:`PrefixRace` per probe and one for
-    the final candidates, each over the first m tokens (m = its last prefix: O(m L) for the light
+    Complexity: one radix sort (:func:`scan_order`), O(n K) for the bounds, a :class:`PrefixRace`
+    per probe and one for the final candidates, each over the first m tokens (m = its last prefix: O(m L) for the light
     tokens, O(G K) per other token), and O(CHECKPOINT L + G K L) per prefix evaluated. (One race
     for all would take its nodes out to the smallest outside mass of any initial candidate: no
     token is light then.)"""
@@ -548,4 +552,7 @@ def _count_law(q, light, scale, a, k, t):
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_radix_order", "_upper_products", "_bernoulli", "_add_powers", "_add_factors", "_product_at", "_checkpoints", "_containment", "_count_law")
+KERNELS = (
+    "_radix_order", "_upper_products", "_bernoulli", "_add_powers", "_add_factors", "_product_at", "_checkpoints",
+    "_containment", "_count_law",
+)

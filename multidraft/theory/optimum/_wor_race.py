@@ -467,7 +467,7 @@ def _add_factors(q, t, k, state):
         _bernoulli(state[g], math.exp(-q * t[g]), k)
 
 
-def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, psi, phi_abs, psi_abs):
+def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, psi, phi_abs, psi_abs, work):
     """The whole product (heavy state × light power sums) at one node, with its rounding
     bound."""
     if nu[0] == 0.0:
@@ -475,7 +475,7 @@ def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, 
             out[m] = state_g[m]
             out_bound[m] = 0.0
         return
-    _node_products(nu, scale, light_mass, t_g, k, a, phi, psi, phi_abs, psi_abs)
+    _node_products(nu, scale, light_mass, t_g, k, a, phi, psi, phi_abs, psi_abs, work)
     for m in range(k):
         value, bound = 0.0, 0.0
         for i in range(m + 1):
@@ -504,6 +504,7 @@ def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass
     nodes = t.shape[0]
     state, nu = np.zeros((nodes, k)), np.zeros(a.shape[0])
     phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+    work = np.empty((4, a.shape[0] - 1))
     law, law_bound = np.empty(k), np.empty(k)
     out, error = np.zeros(prefixes.shape[0]), np.zeros(prefixes.shape[0])
     position, mass = -1, 0.0
@@ -517,7 +518,7 @@ def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass
         position = j
         total, bound = 0.0, 0.0
         for g in range(nodes):
-            _product_at(state[g], nu, scale, mass, t[g], k, a, law, law_bound, phi, psi, phi_abs, psi_abs)
+            _product_at(state[g], nu, scale, mass, t[g], k, a, law, law_bound, phi, psi, phi_abs, psi_abs, work)
             below, below_bound = 0.0, 0.0
             for m in range(k):
                 below += law[m]
@@ -538,9 +539,10 @@ def _count_law(q, light, scale, a, k, t):
     nu = np.zeros(a.shape[0])
     light_mass = _advance(q, light, scale, t, k, state, nu, 0, q.shape[0], 0.0)
     phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+    work = np.empty((4, a.shape[0] - 1))
     law, bound = np.empty((nodes, k)), np.empty((nodes, k))
     for g in range(nodes):
-        _product_at(state[g], nu, scale, light_mass, t[g], k, a, law[g], bound[g], phi, psi, phi_abs, psi_abs)
+        _product_at(state[g], nu, scale, light_mass, t[g], k, a, law[g], bound[g], phi, psi, phi_abs, psi_abs, work)
     return law, bound
 
 

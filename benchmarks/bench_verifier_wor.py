@@ -227,7 +227,8 @@ def before_after(commit: str, repeats: int, count: int, rounds: int = 2) -> list
                     "after within target": after[f"ms_{name}"][0] <= TARGET_MS,
                 }
             )  # fmt: skip
-    rows.append({"K": "small", "T": count, "max |diff|": float(np.max(np.abs(before["small"] - after["small"])))})
+    if count:
+        rows.append({"K": "small", "T": count, "max |diff|": float(np.max(np.abs(before["small"] - after["small"])))})
     return rows
 
 

@@ -37,6 +37,7 @@ tolerance. On Zipf tails (thousands of light tokens) Φ^abs/Φ is within 1e-3 of
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -52,6 +53,7 @@ LIGHT = 0.25
 ROUNDING = 1e-14
 
 
+@functools.lru_cache(maxsize=64)
 def moment_order(k: int, light: float = LIGHT) -> int:
     """The least L with ``m^{L+1} y^{L+1-m} e^{m y}/(L+1)! <= 2^-53`` for m = 1..K-1 at y = ``light``
     (module docstring), at least K.
@@ -66,9 +68,11 @@ def moment_order(k: int, light: float = LIGHT) -> int:
     return order
 
 
+@functools.lru_cache(maxsize=64)
 def stirling_weights(order: int, k: int) -> np.ndarray:
     """``a[l, m] = m! S(l, m)/l!`` for l = 0..order + 1, m = 0..k (the coefficients of
-    (e^y - 1)^m), by ``a_{l,m} = m (a_{l-1,m} + a_{l-1,m-1})/l``, ``a_{0,0} = 1``.
+    (e^y - 1)^m), by ``a_{l,m} = m (a_{l-1,m} + a_{l-1,m-1})/l``, ``a_{0,0} = 1``. One read-only
+    table per (order, k), kept (a fit asks for it five times).
 
     >>> stirling_weights(3, 2)[:, 2].tolist()  # (e^y - 1)^2 = y^2 + y^3 + ...
     [0.0, 0.0, 1.0, 1.0, 0.5833333333333334]
@@ -78,6 +82,7 @@ def stirling_weights(order: int, k: int) -> np.ndarray:
     for l in range(1, order + 2):
         m = np.arange(1, k + 1)
         a[l, 1:] = m * (a[l - 1, 1:] + a[l - 1, :-1]) / l
+    a.flags.writeable = False
     return a
 
 
@@ -111,27 +116,49 @@ def _compiled() -> None:
 
 def _power_sums(ratios, order):
     nu = np.zeros(order + 2)
-    for i in range(ratios.shape[0]):
-        power = 1.0
-        for l in range(order + 2):
-            nu[l] += power
-            power *= ratios[i]
+    _accumulate_powers(ratios, 0, ratios.shape[0], 1.0, nu)
     return nu
 
 
-def _node_products(nu, scale, total, t, k, a, phi, psi, phi_abs, psi_abs):
-    """Φ, Ψ and their all-positive twins at one node t, into the [K] arrays given."""
+def _accumulate_powers(q, lo, hi, scale, nu):
+    """``nu[l] += Σ_{lo <= i < hi} (q_i/s)^l``, each token's powers by repeated multiplication
+    and added in token order (the numbers of one token at a time), four tokens per sweep over l
+    so that their multiplication chains overlap (2x faster than one at a time)."""
+    i = lo
+    while i + 4 <= hi:
+        ratio_a, ratio_b, ratio_c, ratio_d = q[i] / scale, q[i + 1] / scale, q[i + 2] / scale, q[i + 3] / scale
+        power_a, power_b, power_c, power_d = 1.0, 1.0, 1.0, 1.0
+        for l in range(nu.shape[0]):
+            nu[l] = (((nu[l] + power_a) + power_b) + power_c) + power_d
+            power_a *= ratio_a
+            power_b *= ratio_b
+            power_c *= ratio_c
+            power_d *= ratio_d
+        i += 4
+    while i < hi:
+        ratio, power = q[i] / scale, 1.0
+        for l in range(nu.shape[0]):
+            nu[l] += power
+            power *= ratio
+        i += 1
+
+
+def _node_products(nu, scale, total, t, k, a, phi, psi, phi_abs, psi_abs, work):
+    """Φ, Ψ and their all-positive twins at one node t, into the [K] arrays given; ``work``
+    ``[4, L + 1]`` scratch (no allocation per node: the cut evaluates thousands of nodes)."""
     order = nu.shape[0] - 2
     s = scale * t
-    powers = np.empty(order + 1)  # (s t)^l ν_l
-    shifted = np.empty(order + 1)  # (s t)^l ν_{l+1}
+    powers = work[0]  # (s t)^l ν_l
+    shifted = work[1]  # (s t)^l ν_{l+1}
     p = 1.0
     for l in range(order + 1):
         powers[l] = p * nu[l]
         shifted[l] = p * nu[l + 1]
         p *= s
-    log_poly = np.zeros(k)  # |coefficients| E_m / m of log Φ (sign (-1)^{m+1})
-    companion = np.zeros(k)  # F_m
+    log_poly = work[2]  # |coefficients| E_m / m of log Φ (sign (-1)^{m+1}), m < K <= L
+    companion = work[3]  # F_m
+    log_poly[:k] = 0.0
+    companion[:k] = 0.0
     for m in range(k):
         e_m, f_m = 0.0, 0.0
         for l in range(m, order + 1):
@@ -163,9 +190,10 @@ def _node_products(nu, scale, total, t, k, a, phi, psi, phi_abs, psi_abs):
 
 
 def _light_products(nu, scale, total, t, k, a, out):
+    work = np.empty((4, nu.shape[0] - 1))
     for g in range(t.shape[0]):
-        _node_products(nu, scale, total, t[g], k, a, out[0, g], out[1, g], out[2, g], out[3, g])
+        _node_products(nu, scale, total, t[g], k, a, out[0, g], out[1, g], out[2, g], out[3, g], work)
 
 
 #: The compiled kernels of this module (other modules' kernels call ``_node_products``).
-KERNELS = ("_power_sums", "_node_products", "_light_products")
+KERNELS = ("_accumulate_powers", "_power_sums", "_node_products", "_light_products")

@@ -30,6 +30,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier._curtain import curtain_fit
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = ["polynomial_weight", "water_level", "clipped_layout", "point_win_probabilities", "Layout"]
@@ -128,7 +129,9 @@ def _groups(values: np.ndarray, masses: np.ndarray, total: float, clip: str):
     return group, mass, weight, pool_index
 
 
-def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarray, hint: np.ndarray | None = None) -> tuple[Layout, float]:
+def clipped_layout(
+    target: np.ndarray, share: np.ndarray, coefficients: np.ndarray, hint: np.ndarray | None = None, *, iid: bool = True
+) -> tuple[Layout, float]:
     """The best curtain law for ``target`` (the p of the part's tokens) with mass shares
     ``share`` (Σ = 1, > 0) under weight G (``coefficients`` c_0..c_K), and its layout.
 
@@ -137,21 +140,30 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
 
     Returns ``(layout, acceptance)`` with ``acceptance = Σ min(p, r)`` of the law laid out; it is
     ``min_S [p(S) + 1 - G(share(S))]`` (the optimum of this curtain class) up to rounding.
+
+    G = x^K (K >= 2; J ≡ K, as when T* is empty) is the iid curtain: its fit
+    (:func:`~multidraft.theory.verifier._curtain.curtain_fit`, whose stack pass solves the
+    roots of a chain or a row of groups side by side) lays it out, unless ``iid=False`` (the
+    polynomial stack pass throughout; the tests compare the two).
     """
     c = np.asarray(coefficients, dtype=np.float64)
     p, m = np.asarray(target, dtype=np.float64), np.asarray(share, dtype=np.float64)
+    if iid and len(c) >= 3 and c[-1] == 1.0 and not c[:-1].any():
+        return _iid_layout(p, m, len(c) - 1)
     size = len(p)
     key = -m / np.where(p > 0, p, 1.0)
     if hint is None:
         order = np.lexsort((key, p > 0))  # p = 0 first, then decreasing m/p
     else:  # the same order, each part sorted from the hint (linear when the hint is about right)
         drafted = p[hint] > 0
-        order = np.concatenate([sorted_tokens(hint[~drafted], key[hint[~drafted]]), sorted_tokens(hint[drafted], key[hint[drafted]])])
+        zero, positive = hint[~drafted], hint[drafted]
+        order = np.concatenate([sorted_tokens(zero, key[zero]), sorted_tokens(positive, key[positive])])
+    m_sorted = m[order]
     prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
-    prefix_m = np.minimum(np.concatenate([[0.0], np.cumsum(m[order])]), 1.0)
+    prefix_m = np.minimum(np.concatenate([[0.0], np.cumsum(m_sorted)]), 1.0)
     g_values = np.polynomial.polynomial.polyval(prefix_m, c)
     cut = int(np.argmin(prefix_p + 1.0 - g_values))
-    boundary = float(m[order[cut:]].sum())  # U-part [0, 1 - Q) has the mass of the non-cut tokens
+    boundary = float(m_sorted[cut:].sum())  # U-part [0, 1 - Q) has the mass of the non-cut tokens
     token_group = np.full(size, -1, dtype=np.int64)
     pieces, laws, groups = [], np.zeros(size), 0
     parts = ((order[cut:][::-1], "min", 0.0, boundary), (order[:cut][::-1], "max", boundary, 1.0))
@@ -159,8 +171,9 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
         if len(tokens) == 0:
             continue
         tokens = tokens[np.argsort(p[tokens] / m[tokens], kind="stable")]  # increasing p/m
+        part_p, part_m = p[tokens], m[tokens]
         total = float(polynomial_weight(lo, hi, c))
-        group, mass, weight, _ = _groups(p[tokens], m[tokens], total, clip)
+        group, mass, weight, _ = _groups(part_p, part_m, total, clip)
         if len(c) <= 2 or c[2:].sum() <= 0.0:  # G linear: w constant, any tiling realises r ∝ m
             end = lo + np.cumsum(mass)
             piece_group, start, stop = np.arange(len(mass)), end - mass, end
@@ -173,13 +186,25 @@ def clipped_layout(target: np.ndarray, share: np.ndarray, coefficients: np.ndarr
             last_piece = _group_ends(piece_group)[flat] - 1
             density[flat] = np.polynomial.polynomial.polyval(1.0 - start[last_piece], np.polynomial.polynomial.polyder(c))
         token_group[tokens] = group + groups
-        laws[tokens] = m[tokens] * density[group]
+        laws[tokens] = part_m * density[group]
         pieces.append((piece_group + groups, start, stop))
         groups += len(mass)
     piece_group, start, stop = (np.concatenate(column) for column in zip(*pieces))
     group_last = _group_ends(piece_group)
     layout = Layout(token_group, piece_group, start, stop, np.concatenate([[0], group_last[:-1]]), group_last, laws)
     return layout, float(np.minimum(p, laws).sum())
+
+
+def _iid_layout(p: np.ndarray, m: np.ndarray, k: int) -> tuple[Layout, float]:
+    """:func:`clipped_layout` for G = x^K by the iid curtain's fit, its groups and pieces
+    written as a :class:`Layout` (r = m · the group's realised density)."""
+    fit = curtain_fit(p, m, k)
+    token_group = fit.group.astype(np.int64)
+    law = m * fit.density[token_group]
+    first, last = fit.group_bounds[:-1], fit.group_bounds[1:]
+    piece_group = np.repeat(np.arange(len(first)), last - first)
+    layout = Layout(token_group, piece_group, fit.piece_start, fit.piece_end, first, last, law)
+    return layout, float(np.minimum(p, law).sum())
 
 
 def _group_ends(piece_group: np.ndarray) -> np.ndarray:

@@ -245,27 +245,29 @@ def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained:
             tokens = tokens[np.argsort(p[tokens] / q[tokens], kind="stable")]
         else:
             tokens = sorted_tokens(tokens, p[tokens] / q[tokens])
-        cut, pool_mass, pool_weight = pool_split(p[tokens], q[tokens], total, clip)
-        r[tokens] = p[tokens]
-        pool = tokens[cut:] if clip == "min" else tokens[:cut]
-        if len(pool):
-            r[pool] = q[pool] * (pool_weight / pool_mass)
+        values, masses = p[tokens], q[tokens]
+        cut, pool_mass, pool_weight = pool_split(values, masses, total, clip)
+        pool = slice(cut, None) if clip == "min" else slice(None, cut)
+        if len(values[pool]):
+            values[pool] = masses[pool] * (pool_weight / pool_mass)
+        r[tokens] = values
     return r
 
 
-def _t_side(p, q, k, t_order, outside, r_star=None):
-    """Front/back on T* in the position order ``t_order``, U merged into one token of mass L:
-    ``(α, r)`` of the T* tokens. Given ``r_star``, the longest suffix of pool tokens (p <=
-    :data:`TAIL_SLACK` r*) that are light at every node, if it has :data:`MIN_TAIL` tokens or more,
-    becomes the uniform tail (:mod:`~multidraft.theory._wor_tail`; its coins α = 0); returns
-    ``(α, r, tail)``, ``tail`` = the tail's first index in ``t_order`` (``len(t_order)``: none)."""
+def _t_side(p_t, q_t, k, outside, r_star_t=None):
+    """Front/back on T* with p, q given in its position order (``p_t``, ``q_t``), U merged into
+    one token of mass L: ``(α, r)`` of the T* tokens. Given ``r_star_t`` (r* in that order), the
+    longest suffix of pool tokens (p <= :data:`TAIL_SLACK` r*) that are light at every node, if it
+    has :data:`MIN_TAIL` tokens or more, becomes the uniform tail
+    (:mod:`~multidraft.theory._wor_tail`; its coins α = 0); returns ``(α, r, tail)``, ``tail`` =
+    the tail's first position (``len(q_t)``: none)."""
     lead = 1 if outside > 0 else 0
-    merged_q = np.concatenate([[outside], q[t_order]]) if lead else q[t_order]
-    merged_p = np.concatenate([[0.0], p[t_order]]) if lead else p[t_order]
+    merged_q = np.concatenate([[outside], q_t]) if lead else q_t
+    merged_p = np.concatenate([[0.0], p_t]) if lead else p_t
     nodes, weights = front_back_nodes(merged_q, k)
-    start = len(t_order) if r_star is None else _tail_start(p[t_order], q[t_order], r_star[t_order], float(nodes[-1]))
-    if start < len(t_order):
-        tail_q = q[t_order[start:]]
+    start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, float(nodes[-1]))
+    if start < len(q_t):
+        tail_q = q_t[start:]
         products = tail_products(tail_q, nodes, k)
         head = lead + start
         alpha, r, pre_phi, pre_psi = front_back_head(
@@ -276,7 +278,7 @@ def _t_side(p, q, k, t_order, outside, r_star=None):
             r_tail = tail_law(tail_q, nodes, weights, polynomials, k)
             return np.concatenate([alpha[lead:], np.zeros(len(tail_q))]), np.concatenate([r[lead:], r_tail]), start
     alpha, r = front_back_pass(merged_p, merged_q, lead, k, nodes, weights)
-    return alpha[lead:], r[lead:], len(t_order)
+    return alpha[lead:], r[lead:], len(q_t)
 
 
 def _tail_start(p, q, r_star, t_max):
@@ -354,29 +356,31 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     u_hint, t_hint = cut.order[cut.size :][::-1], cut.order[: cut.size][::-1]
     order = np.concatenate([sorted_tokens(u_hint, -ratio[u_hint]), sorted_tokens(t_hint, -ratio[t_hint])])
     boundary = n - cut.size
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n)
     u_tokens, t_tokens = order[:boundary], order[boundary:]
-    outside = float(q[u_tokens].sum())
+    q_u = q[u_tokens]
+    outside = float(q_u.sum())
     alpha, r = np.zeros(n), np.zeros(n)
     note = None
 
     # T* side: front/back with U merged into one token of mass L (another order where short).
-    t_target = float(np.minimum(p[t_tokens], r_star[t_tokens]).sum())
+    # p, q, r* gathered in its position order once (q_t again only if the order changes).
+    p_t, q_t = p[t_tokens], q[t_tokens]
+    t_target = float(np.minimum(p_t, r_star[t_tokens]).sum())
     t_short = 0.0
     tail = n
     if len(t_tokens):
-        a_t, r_t, start = _t_side(p, q, k, t_tokens, outside, r_star)
-        t_short = t_target - float(np.minimum(p[t_tokens], r_t).sum())
+        a_t, r_t, start = _t_side(p_t, q_t, k, outside, r_star[t_tokens])
+        t_short = t_target - float(np.minimum(p_t, r_t).sum())
         if t_short > SIDE_TOLERANCE:  # front/back throughout (without the tail), other orders too
-            a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(p, q, k, t_tokens, outside)[:2]
-            plain_short = t_target - float(np.minimum(p[t_tokens], r_plain).sum())
+            a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(p_t, q_t, k, outside)[:2]
+            plain_short = t_target - float(np.minimum(p_t, r_plain).sum())
             order_t, a_plain, r_plain, plain_short = _order_search(
-                p, t_tokens, (a_plain, r_plain), plain_short, t_target, lambda o: _t_side(p, q, k, o, outside)[:2],
+                p, t_tokens, (a_plain, r_plain), plain_short, t_target, lambda o: _t_side(p[o], q[o], k, outside)[:2],
                 len(t_tokens) + 1,
             )
             if plain_short < t_short or start == len(t_tokens):
                 t_tokens, a_t, r_t, t_short, start = order_t, a_plain, r_plain, plain_short, len(t_tokens)
+                q_t = q[t_tokens]
         if start < len(t_tokens):
             tail = boundary + start
         alpha[t_tokens], r[t_tokens] = a_t, r_t
@@ -384,15 +388,17 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     # U side: the J-curtain at its best; the front/back U side (other orders too, for a small U)
     # where that falls short.
     u_rule, coefficients, layout, group = "j-curtain", None, None, np.full(n, -1, dtype=np.int64)
-    drafted_u = u_tokens[q[u_tokens] > 0]
+    drafted = q_u > 0
+    drafted_u = u_tokens[drafted]
     u_short = 0.0
     if len(drafted_u):
-        coefficients = j_law(q[t_tokens], outside, k)
-        layout, _ = clipped_layout(p[drafted_u], q[drafted_u] / outside, coefficients, np.arange(len(drafted_u))[::-1])
+        coefficients = j_law(q_t, outside, k)
+        p_drafted = p[drafted_u]
+        layout, _ = clipped_layout(p_drafted, q_u[drafted] / outside, coefficients, np.arange(len(drafted_u))[::-1])
         group[drafted_u] = layout.token_group
         r[drafted_u] = layout.law
         u_target = float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
-        u_short = u_target - float(np.minimum(p[drafted_u], layout.law).sum())
+        u_short = u_target - float(np.minimum(p_drafted, layout.law).sum())
         if u_short > SIDE_TOLERANCE:
             a_u, r_u = _u_side(p, q, k, u_tokens, t_tokens)
             fb_short = u_target - float(np.minimum(p[u_tokens], r_u).sum())
@@ -402,6 +408,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
             if fb_short < u_short and np.isfinite(r_u).all():
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u
                 alpha[u_tokens], r[u_tokens] = a_u, r_u
+    position = np.empty(n, dtype=np.int64)
     position[np.concatenate([u_tokens, t_tokens])] = np.arange(n)
     fitted = np.isfinite(r).all() and (r >= -1e-15).all() and abs(r.sum() - 1.0) <= 1e-9
     if not fitted:

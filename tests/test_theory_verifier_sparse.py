@@ -230,3 +230,23 @@ def test_choice_probabilities_at_a_real_vocabulary_by_sampled_selection():
         used = expected > 0
         statistic = (((counts - expected) ** 2)[used] / expected[used]).sum()
         assert (statistic > 30) == caught, (probabilities, counts)
+
+
+@pytest.mark.parametrize("n, keep, temperature, k", [CASES[2], (49152, None, 1.2, 8)])
+def test_pointwise_accept_is_the_dense_step_bit_for_bit(n, keep, temperature, k):
+    """:meth:`CurtainRule.accept_at` (and the optimal plan's, which its conditional uses instead
+    of the dense step) equals :attr:`CurtainRule.accept` at every support token, bit for bit, on
+    a cut draft and a full one; the plan's residual is the step's. A WRONG twin without the cap
+    at 1 (``p/r`` where r < p: U's pool) is caught."""
+    from multidraft.schemes import get_scheme
+    from multidraft.schemes._importance import ImportancePlan
+
+    p, q = sparse_instance(n, keep, temperature, seed=k) if keep is not None else sparse_instance(n, n, temperature, seed=k)
+    plan = get_scheme("optimal").prepare(p, IID(q, k))
+    rule = plan.rule
+    tokens = rule.support
+    np.testing.assert_array_equal(rule.accept_at(tokens), rule.accept[tokens])
+    np.testing.assert_array_equal(plan.accept_at(tokens.reshape(-1, 1)), ImportancePlan.accept_at(plan, tokens.reshape(-1, 1)))
+    np.testing.assert_array_equal(plan.residual_law, plan.step[1])
+    uncapped = rule.support_target / (rule.support_draft * rule.group_density[rule.group])
+    assert not np.array_equal(uncapped, rule.accept[tokens])

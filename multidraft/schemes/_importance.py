@@ -52,6 +52,15 @@ class ImportancePlan(Plan):
         """``(min(1, p/r) [n], norm((p - r)_+) [n])``."""
         return canonical_step(self.target, self.intermediate)
 
+    def accept_at(self, tokens: np.ndarray) -> np.ndarray:
+        """``min(1, p(y)/r(y))`` at the token ids ``tokens`` (any shape): the step's entries there."""
+        return self.step[0][tokens]
+
+    @property
+    def residual_law(self) -> np.ndarray:
+        """``norm((p - r)_+)`` ``[n]``: the step's residual."""
+        return self.step[1]
+
     @property
     def selected_acceptance(self) -> float:
         """``Σ_y min(p(y), r(y))``: the chance that the *selected* draft is accepted."""
@@ -63,15 +72,14 @@ class ImportancePlan(Plan):
 
     def conditional(self, tuples: np.ndarray) -> np.ndarray:
         weights = checked_weights(self.selection, tuples)  # [m, K]
-        accept_of, residual = self.step
+        accept, residual = self.accept_at(tuples), self.residual_law  # [m, K], [n]
         m, k = tuples.shape
-        out = np.zeros((m, len(accept_of)))
+        out = np.zeros((m, len(residual)))
         rows = np.arange(m)
         rejected = np.zeros(m)
         for i in range(k):
-            accept = accept_of[tuples[:, i]]
-            out[rows, tuples[:, i]] += weights[:, i] * accept
-            rejected += weights[:, i] * (1.0 - accept)
+            out[rows, tuples[:, i]] += weights[:, i] * accept[:, i]
+            rejected += weights[:, i] * (1.0 - accept[:, i])
         return out + rejected[:, None] * residual[None, :]
 
     def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -250,3 +250,41 @@ def test_pointwise_accept_is_the_dense_step_bit_for_bit(n, keep, temperature, k)
     np.testing.assert_array_equal(plan.residual_law, plan.step[1])
     uncapped = rule.support_target / (rule.support_draft * rule.group_density[rule.group])
     assert not np.array_equal(uncapped, rule.accept[tokens])
+
+
+def _digits_from_the_top(keys: np.ndarray) -> np.ndarray:
+    """WRONG twin of radix_sort: the same stable digit passes, highest digit first (each pass
+    then undoes the order of the ones before it)."""
+    out = keys.copy()
+    for shift in range(55, -1, -11):
+        out = out[np.argsort((out >> np.uint64(shift)) & np.uint64(2047), kind="stable")]
+    return out
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 4095, 49152])
+def test_radix_sort_is_numpy_sort_and_the_twin_is_caught(size):
+    """``radix_sort`` returns ``numpy.sort``'s array on random keys, on keys whose high digits
+    are all equal (skipped passes), with duplicates, and on the fit's packed keys (ratio bits
+    and index: :func:`density_order` then gives the order it gave with ``numpy.sort``)."""
+    from multidraft.theory.verifier._radix import new_counts, radix_sort
+
+    rng = np.random.default_rng(size)
+    cases = [
+        rng.integers(0, 2**64, size, dtype=np.uint64),
+        rng.integers(0, 3000, size, dtype=np.uint64),  # digits 1..5 equal in almost every key
+        rng.integers(0, 2**64, max(size // 2, 1), dtype=np.uint64).repeat(2)[:size],  # duplicates
+    ]
+    p, q = sparse_instance(max(size, 1), max(size, 1), 1.2, seed=1)
+    key = p / q
+    shift = max(size - 1, 1).bit_length()
+    cases.append(((key.view(np.uint64) >> np.uint64(shift)) << np.uint64(shift)) | np.arange(len(key), dtype=np.uint64))
+    for keys in cases:
+        out = keys.copy()
+        radix_sort(out, np.empty(len(keys) + 3, dtype=np.uint64), new_counts())
+        np.testing.assert_array_equal(out, np.sort(keys))
+    if size > 2:
+        assert not np.array_equal(_digits_from_the_top(cases[0]), np.sort(cases[0]))
+        mask = np.uint64((1 << shift) - 1)
+        by_numpy = (np.sort(cases[-1]) & mask).astype(np.int64)
+        if size >= 4096:  # the packed path; exact ties of p/q are absent here, so no run to settle
+            np.testing.assert_array_equal(density_order(p, q), by_numpy)

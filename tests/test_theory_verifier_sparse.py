@@ -288,3 +288,41 @@ def test_radix_sort_is_numpy_sort_and_the_twin_is_caught(size):
         by_numpy = (np.sort(cases[-1]) & mask).astype(np.int64)
         if size >= 4096:  # the packed path; exact ties of p/q are absent here, so no run to settle
             np.testing.assert_array_equal(density_order(p, q), by_numpy)
+
+
+@pytest.mark.parametrize("keep", [1000, None])
+def test_pointwise_conditional_is_the_dense_row_there(keep):
+    """The optimal iid plan's :meth:`conditional_at` (what the token walk's E[τ] reads at a real
+    vocabulary) gives :meth:`conditional`'s entries at the tokens asked, bit for bit, and the
+    rest of the row's mass to 1e-15, for token sets holding the drafts or only some of them;
+    :meth:`CurtainRule.residual_at` is :attr:`residual` there bit for bit (tokens outside a cut
+    support included). WRONG twins: a residual read as the support's excess alone, and a rest
+    without the accepted drafts outside the tokens, are caught."""
+    from multidraft.schemes import get_scheme
+
+    n, k = 49152, 8
+    p, q = sparse_instance(n, keep if keep is not None else n, 1.2, seed=3)
+    plan = get_scheme("optimal").prepare(p, IID(q, k))
+    rule = plan.rule
+    rng = np.random.default_rng(0)
+    tuples = rng.choice(n, size=(3, k), p=q)
+    outside = np.flatnonzero(q == 0)[:5] if keep is not None else np.array([], dtype=np.int64)
+    rows = plan.conditional(tuples)
+    for tokens in (np.unique(tuples), np.unique(np.concatenate([tuples.ravel(), outside, [7, 11]])), np.unique(tuples[:, :3])):
+        values, rest = plan.conditional_at(tuples, tokens)
+        np.testing.assert_array_equal(values, rows[:, tokens])
+        off = rows.copy()
+        off[:, tokens] = 0.0
+        np.testing.assert_allclose(rest, off.sum(axis=1), rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(rule.residual_at(tokens), rule.residual[tokens])
+    tokens = np.unique(tuples[:, :3])  # some drafts outside: their accepted mass is part of the rest
+    off = rows.copy()
+    off[:, tokens] = 0.0
+    _, rejected = plan._selected(tuples)
+    twin_rest = rejected * max(1.0 - float(rule.residual_at(tokens).sum()), 0.0)
+    assert np.abs(twin_rest - off.sum(axis=1)).max() > 1e-6
+    weights, inside, outside_mass = rule._residual_parts
+    heaviest = np.argmax(weights)  # a support token with excess
+    twin_residual = weights[heaviest] / inside  # the twin: the support's excess normalised alone
+    assert rule.residual_at(rule.support[[heaviest]])[0] == rule.residual[rule.support[heaviest]] > 0
+    assert (twin_residual != rule.residual[rule.support[heaviest]]) == (keep is not None)

@@ -116,6 +116,13 @@ class _VerifierPlan(_OptimumPlan):
     def residual_law(self) -> np.ndarray:
         return self.rule.residual
 
+    def residual_at(self, tokens: np.ndarray) -> np.ndarray:
+        """The iid rule's residual at ``tokens`` alone (:meth:`CurtainRule.residual_at`), else
+        the dense residual's entries."""
+        if isinstance(self.rule, CurtainRule):
+            return self.rule.residual_at(tokens)
+        return super().residual_at(tokens)
+
     def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.rule.choose(tuples, rng)
 

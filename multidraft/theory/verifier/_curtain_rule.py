@@ -173,6 +173,19 @@ class CurtainRule:
         out[self.support] = weights / (inside + outside)
         return out
 
+    def residual_at(self, tokens: np.ndarray) -> np.ndarray:
+        """:attr:`residual` at the token ids ``tokens`` (1-D), bit for bit, in O(|tokens| log s)
+        once the support's excess is known (:attr:`_residual_parts`, O(s)): no row of n."""
+        weights, inside, outside = self._residual_parts
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if len(self.support) == self.n:
+            return weights[tokens] / (inside + outside)
+        out = self.target[tokens] / (inside + outside)
+        local = np.minimum(np.searchsorted(self.support, tokens), len(self.support) - 1)
+        held = self.support[local] == tokens
+        out[held] = weights[local[held]] / (inside + outside)
+        return out
+
     @cached_property
     def token_group(self) -> np.ndarray:
         """The group of every token [n]; -1 for tokens no draft can hold."""

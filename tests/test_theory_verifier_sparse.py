@@ -230,3 +230,99 @@ def test_choice_probabilities_at_a_real_vocabulary_by_sampled_selection():
         used = expected > 0
         statistic = (((counts - expected) ** 2)[used] / expected[used]).sum()
         assert (statistic > 30) == caught, (probabilities, counts)
+
+
+@pytest.mark.parametrize("n, keep, temperature, k", [CASES[2], (49152, None, 1.2, 8)])
+def test_pointwise_accept_is_the_dense_step_bit_for_bit(n, keep, temperature, k):
+    """:meth:`CurtainRule.accept_at` (and the optimal plan's, which its conditional uses instead
+    of the dense step) equals :attr:`CurtainRule.accept` at every support token, bit for bit, on
+    a cut draft and a full one; the plan's residual is the step's. A WRONG twin without the cap
+    at 1 (``p/r`` where r < p: U's pool) is caught."""
+    from multidraft.schemes import get_scheme
+    from multidraft.schemes._importance import ImportancePlan
+
+    p, q = sparse_instance(n, keep, temperature, seed=k) if keep is not None else sparse_instance(n, n, temperature, seed=k)
+    plan = get_scheme("optimal").prepare(p, IID(q, k))
+    rule = plan.rule
+    tokens = rule.support
+    np.testing.assert_array_equal(rule.accept_at(tokens), rule.accept[tokens])
+    np.testing.assert_array_equal(plan.accept_at(tokens.reshape(-1, 1)), ImportancePlan.accept_at(plan, tokens.reshape(-1, 1)))
+    np.testing.assert_array_equal(plan.residual_law, plan.step[1])
+    uncapped = rule.support_target / (rule.support_draft * rule.group_density[rule.group])
+    assert not np.array_equal(uncapped, rule.accept[tokens])
+
+
+def _digits_from_the_top(keys: np.ndarray) -> np.ndarray:
+    """WRONG twin of radix_sort: the same stable digit passes, highest digit first (each pass
+    then undoes the order of the ones before it)."""
+    out = keys.copy()
+    for shift in range(55, -1, -11):
+        out = out[np.argsort((out >> np.uint64(shift)) & np.uint64(2047), kind="stable")]
+    return out
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 4095, 49152])
+def test_radix_sort_is_numpy_sort_and_the_twin_is_caught(size):
+    """``radix_sort`` returns ``numpy.sort``'s array on random keys, on keys whose high digits
+    are all equal (skipped passes), with duplicates, and on the fit's packed keys (ratio bits
+    and index: :func:`density_order` then gives the order it gave with ``numpy.sort``)."""
+    from multidraft.theory.verifier._radix import new_counts, radix_sort
+
+    rng = np.random.default_rng(size)
+    cases = [
+        rng.integers(0, 2**64, size, dtype=np.uint64),
+        rng.integers(0, 3000, size, dtype=np.uint64),  # digits 1..5 equal in almost every key
+        rng.integers(0, 2**64, max(size // 2, 1), dtype=np.uint64).repeat(2)[:size],  # duplicates
+    ]
+    p, q = sparse_instance(max(size, 1), max(size, 1), 1.2, seed=1)
+    key = p / q
+    shift = max(size - 1, 1).bit_length()
+    cases.append(((key.view(np.uint64) >> np.uint64(shift)) << np.uint64(shift)) | np.arange(len(key), dtype=np.uint64))
+    for keys in cases:
+        out = keys.copy()
+        radix_sort(out, np.empty(len(keys) + 3, dtype=np.uint64), new_counts())
+        np.testing.assert_array_equal(out, np.sort(keys))
+    if size > 2:
+        assert not np.array_equal(_digits_from_the_top(cases[0]), np.sort(cases[0]))
+        mask = np.uint64((1 << shift) - 1)
+        by_numpy = (np.sort(cases[-1]) & mask).astype(np.int64)
+        if size >= 4096:  # the packed path; exact ties of p/q are absent here, so no run to settle
+            np.testing.assert_array_equal(density_order(p, q), by_numpy)
+
+
+@pytest.mark.parametrize("keep", [1000, None])
+def test_pointwise_conditional_is_the_dense_row_there(keep):
+    """The optimal iid plan's :meth:`conditional_at` (what the token walk's E[τ] reads at a real
+    vocabulary) gives :meth:`conditional`'s entries at the tokens asked, bit for bit, and the
+    rest of the row's mass to 1e-15, for token sets holding the drafts or only some of them;
+    :meth:`CurtainRule.residual_at` is :attr:`residual` there bit for bit (tokens outside a cut
+    support included). WRONG twins: a residual read as the support's excess alone, and a rest
+    without the accepted drafts outside the tokens, are caught."""
+    from multidraft.schemes import get_scheme
+
+    n, k = 49152, 8
+    p, q = sparse_instance(n, keep if keep is not None else n, 1.2, seed=3)
+    plan = get_scheme("optimal").prepare(p, IID(q, k))
+    rule = plan.rule
+    rng = np.random.default_rng(0)
+    tuples = rng.choice(n, size=(3, k), p=q)
+    outside = np.flatnonzero(q == 0)[:5] if keep is not None else np.array([], dtype=np.int64)
+    rows = plan.conditional(tuples)
+    for tokens in (np.unique(tuples), np.unique(np.concatenate([tuples.ravel(), outside, [7, 11]])), np.unique(tuples[:, :3])):
+        values, rest = plan.conditional_at(tuples, tokens)
+        np.testing.assert_array_equal(values, rows[:, tokens])
+        off = rows.copy()
+        off[:, tokens] = 0.0
+        np.testing.assert_allclose(rest, off.sum(axis=1), rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(rule.residual_at(tokens), rule.residual[tokens])
+    tokens = np.unique(tuples[:, :3])  # some drafts outside: their accepted mass is part of the rest
+    off = rows.copy()
+    off[:, tokens] = 0.0
+    _, rejected = plan._selected(tuples)
+    twin_rest = rejected * max(1.0 - float(rule.residual_at(tokens).sum()), 0.0)
+    assert np.abs(twin_rest - off.sum(axis=1)).max() > 1e-6
+    weights, inside, outside_mass = rule._residual_parts
+    heaviest = np.argmax(weights)  # a support token with excess
+    twin_residual = weights[heaviest] / inside  # the twin: the support's excess normalised alone
+    assert rule.residual_at(rule.support[[heaviest]])[0] == rule.residual[rule.support[heaviest]] > 0
+    assert (twin_residual != rule.residual[rule.support[heaviest]]) == (keep is not None)

@@ -291,3 +291,35 @@ def test_tree_only_bound_on_shapes(shape):
     result = tree_only_bound([first, second], shape)
     assert result.value <= sum(float(u) for u in result.optima_upper) + 1e-7
     assert result.shared >= 1
+
+
+class _RestWithoutResidual(TokenVerifier):
+    """WRONG twin: the pointwise E[τ] walk's stop mass leaves out the residual's share
+    (only the accepted drafts outside the children would remain: none)."""
+
+    def _conditional_at(self, tree, node, tokens):
+        values, _ = super()._conditional_at(tree, node, tokens)
+        return values, 0.0
+
+
+def test_pointwise_expected_length_at_a_real_vocabulary_is_the_dense_walks():
+    """At n > REMEMBER_BELOW the token walk's E[τ] reads each node's law at its children alone
+    (``_conditional_at``); it equals the walk over dense rows (``next_token=True``) to 1e-15
+    for the optimal verifier (the same entries; the stop mass summed otherwise) and for SpecInfer
+    (a dense plan either way; the one-draft node is read by its acceptance alone without rows),
+    on iid nodes of 3 and 2 drafts and a one-draft node.
+    The twin without the residual's stop mass is caught."""
+    n = 2048
+    rng = np.random.default_rng(5)
+    p = rng.dirichlet(np.full(n, 0.3), size=4)
+    q = 0.7 * p + 0.3 * rng.dirichlet(np.full(n, 0.3), size=4)
+    (a, b), (c, d) = np.argsort(-p[0])[:2], rng.choice(n, size=2, replace=False)  # node 2 is reached, and stopped at
+    tree = ShapedTree([-1, 0, 0, 1, 2, 2], [-1, a, b, c, c, d], [(a, b, a), (c,), (c, d), (), (), ()], p[[0, 1, 2, 3, 3, 3]], q[[0, 1, 2, 3, 3, 3]], "iid")
+    for name in ("optimal", "specinfer"):
+        verifier = TokenVerifier(get_scheme(name))
+        pointwise, dense = verifier.expected_accepted(tree), verifier.law(tree, next_token=True).expected_accepted
+        assert abs(pointwise - dense) <= 1e-15, (name, pointwise, dense)
+    law = TokenVerifier(get_scheme("optimal")).law(tree, next_token=True)
+    dense = law.expected_accepted
+    assert law.node_probability[2] > 1e-3  # a pointwise node below the root where the walk stops
+    assert abs(_RestWithoutResidual(get_scheme("optimal")).expected_accepted(tree) - dense) > 1e-3

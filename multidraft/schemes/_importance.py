@@ -52,6 +52,15 @@ class ImportancePlan(Plan):
         """``(min(1, p/r) [n], norm((p - r)_+) [n])``."""
         return canonical_step(self.target, self.intermediate)
 
+    def accept_at(self, tokens: np.ndarray) -> np.ndarray:
+        """``min(1, p(y)/r(y))`` at the token ids ``tokens`` (any shape): the step's entries there."""
+        return self.step[0][tokens]
+
+    @property
+    def residual_law(self) -> np.ndarray:
+        """``norm((p - r)_+)`` ``[n]``: the step's residual."""
+        return self.step[1]
+
     @property
     def selected_acceptance(self) -> float:
         """``Σ_y min(p(y), r(y))``: the chance that the *selected* draft is accepted."""
@@ -61,18 +70,44 @@ class ImportancePlan(Plan):
         """The selected draft position of every tuple (step 1), drawn from the weights."""
         return sample_rows(checked_weights(self.selection, tuples), rng)
 
-    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+    def residual_at(self, tokens: np.ndarray) -> np.ndarray:
+        """:attr:`residual_law` at the token ids ``tokens``."""
+        return self.residual_law[tokens]
+
+    def _selected(self, tuples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(β_i(x) min(1, p/r)(x_i) [m, K], Σ_i β_i(x) (1 - min(1, p/r)(x_i)) [m])``: the
+        chance that draft i is selected and accepted, and that the selected draft is rejected."""
         weights = checked_weights(self.selection, tuples)  # [m, K]
-        accept_of, residual = self.step
-        m, k = tuples.shape
-        out = np.zeros((m, len(accept_of)))
-        rows = np.arange(m)
-        rejected = np.zeros(m)
-        for i in range(k):
-            accept = accept_of[tuples[:, i]]
-            out[rows, tuples[:, i]] += weights[:, i] * accept
-            rejected += weights[:, i] * (1.0 - accept)
+        accept = self.accept_at(tuples)  # [m, K]
+        rejected = np.zeros(len(tuples))
+        for i in range(tuples.shape[1]):
+            rejected += weights[:, i] * (1.0 - accept[:, i])
+        return weights * accept, rejected
+
+    def conditional(self, tuples: np.ndarray) -> np.ndarray:
+        accepted, rejected = self._selected(tuples)
+        residual = self.residual_law  # [n]
+        out = np.zeros((len(tuples), len(residual)))
+        rows = np.arange(len(tuples))
+        for i in range(tuples.shape[1]):
+            out[rows, tuples[:, i]] += accepted[:, i]
         return out + rejected[:, None] * residual[None, :]
+
+    def conditional_at(self, tuples: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(P(Y = t | X = x) [m, T], P(Y ∉ tokens | X = x) [m])`` for distinct token ids
+        ``tokens``: :meth:`conditional`'s entries there, bit for bit, and the rest of its mass,
+        ``rejected · (1 - Σ_t residual(t))`` plus the accepted drafts outside ``tokens`` (the row's
+        sum off ``tokens`` up to rounding), without building rows of n: O(m K T) besides
+        :meth:`residual_at` (for the optimal iid rule, O(T) on top of the fit)."""
+        accepted, rejected = self._selected(tuples)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        hit = tuples[:, :, None] == tokens[None, None, :]  # [m, K, T]
+        values = np.zeros((len(tuples), len(tokens)))
+        for i in range(tuples.shape[1]):  # the order conditional() adds in (x + 0.0 = x)
+            values += np.where(hit[:, i], accepted[:, i, None], 0.0)
+        residual = self.residual_at(tokens)
+        rest = rejected * max(1.0 - float(residual.sum()), 0.0) + np.where(hit.any(axis=2), 0.0, accepted).sum(axis=1)
+        return values + rejected[:, None] * residual[None, :], rest
 
     def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         position = self.choose(tuples, rng)

@@ -105,6 +105,24 @@ class _VerifierPlan(_OptimumPlan):
     def step(self) -> tuple[np.ndarray, np.ndarray]:
         return self.rule.accept, self.rule.residual
 
+    def accept_at(self, tokens: np.ndarray) -> np.ndarray:
+        """The iid rule's ``min(1, p/r)`` at ``tokens`` alone (:meth:`CurtainRule.accept_at`:
+        no dense step), else the step's entries there."""
+        if isinstance(self.rule, CurtainRule):
+            return self.rule.accept_at(tokens)
+        return super().accept_at(tokens)
+
+    @property
+    def residual_law(self) -> np.ndarray:
+        return self.rule.residual
+
+    def residual_at(self, tokens: np.ndarray) -> np.ndarray:
+        """The iid rule's residual at ``tokens`` alone (:meth:`CurtainRule.residual_at`), else
+        the dense residual's entries."""
+        if isinstance(self.rule, CurtainRule):
+            return self.rule.residual_at(tokens)
+        return super().residual_at(tokens)
+
     def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.rule.choose(tuples, rng)
 

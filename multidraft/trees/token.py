@@ -16,7 +16,7 @@ speculative sampling (every multi-draft scheme reduces to it at K = 1).
 
 Its exact law given the tree multiplies, along each path, the scheme's conditional law
 ``P(Y = · | X = x)`` at each node -- taken from the scheme's plan for ``(target, law)``
-(:func:`node_conditional`, the one place this package asks a scheme for its plan).
+(:func:`node_plan`, the one place this package asks a scheme for its plan).
 
 ``token:optimal`` on K iid chains couples, at a node with m >= 2 live rows above the last drafted
 depth, by :func:`~multidraft.trees._rows_rule.rows_coupling` where it fits (small vocabularies,
@@ -43,7 +43,7 @@ from multidraft.trees.base import Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.tree import DraftTree, live_law_class
 
 __all__ = [
-    "TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_scheme", "one_draft_scheme", "rows_below",
+    "TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_plan", "node_scheme", "one_draft_scheme", "rows_below",
     "single_draft_acceptance", "token_batch",
 ]  # fmt: skip
 
@@ -137,12 +137,18 @@ def node_conditional(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool
     (:meth:`~multidraft.schemes.Scheme.prepare`, :meth:`~multidraft.schemes.Plan.conditional`),
     prepared once and reused for every tuple.
     """
+    plan = node_plan(scheme, target, law, exact)
+    return lambda tuples: plan.conditional(np.asarray(tuples, dtype=np.int64))
+
+
+def node_plan(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool) -> Any:
+    """``scheme``'s plan for (p, D) at one node (:meth:`~multidraft.schemes.Scheme.prepare`),
+    refused for a scheme without plans or without an exact law where one is asked for."""
     if not hasattr(scheme, "prepare"):
         raise ValueError(f"scheme {getattr(scheme, 'name', scheme)!r}: has no plans, so no exact law of its output")
     if exact and not scheme.capabilities.exact_output:
         raise ValueError(f"scheme {scheme.name!r}: no exact (Fraction) conditional law; use float distributions")
-    plan = scheme.prepare(list(target) if exact else target, law, exact)
-    return lambda tuples: plan.conditional(np.asarray(tuples, dtype=np.int64))
+    return scheme.prepare(list(target) if exact else target, law, exact)
 
 
 @dataclass(frozen=True)
@@ -307,6 +313,33 @@ class TokenVerifier(TreeVerifier):
             self._plans[key] = self._prepare(tree, node)
         return self._plans[key](tuple_[None, :])[0]
 
+    def _pointwise(self, tree: Tree, node: int) -> bool:
+        """Whether the E[τ] walk reads ``node``'s conditional law at its children alone
+        (:meth:`_conditional_at`): a float tree at a real vocabulary (no remembered plans), the
+        node's scheme's plan, and no subclass's own :meth:`_conditional`."""
+        return (
+            tree.n > REMEMBER_BELOW and not tree.exact and type(self)._conditional is TokenVerifier._conditional
+            and not self._rows_below(tree, node)
+        )  # fmt: skip
+
+    def _conditional_at(self, tree: Tree, node: int, tokens: np.ndarray) -> tuple[np.ndarray, float]:
+        """``(P(Y = t | live tuple) for the children's tokens t, P(Y ∉ tokens | live tuple))`` at
+        ``node`` (where :meth:`_pointwise`): an importance plan's
+        :meth:`~multidraft.schemes._importance.ImportancePlan.conditional_at` (the same entries,
+        bit for bit, and the rest of the mass up to rounding, without rows of n), else the
+        plan's dense conditional law."""
+        from multidraft.schemes._importance import ImportancePlan
+
+        scheme, law, tuple_ = self._node(tree, node)
+        plan = node_plan(scheme, tree.target_at(node), law, False)
+        if isinstance(plan, ImportancePlan):
+            values, rest = plan.conditional_at(tuple_[None, :], tokens)
+            return values[0], float(rest[0])
+        stop = plan.conditional(tuple_[None, :])[0]
+        at_children = stop[tokens]
+        stop[tokens] = 0.0
+        return at_children, stop.sum()
+
     @staticmethod
     def _key(law_name: str, p: np.ndarray, drafts: np.ndarray, tokens: np.ndarray | None) -> bytes:
         digest = hashlib.blake2b(f"{law_name}|{len(drafts)}|{None if tokens is None else tokens.tolist()}".encode())
@@ -335,16 +368,20 @@ class TokenVerifier(TreeVerifier):
                 walk(child, reach * accept)
                 prob[node] = reach * (1 - accept)
                 return
-            law_y = self._conditional(tree, node)  # P(Y = · | live tuple)
-            stop = law_y.copy()
-            for child in nodes.children[node]:
-                token = int(nodes.token[child])
-                walk(child, reach * law_y[token])
-                stop[token] = zero
-            mass = stop.sum()  # numpy's sum: Python's sum(stop) walks 1e5 floats one by one
+            children = nodes.children[node]
+            tokens = nodes.token[np.asarray(children, dtype=np.int64)].astype(np.int64)
+            if rows is None and self._pointwise(tree, node):  # E[τ] only, at a real vocabulary
+                at_children, mass = self._conditional_at(tree, node, tokens)
+            else:
+                law_y = self._conditional(tree, node)  # P(Y = · | live tuple)
+                at_children, stop = law_y[tokens], law_y.copy()
+                stop[tokens] = zero
+                mass = stop.sum()  # numpy's sum: Python's sum(stop) walks 1e5 floats one by one
+                if rows is not None and mass > 0:
+                    rows[node] = stop / mass
+            for child, value in zip(children, at_children):
+                walk(child, reach * value)
             prob[node] = reach * mass
-            if rows is not None and mass > 0:
-                rows[node] = stop / mass
 
         walk(0, Fraction(1) if exact else 1.0)
         return TreeLaw(tree, prob, rows)

@@ -66,6 +66,13 @@ def _kernels():
     return _curtain_kernels
 
 
+def _radix():
+    """:mod:`multidraft.theory.verifier._radix` (its kernel compiles on first use)."""
+    from multidraft.theory.verifier import _radix
+
+    return _radix
+
+
 class _Workspace:
     """Scratch arrays for fits of up to ``capacity`` tokens, reused from fit to fit.
 
@@ -86,7 +93,9 @@ class _Workspace:
         for name in self.INTS:
             setattr(self, name, np.empty(size, dtype=np.int64))
         self.packed = np.empty(size, dtype=np.uint64)
+        self.packed_scratch = np.empty(size, dtype=np.uint64)
         self.index = np.arange(size, dtype=np.uint64)
+        self.counts = _radix().new_counts()
 
 
 _IDLE: list[_Workspace] = []
@@ -125,7 +134,7 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
     np.right_shift(key.view(np.uint64), np.uint64(shift), out=packed)
     packed <<= np.uint64(shift)
     packed |= work.index[:size]
-    packed.sort()
+    _radix().radix_sort(packed, work.packed_scratch, work.counts)  # distinct keys: numpy.sort's result
     _kernels().settle_ties(packed, shift, key, order)
     return order
 
@@ -136,10 +145,11 @@ def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
     For the iid verifier this is the decreasing-q/p order of the min-cut scan (p/q ascending)
     and, read backwards, the decreasing-density order of the layout. Large inputs sort one
     uint64 array instead of calling ``argsort``: the ratio's bits (a non-negative double orders
-    like its bit pattern) with the low ``⌈log2 s⌉`` bits replaced by the index; runs of equal
-    truncated keys are then put in exact order (``settle_ties`` in
-    :mod:`~multidraft.theory._curtain_kernels`). Same order as ``argsort`` up to ties, about 3x
-    faster with numpy's vectorised sort.
+    like its bit pattern) with the low ``⌈log2 s⌉`` bits replaced by the index, sorted by
+    :func:`~multidraft.theory.verifier._radix.radix_sort` (the keys are distinct, so this is
+    ``numpy.sort``'s result); runs of equal truncated keys are then put in exact order
+    (``settle_ties`` in :mod:`~multidraft.theory._curtain_kernels`). Same order as ``argsort``
+    up to ties, about 5x faster.
     """
     with _workspace(len(values)) as work:
         return _order(values, masses, work).copy()

@@ -15,7 +15,7 @@ runs selection, acceptance and the residual draw without building them.
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cache, cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -140,6 +140,8 @@ class CurtainRule:
         return out
 
     def _dense(self, values: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        if len(self.support) == self.n:  # the identity support: a copy, not a scatter
+            return values.copy()
         out = np.full(self.n, fill, dtype=values.dtype)
         out[self.support] = values
         return out
@@ -152,19 +154,36 @@ class CurtainRule:
     @cached_property
     def accept(self) -> np.ndarray:
         """``min(1, p/r)`` [n] (0 where r = 0: such tokens are never selected)."""
-        ratio = np.zeros(len(self.support))
-        np.divide(self.support_target, self.support_law, out=ratio, where=self.support_law > 0)
-        return self._dense(np.minimum(ratio, 1.0))
+        return self._dense(_accept(self.support_target, self.support_law))
+
+    def accept_at(self, tokens: np.ndarray) -> np.ndarray:
+        """``min(1, p/r)`` at the token ids ``tokens`` (any shape; ValueError for a token the draft
+        cannot propose): :attr:`accept`'s entries there, bit for bit, in O(|tokens|) rather
+        than O(n) (r read off the tokens' groups, as :attr:`support_law` computes it)."""
+        local = self._local(tokens)
+        return _accept(self.support_target[local], self.support_draft[local] * self.group_density[self.group[local]])
 
     @cached_property
     def residual(self) -> np.ndarray:
         """``norm((p - r)_+)`` [n] (p itself when that mass is zero)."""
         weights, inside, outside = self._residual_parts
-        if len(self.support) < self.n:
-            out = self.target / (inside + outside)
-        else:
-            out = np.empty(self.n)
+        if len(self.support) == self.n:
+            return weights / (inside + outside)
+        out = self.target / (inside + outside)
         out[self.support] = weights / (inside + outside)
+        return out
+
+    def residual_at(self, tokens: np.ndarray) -> np.ndarray:
+        """:attr:`residual` at the token ids ``tokens`` (1-D), bit for bit, in O(|tokens| log s)
+        once the support's excess is known (:attr:`_residual_parts`, O(s)): no row of n."""
+        weights, inside, outside = self._residual_parts
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if len(self.support) == self.n:
+            return weights[tokens] / (inside + outside)
+        out = self.target[tokens] / (inside + outside)
+        local = np.minimum(np.searchsorted(self.support, tokens), len(self.support) - 1)
+        held = self.support[local] == tokens
+        out[held] = weights[local[held]] / (inside + outside)
         return out
 
     @cached_property
@@ -292,7 +311,7 @@ class CurtainRule:
     def _choice_table(self, tuples: np.ndarray) -> np.ndarray:
         """:meth:`choice_probabilities` over the intervals between all piece ends at once."""
         edges = np.unique(np.concatenate([[0.0, 1.0], self.piece_start, self.piece_end]))
-        nodes, weights = np.polynomial.legendre.leggauss(self.k // 2 + 2)
+        nodes, weights = _gauss_legendre(self.k // 2 + 2)
         left, width = edges[:-1], np.diff(edges)
         offset = 0.5 * width[:, None] * (nodes + 1.0)  # [intervals, nodes per interval]
         dt = (0.5 * width[:, None] * weights).ravel()
@@ -340,6 +359,22 @@ class CurtainRule:
         survive = np.where(point[group][:, None, :], above, spread)
         survive[:, column, column] = 1.0
         return np.where(point[group], np.prod(survive, axis=-1), 0.0)
+
+
+@cache
+def _gauss_legendre(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``numpy.polynomial.legendre.leggauss(count)`` (nodes, weights), computed once per count
+    (an eigenvalue problem: a fifth of a one-tuple :meth:`CurtainRule.choice_probabilities`)."""
+    nodes, weights = np.polynomial.legendre.leggauss(count)
+    nodes.flags.writeable = weights.flags.writeable = False
+    return nodes, weights
+
+
+def _accept(target: np.ndarray, law: np.ndarray) -> np.ndarray:
+    """``min(1, p/r)`` elementwise, 0 where r = 0."""
+    ratio = np.zeros(np.shape(law))
+    np.divide(target, law, out=ratio, where=law > 0)
+    return np.minimum(ratio, 1.0)
 
 
 def _select():

@@ -1,0 +1,70 @@
+"""Sorting distinct uint64 keys by least-significant-digit radix sort (numba, cached on disk).
+
+The optimal iid verifier's fit sorts one packed uint64 per support token (the ratio's top bits,
+the token's index in the low bits: :func:`multidraft.theory.verifier._curtain.density_order`).
+Those keys are distinct, so every correct sort returns the same array: this one is
+``numpy.sort``'s result bit for bit, about four times faster on 49,152 keys than the library's
+comparison sort on the machines measured (0.4 vs 1.65 ms).
+
+The kernel is compiled on first use (:func:`~multidraft.theory._numba.compile_in_place`), so
+importing the theory does not import numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from multidraft.theory._numba import compile_in_place
+
+__all__ = ["radix_sort", "new_counts", "DIGIT_BITS"]
+
+#: Bits per digit: 6 passes over 64 bits, each counting into 2^11 buckets (16 KiB, in L1).
+DIGIT_BITS = 11
+
+
+def radix_sort(keys: np.ndarray, scratch: np.ndarray, counts: np.ndarray) -> None:
+    """Sort ``keys`` (uint64 [s]) in place: for each 11-bit digit from the lowest, a stable
+    counting scatter between ``keys`` and ``scratch`` (uint64, at least s long), digits in the
+    same order as the sort by the digits below them; ``counts`` (int64 [6, 2048]) holds every
+    digit's histogram, taken in one read. A digit equal in every key orders nothing and is
+    skipped. O(6 s): each digit pass is one read and one scattered write."""
+    _compile()
+    _radix_sort(keys, scratch[: len(keys)], counts)
+
+
+def _radix_sort(keys, scratch, counts):
+    size = keys.shape[0]
+    passes = counts.shape[0]
+    mask = np.uint64((1 << DIGIT_BITS) - 1)
+    counts[:] = 0
+    for i in range(size):
+        key = keys[i]
+        for d in range(passes):
+            counts[d, (key >> np.uint64(d * DIGIT_BITS)) & mask] += 1
+    source, target, moved = keys, scratch, False
+    for d in range(passes):
+        shift = np.uint64(d * DIGIT_BITS)
+        if size == 0 or counts[d, (source[0] >> shift) & mask] == size:
+            continue  # one digit value: the order by the lower digits stands
+        total = 0
+        for digit in range(counts.shape[1]):
+            count = counts[d, digit]
+            counts[d, digit] = total
+            total += count
+        for i in range(size):
+            key = source[i]
+            digit = (key >> shift) & mask
+            target[counts[d, digit]] = key
+            counts[d, digit] += 1
+        source, target, moved = target, source, not moved
+    if moved:
+        keys[:] = source
+
+
+def new_counts() -> np.ndarray:
+    """The histogram array :func:`radix_sort` takes (int64 [6, 2048])."""
+    return np.empty((-(-64 // DIGIT_BITS), 1 << DIGIT_BITS), dtype=np.int64)
+
+
+def _compile() -> None:
+    compile_in_place(globals(), ["_radix_sort"])

@@ -45,6 +45,7 @@ __all__ = [
     "PositionalSample",
     "collect_positional",
     "budget_answer",
+    "best_chains",
     "tree_speedup",
     "real_budget",
     "answer_table",
@@ -150,8 +151,10 @@ def tree_speedup(block_efficiency: float, parents: Sequence[int], draft_latency,
     return block_efficiency * target_latency(1, 1) / seconds
 
 
-def _chains(a: np.ndarray, budget: int, max_depth: int) -> tuple[float, TreeShape]:
-    """The best SpecInfer configuration ⟨K, 1, …, 1⟩ with K·L ≤ N under the positional model."""
+def best_chains(a: np.ndarray, budget: int, max_depth: int) -> tuple[float, TreeShape]:
+    """``max_{K·L ≤ N, L ≤ D} E[τ](⟨K, 1, …, 1⟩)`` under the positional model ``a``
+    (:func:`~multidraft.trees.budget.positional_value`): the best SpecInfer configuration, K
+    sequences of length L sharing only the root, and its E[τ] (ties: fewer sequences)."""
     shapes = [TreeShape.expansion([k] + [1] * (length - 1)) for k in range(1, budget + 1) for length in range(1, min(max_depth, budget // k) + 1)]
     values = [positional_value(a, shape) for shape in shapes]
     best = int(np.argmax(values))  # the first of the best: fewer sequences
@@ -180,7 +183,7 @@ def budget_answer(
     rows = []
     for budget in budgets:
         depth = budget if max_depth is None else max_depth
-        chains_value, chains_shape = _chains(means[reference], budget, depth)
+        chains_value, chains_shape = best_chains(means[reference], budget, depth)
         chains_draws = np.array([positional_value(d[reference], chains_shape) for d in draws])
         chains = {
             "shape": repr(chains_shape),

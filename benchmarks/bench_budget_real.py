@@ -33,19 +33,15 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 from _common import RESULTS_DIR, provenance, write_json
 
-from multidraft.report.budget_blocks import BLOCK_VERIFIERS, blocks_text, clustered_answer, run_units
-from multidraft.report.budget_real import best_chains, collect_positional
+from multidraft.report.budget_blocks import WALKS, blocks_text, budget_shapes, clustered_answer, run_units
+from multidraft.report.budget_real import collect_positional
 from multidraft.trees import TreeShape
-from multidraft.trees.budget import positional_value, sequoia_tree
 
 #: The report's real-model setting (target T 0.6, draft T 1.0) and the positional sample.
 SETTING = {"target_temperature": 0.6, "draft_temperature": 1.0}
 POSITIONAL = {"prompts": 10, "max_new_tokens": 48, "width": 8, "seed": 0}
-#: The walks of the positional model whose DP shapes are candidates (both on iid trees).
-WALKS = ("token:specinfer", "token:optimal")
 
 
 def _models(draft: str):
@@ -67,34 +63,18 @@ def plan(args: argparse.Namespace) -> None:
             target, chosen, draft=draft, max_new_tokens=POSITIONAL["max_new_tokens"], width=POSITIONAL["width"],
             seed=POSITIONAL["seed"], verifiers=WALKS, **SETTING,
         )  # fmt: skip
-    means = {name: np.clip(sample.mean()[j], 0.0, 1.0) for j, name in enumerate(WALKS)}
-    trees = {name: sequoia_tree(means[name], args.budget) for name in WALKS}
-    best = max(WALKS, key=lambda name: trees[name].block_efficiency)
-    _, chains = best_chains(means["token:specinfer"], args.budget, args.budget)
-    shapes = {"dp": list(trees[best].parents), "chains": _parents(chains)}
+    means = {name: sample.mean()[j].tolist() for j, name in enumerate(WALKS)}
     data = {
         "draft": args.draft,
         "draft_name": target.name if draft is None else draft.name,
         "budget": args.budget,
         **SETTING,
-        "positional": {**POSITIONAL, "positions": sample.positions, "acceptance": {k: v.tolist() for k, v in means.items()}},
-        "dp_walk": best,
-        "shapes": shapes,
-        "predicted": {
-            label: {name: 1 + positional_value(means[name], TreeShape.static(parents)) for name in WALKS} for label, parents in shapes.items()
-        },
+        "positional": {**POSITIONAL, "positions": sample.positions, "acceptance": means},
+        **budget_shapes(means, args.budget),
         "plan_seconds": time.process_time() - began,
     }
     write_json(Path(args.plan), data)
     print(json.dumps(data, indent=1))
-
-
-def _parents(shape: TreeShape) -> list[int]:
-    parents = [-1] * len(shape.slots)
-    for slot, children in enumerate(shape.slots):
-        for child in children:
-            parents[child] = slot
-    return parents
 
 
 def _read(paths: list[str]) -> list[dict]:

@@ -139,3 +139,37 @@ def test_run_units_on_a_tiny_model(tiny):
     assert all(0 <= e <= 3 + 1e-9 for u in hot for values in u["expected"].values() for e in values if e is not None)
     with pytest.raises(ValueError, match="prompt index 4 outside 0..3"):
         run_units(model, None, shape, prompts, [(0, 4)], target_temperature=1.0, draft_temperature=1.0, max_new_tokens=4)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_live_check_and_the_report_part_on_a_tiny_model(tmp_path):
+    """live_check on a tiny model saved here: both shapes of the positional answer run on the
+    same units, and the report part renders the live table, then either the committed runs
+    with their provenance or one line saying there are none. budget_shapes picks the walk
+    whose DP value is largest (twin: the other walk's shape is a different tree)."""
+    pytest.importorskip("transformers")
+    from test_decoding import tiny_model
+
+    from multidraft.report import budget
+    from multidraft.report.budget_blocks import budget_shapes, committed, live_check
+    from multidraft.report.render import Document, Section, render_markdown
+    from multidraft.trees import sequoia_tree
+
+    loaded = tiny_model(0)
+    loaded.model.save_pretrained(tmp_path)
+    loaded.tokenizer.save_pretrained(tmp_path)
+    acceptance = {"token:specinfer": [0.5, 0.2, 0.1], "token:optimal": [0.5, 0.3, 0.05]}
+    plan = budget_shapes(acceptance, 4)
+    best = max(acceptance, key=lambda walk: sequoia_tree(acceptance[walk], 4).block_efficiency)
+    assert plan["dp_walk"] == best and plan["shapes"]["dp"] == list(sequoia_tree(acceptance[best], 4).parents)
+    other = next(walk for walk in acceptance if walk != best)
+    assert plan["shapes"]["dp"] != list(sequoia_tree(acceptance[other], 4).parents)
+    live = live_check(str(tmp_path), acceptance, budget=4, prompts=2, max_new_tokens=6)
+    assert live["answer"]["units"] == 2 and set(live["answer"]["runs"]) == {"dp", "chains"}
+    stored = {"self": {"answer": live["answer"], "plan": {**plan, "draft_name": "tiny", "budget": 4, "target_temperature": 0.6,
+              "draft_temperature": 1.0}, "provenance": {"commit": "0123456789abcdef", "date": "2026-11-28T18:00:00+00:00"}}}  # fmt: skip
+    with_runs = render_markdown(Document("t", (Section("s", tuple(budget._blocks_part(live, stored))),)))
+    assert "live run" in with_runs and "commit 0123456789" in with_runs and "(committed run)" in with_runs
+    without = render_markdown(Document("t", (Section("s", tuple(budget._blocks_part(live, None))),)))
+    assert "No committed long run" in without and "(committed run)" not in without
+    assert committed(tmp_path / "absent.json") is None

@@ -23,19 +23,49 @@ trees.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
+from multidraft.report.budget_real import best_chains, shape_parents
 from multidraft.theory.laws import check_count
+from multidraft.trees.budget import positional_value, sequoia_tree
+from multidraft.trees.shape import TreeShape
 
-__all__ = ["BLOCK_VERIFIERS", "run_units", "clustered_answer", "blocks_table", "blocks_text"]
+__all__ = ["BLOCK_VERIFIERS", "WALKS", "COMMITTED", "budget_shapes", "run_units", "clustered_answer", "blocks_table", "blocks_text", "committed"]
 
 #: The verifiers scored on every drafted tree: the driving one first (lossless on iid trees).
 BLOCK_VERIFIERS = ("token:specinfer", "token:optimal", "selective", "traversal")
 #: The reference of the gains: SpecInfer chains verified by ``token:specinfer``.
 REFERENCE = ("chains", "token:specinfer")
+#: The positional walks whose DP shapes are candidates (both draft iid trees).
+WALKS = ("token:specinfer", "token:optimal")
+#: The committed result of ``benchmarks/bench_budget_real.py`` (present in a repository checkout).
+COMMITTED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "budget_real_blocks.json"
+
+
+def budget_shapes(acceptance: Mapping[str, Sequence[float]], budget: int) -> dict:
+    """The two shapes of ``budget`` nodes to draft, from positional acceptances â per walk of
+    :data:`WALKS`: ``"dp"``, the static shape of Sequoia's DP for the walk whose DP value is
+    largest (:func:`~multidraft.trees.sequoia_tree`), and ``"chains"``, the best SpecInfer
+    chains ⟨K, 1, …, 1⟩ under ``token:specinfer``'s â
+    (:func:`~multidraft.report.budget_real.best_chains`). Returns ``dp_walk``, ``shapes``
+    (label -> parent array) and ``predicted`` (label -> walk -> ``1 + positional_value``)."""
+    missing = [walk for walk in WALKS if walk not in acceptance]
+    if missing:
+        raise ValueError(f"acceptance: expected positional acceptances of {', '.join(WALKS)}; missing {', '.join(missing)}")
+    means = {walk: np.clip(np.asarray(acceptance[walk], dtype=float), 0.0, 1.0) for walk in WALKS}
+    trees = {walk: sequoia_tree(means[walk], budget) for walk in WALKS}
+    best = max(WALKS, key=lambda walk: trees[walk].block_efficiency)
+    _, chains = best_chains(means["token:specinfer"], budget, budget)
+    shapes = {"dp": list(trees[best].parents), "chains": shape_parents(chains)}
+    predicted = {
+        label: {walk: 1 + positional_value(means[walk], TreeShape.static(parents)) for walk in WALKS} for label, parents in shapes.items()
+    }
+    return {"dp_walk": best, "shapes": shapes, "predicted": predicted}
 
 
 def run_units(
@@ -197,3 +227,46 @@ def blocks_text(answer: dict, predictions: dict | None = None) -> str:
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
     return "\n".join(lines)
+
+
+def live_check(
+    model: str,
+    acceptance: Mapping[str, Sequence[float]],
+    *,
+    draft: str | None = None,
+    budget: int = 16,
+    prompts: int = 3,
+    max_new_tokens: int = 32,
+    target_temperature: float = 0.6,
+    draft_temperature: float = 1.0,
+    seed: int = 0,
+) -> dict:
+    """A short run of the check, for the report: the :func:`budget_shapes` of ``acceptance``
+    drafted by ``model`` (or ``draft``) on ``prompts`` bundled prompts (in turn from each task,
+    seed round ``seed``), scored and clustered (:func:`clustered_answer`). Returns the shapes,
+    the answer and the process time it took."""
+    from multidraft.decoding import bundled_prompts, load_model  # noqa: PLC0415
+    from multidraft.decoding.models import cpu_threads  # noqa: PLC0415
+
+    began = time.process_time()
+    plan = budget_shapes(acceptance, budget)
+    chosen = bundled_prompts().round_robin(check_count(prompts, "prompts", meaning="bundled prompts"))
+    units = [(seed, index) for index in range(len(chosen.prompts))]
+    with cpu_threads():
+        target = load_model(model, progress=False)
+        drafter = None if draft is None else load_model(draft, progress=False)
+        runs = {
+            label: run_units(
+                target, drafter, TreeShape.static(parents), chosen, units, max_new_tokens=max_new_tokens,
+                target_temperature=target_temperature, draft_temperature=draft_temperature,
+            )  # fmt: skip
+            for label, parents in plan["shapes"].items()
+        }
+    return {**plan, "budget": budget, "answer": clustered_answer(runs, seed=seed), "seconds": time.process_time() - began}
+
+
+def committed(path: Path = COMMITTED) -> dict | None:
+    """The stored result of ``benchmarks/bench_budget_real.py`` (per draft: provenance, plan,
+    answer), or None where the file is absent (an installed package has no ``benchmarks/``)."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None

@@ -5,6 +5,8 @@ degenerate self-draft accepts every path; realised τ agrees with E[τ | tree]).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -173,3 +175,26 @@ def test_live_check_and_the_report_part_on_a_tiny_model(tmp_path):
     without = render_markdown(Document("t", (Section("s", tuple(budget._blocks_part(live, None))),)))
     assert "No committed long run" in without and "(committed run)" not in without
     assert committed(tmp_path / "absent.json") is None
+
+
+def test_cli_drafted_refuses_bad_values_in_one_line(cli):
+    """``multidraft budget --drafted`` in a subprocess: without a model, or with a prompt count
+    outside 1..30, one line and exit status 2 before any model loads."""
+    for argv, message in (
+        (["--acceptance", "0.6,0.1", "--drafted", "3"], "drafted: drafting trees needs a model (--model), not --acceptance"),
+        (["--model", "default", "--drafted", "0"], "drafted: expected 1..30 bundled prompts, got 0"),
+        (["--model", "default", "--drafted", "31"], "drafted: expected 1..30 bundled prompts, got 31"),
+    ):
+        bad = cli("budget", *argv)
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+@pytest.mark.slow
+def test_cli_drafted_on_the_bundled_model(cli):
+    """The bundled model drafting for itself, N = 4 on one prompt: the drafted-tree table follows
+    the positional one, with both shapes and every verifier."""
+    result = cli("budget", "--model", "default", "--budget", "4", "--prompts", "1", "--max-new-tokens", "8", "--no-latency", "--drafted", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    drafted = json.loads(result.stdout)["drafted_trees"]
+    assert drafted["budget"] == 4 and set(drafted["answer"]["runs"]) == {"dp", "chains"}
+    assert set(drafted["answer"]["runs"]["dp"]["verifiers"]) == {"token:specinfer", "token:optimal", "selective", "traversal"}

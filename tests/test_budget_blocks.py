@@ -50,8 +50,11 @@ def test_ratio_estimator_equals_a_flat_recomputation_and_the_reference_gain_is_z
     gain = answer["runs"]["dp"]["verifiers"]["traversal"]["gain"]
     assert gain == pytest.approx(np.mean(flat["dp"]["traversal"]) - np.mean(flat["chains"]["token:specinfer"]), abs=1e-12)
     assert answer["units"] == 12 and answer["prompts"] == 6 and answer["rounds"] == 2
+    surprise = [a - e for u in runs["dp"] for a, e in zip(u["accepted"], u["expected"]["token:specinfer"])]
+    assert answer["runs"]["dp"]["surprise"] == pytest.approx(np.mean(surprise), abs=1e-12)
+    assert answer["runs"]["dp"]["driver"] == "token:specinfer"
     text = blocks_text(answer, {"dp": {"traversal": 4.2}})
-    assert "4.200" in text and len(text.splitlines()) == 2 + 4
+    assert "4.200" in text and len(text.splitlines()) == 1 + 2 + 1 + 4  # header, 2 surprise lines, column names, 4 rows
 
 
 def test_only_common_units_count_and_missing_values_are_left_out():

@@ -191,9 +191,15 @@ def _blocks_part(live: dict, stored: dict | None) -> list:
     of ``benchmarks/bench_budget_real.py`` with their provenance (absent: said so)."""
     from multidraft.report.budget_blocks import blocks_table  # noqa: PLC0415
 
-    def table(answer: dict, predicted: dict, caption: str) -> Table:
+    def table(answer: dict, predicted: dict, caption: str) -> list:
         headers, rows = blocks_table(answer, predicted)
-        return Table(headers, tuple(rows), caption=caption)
+        checks = "; ".join(
+            f"{label}: {run['surprise']:+.3f} [{run['surprise_ci95'][0]:+.3f}, {run['surprise_ci95'][1]:+.3f}]" for label, run in answer["runs"].items()
+        )
+        return [
+            Table(headers, tuple(rows), caption=caption),
+            Paragraph(f"Check (realised against computed): mean τ − E[τ | tree] of the driving verifier, {checks}; each interval should contain 0."),
+        ]
 
     answer = live["answer"]
     parts = [
@@ -206,7 +212,7 @@ def _blocks_part(live: dict, stored: dict | None) -> list:
             "and seed. The last column is the positional model's prediction for that shape and walk. A short live "
             f"run ({answer['units']} prompts, {live['seconds']:.0f} s of CPU):"
         ),
-        table(answer, live["predicted"], f"Drafted trees, N = {live['budget']}, live run"),
+        *table(answer, live["predicted"], f"Drafted trees, N = {live['budget']}, live run"),
     ]
     if stored is None:
         return [*parts, Paragraph("No committed long run for this model (benchmarks/bench_budget_real.py writes one).")]
@@ -222,7 +228,7 @@ def _blocks_part(live: dict, stored: dict | None) -> list:
                 f"{(provenance['commit'] or 'unknown')[:10]}, {provenance['date']}."
             )
         )
-        parts.append(table(answer, plan["predicted"], f"Drafted trees, N = {plan['budget']}, {plan['draft_name']} (committed run)"))
+        parts += table(answer, plan["predicted"], f"Drafted trees, N = {plan['budget']}, {plan['draft_name']} (committed run)")
     return parts
 
 

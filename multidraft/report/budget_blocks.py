@@ -128,17 +128,27 @@ def run_units(
     return out
 
 
-def _sums(units: Sequence[dict], keys: Sequence[tuple[int, int]], clusters: Sequence[int], verifier: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per cluster (prompt), Σ E[τ | tree] of ``verifier`` and the blocks counted, over the
-    units ``keys``; a block where the verifier's value is missing counts for neither."""
+def _sums(units: Sequence[dict], keys: Sequence[tuple[int, int]], clusters: Sequence[int], column: Callable[[dict], list]) -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster (prompt), the sum of ``column(unit)`` (one value per block) and the blocks
+    counted, over the units ``keys``; a missing value (None) counts for neither."""
     by_key = {(u["round"], u["prompt"]): u for u in units}
     position = {c: i for i, c in enumerate(clusters)}
     sums, blocks = np.zeros(len(clusters)), np.zeros(len(clusters))
     for key in keys:
-        values = [v for v in by_key[key]["expected"][verifier] if v is not None]
+        values = [v for v in column(by_key[key]) if v is not None]
         sums[position[key[1]]] += sum(values)
         blocks[position[key[1]]] += len(values)
     return sums, blocks
+
+
+def _expected(verifier: str) -> Callable[[dict], list]:
+    return lambda unit: unit["expected"][verifier]
+
+
+def _surprise(unit: dict) -> list:
+    """τ − E[τ | tree] of the driving verifier (the first of ``expected``) per block."""
+    driver = unit["expected"][next(iter(unit["expected"]))]
+    return [None if e is None else a - e for a, e in zip(unit["accepted"], driver)]
 
 
 def clustered_answer(runs: dict[str, Sequence[dict]], *, resamples: int = 2000, seed: int = 0) -> dict:
@@ -155,7 +165,7 @@ def clustered_answer(runs: dict[str, Sequence[dict]], *, resamples: int = 2000, 
     clusters = sorted({prompt for _, prompt in keys})
     rng = np.random.default_rng(seed)
     weights = np.stack([np.bincount(rng.integers(0, len(clusters), len(clusters)), minlength=len(clusters)) for _ in range(resamples)])
-    ref_sums, ref_blocks = _sums(runs[REFERENCE[0]], keys, clusters, REFERENCE[1])
+    ref_sums, ref_blocks = _sums(runs[REFERENCE[0]], keys, clusters, _expected(REFERENCE[1]))
     ref_value, ref_draws = 1 + ref_sums.sum() / ref_blocks.sum(), 1 + (weights @ ref_sums) / (weights @ ref_blocks)
     out = {"units": len(keys), "prompts": len(clusters), "rounds": len({r for r, _ in keys}), "runs": {}}
     for label, units in runs.items():
@@ -164,11 +174,12 @@ def clustered_answer(runs: dict[str, Sequence[dict]], *, resamples: int = 2000, 
             "blocks": sum(len(by_key[k]["accepted"]) for k in keys),
             "tokens": sum(by_key[k]["tokens"] for k in keys),
             "seconds": sum(by_key[k]["seconds"] for k in keys),
-            "realised": 1 + sum(sum(by_key[k]["accepted"]) for k in keys) / max(1, sum(len(by_key[k]["accepted"]) for k in keys)),
+            "driver": next(iter(units[0]["expected"])),
+            **_surprise_entry(*_sums(units, keys, clusters, _surprise), weights),
             "verifiers": {},
         }
         for verifier in units[0]["expected"]:
-            sums, blocks = _sums(units, keys, clusters, verifier)
+            sums, blocks = _sums(units, keys, clusters, _expected(verifier))
             if blocks.sum() == 0:
                 continue
             value, draws = 1 + sums.sum() / blocks.sum(), 1 + (weights @ sums) / np.maximum(weights @ blocks, 1)
@@ -183,6 +194,12 @@ def clustered_answer(runs: dict[str, Sequence[dict]], *, resamples: int = 2000, 
             }
         out["runs"][label] = entry
     return out
+
+
+def _surprise_entry(sums: np.ndarray, blocks: np.ndarray, weights: np.ndarray) -> dict:
+    """The driving verifier's mean of τ − E[τ | tree] with its cluster-bootstrap interval: a
+    second route to E[τ + 1] (realised, not computed), which should contain 0."""
+    return {"surprise": float(sums.sum() / max(blocks.sum(), 1)), "surprise_ci95": _percentiles((weights @ sums) / np.maximum(weights @ blocks, 1))}
 
 
 def _percentiles(values: np.ndarray) -> list[float]:
@@ -224,6 +241,11 @@ def blocks_text(answer: dict, predictions: dict | None = None) -> str:
         "units; 95% intervals: cluster bootstrap over prompts, gains paired by prompt and round"
     ]
     headers, rows = blocks_table(answer, predictions)
+    lines += [
+        f"{label}: realised tau - E[tau | tree] of {run['driver']} {_signed(run['surprise'])} "
+        f"[{_signed(run['surprise_ci95'][0])}, {_signed(run['surprise_ci95'][1])}] (should contain 0)"
+        for label, run in answer["runs"].items()
+    ]
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
     return "\n".join(lines)

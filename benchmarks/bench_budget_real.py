@@ -35,7 +35,7 @@ from pathlib import Path
 
 from _common import RESULTS_DIR, provenance, write_json
 
-from multidraft.report.budget_blocks import WALKS, blocks_text, budget_shapes, clustered_answer, run_units
+from multidraft.report.budget_blocks import BLOCK_VERIFIERS, WALKS, blocks_text, budget_shapes, clustered_answer, run_units
 from multidraft.report.budget_real import collect_positional
 from multidraft.trees import TreeShape
 
@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> None:
                     units = run_units(
                         target, draft, TreeShape.static(parents), prompts, [(round_, index)], max_new_tokens=args.max_new_tokens,
                         target_temperature=data["target_temperature"], draft_temperature=data["draft_temperature"],
+                        verifiers=args.verifiers,
                     )  # fmt: skip
                     unit = {"shape": label, "max_new_tokens": args.max_new_tokens, **units[0]}
                     out.write(json.dumps(unit) + "\n")
@@ -145,6 +146,11 @@ def main() -> None:
     r.add_argument("--blocks", type=int, default=2000, help="blocks per shape over all parts")
     r.add_argument("--rounds", type=int, default=20, help="seed rounds at most")
     r.add_argument("--max-new-tokens", type=int, default=128)
+    r.add_argument(
+        "--verifiers", nargs="+", default=list(BLOCK_VERIFIERS),
+        help="verifiers scored per block, the driving one first (default: all four; token:optimal and selective cost "
+        "seconds a node where a node has many iid children at V = 49152)",
+    )  # fmt: skip
     r.add_argument("--until", default=None, help="start no unit after this ISO time (e.g. 2026-11-28T18:10+00:00)")
     s = steps.add_parser("summary")
     s.add_argument("--plan", required=True)

@@ -210,7 +210,8 @@ def _blocks_part(live: dict, stored: dict | None) -> list:
             "exact E[τ | tree] (token:specinfer drives the run). E[τ + 1] pools the blocks; intervals are a cluster "
             "bootstrap over prompts and the gains over SpecInfer chains with token:specinfer are paired by prompt "
             "and seed. The last column is the positional model's prediction for that shape and walk. A short live "
-            f"run ({answer['units']} prompts, {live['seconds']:.0f} s of CPU):"
+            f"run ({answer['units']} prompts, {live['seconds']:.0f} s of CPU; indicative only: a bootstrap over so few "
+            "prompts gives intervals that are too narrow):"
         ),
         *table(answer, live["predicted"], f"Drafted trees, N = {live['budget']}, live run"),
     ]

@@ -6,6 +6,13 @@ the gain over SpecInfer chains and the speed-up predicted from latencies measure
 
     multidraft budget --model default --draft-temperature 1.0 --target-temperature 0.6
 
+``--drafted P`` then drafts the DP's shape of the largest budget and the best SpecInfer chains
+on P bundled prompts and scores every verifier on every drafted tree by its exact
+E[τ | tree] (:mod:`multidraft.report.budget_blocks`; ``benchmarks/bench_budget_real.py`` runs
+it at length)::
+
+    multidraft budget --model default --budget 16 --drafted 5 --no-latency
+
 From given positional acceptances a_1, a_2, … (the probability that the i-th drafted child is
 the accepted one) -- the DP alone, no model::
 
@@ -47,6 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--width", type=int, default=8, help="most children per node B (default 8)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampling and the bootstrap (default 0)")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency measurement (no speed-up)")
+    parser.add_argument(
+        "--drafted", type=int, default=None, metavar="P",
+        help="then draft the DP's shape of the largest budget and the best SpecInfer chains on P bundled prompts, every "
+        "verifier scored on every drafted tree (with --model)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -59,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"budget: every N must lie in 1..64, got {args.budget}")
     if args.acceptance is not None and args.draft is not None:
         raise ValueError("draft: a draft model needs --model (the target)")
+    if args.drafted is not None and args.acceptance is not None:
+        raise ValueError("drafted: drafting trees needs a model (--model), not --acceptance")
+    if args.drafted is not None and not 1 <= args.drafted <= 30:
+        raise ValueError(f"drafted: expected 1..30 bundled prompts, got {args.drafted}")
     if args.acceptance is not None:
         from multidraft.trees.budget import sequoia_tree
 
@@ -80,9 +96,21 @@ def run(args: argparse.Namespace) -> int:
         prompts=args.prompts, max_new_tokens=args.max_new_tokens, budgets=args.budget, width=args.width,
         max_depth=args.max_depth, seed=args.seed, latency=not args.no_latency,
     )  # fmt: skip
+    if args.drafted is not None:
+        from multidraft.report.budget_blocks import blocks_text, live_check
+
+        result["drafted_trees"] = live_check(
+            args.model, result["positional_acceptance"], draft=args.draft, budget=max(args.budget), prompts=args.drafted,
+            max_new_tokens=args.max_new_tokens, target_temperature=args.target_temperature,
+            draft_temperature=args.draft_temperature, seed=args.seed,
+        )  # fmt: skip
     if args.json:
         print(json.dumps(result))
         return 0
     print(answer_text(result))
+    if args.drafted is not None:
+        drafted = result["drafted_trees"]
+        print(f"drafted trees, N = {drafted['budget']} (DP shape for {drafted['dp_walk']}; predicted: the positional model)")
+        print(blocks_text(drafted["answer"], drafted["predicted"]))
     return 0
 

@@ -13,7 +13,11 @@ N = 4 every verifier on both iid and without-replacement trees
 With a model (``--model``): the bundled model drafting for itself at temperature 1.0 against
 its target at 0.6 (:func:`multidraft.report.budget_real.real_budget`): per N the DP's shape per
 walk from measured positional acceptance, with cluster-bootstrap intervals, the gain over
-SpecInfer chains and the predicted speed-up from latencies measured here.
+SpecInfer chains and the predicted speed-up from latencies measured here; then the check on
+trees drafted by the model (:mod:`multidraft.report.budget_blocks`): the DP's N = 16 shape and
+the best SpecInfer chains drafted on 3 prompts live, every verifier scored per block, and, for the
+bundled model, the committed long runs of ``benchmarks/bench_budget_real.py`` with their
+provenance.
 """
 
 from __future__ import annotations
@@ -103,8 +107,9 @@ def budget_figure(label: str, lines: dict):
 
 
 def units(config: ReportConfig) -> int:
-    """Steps this section reports: one per small model, one for the real model."""
-    return len(MODELS) + (config.target is not None)
+    """Steps this section reports: one per small model, two for the real model (positional
+    answer, drafted trees)."""
+    return len(MODELS) + 2 * (config.target is not None)
 
 
 def _small_part(answer: dict) -> list:
@@ -174,12 +179,58 @@ def _real_part(real: dict) -> list:
             "prompts, the gain over SpecInfer chains (paired: the same resampled prompts), and the speed-up "
             "predicted from latencies measured here (one draft forward per depth, one target call over N + 1 "
             "tokens). A self-draft costs a full forward per depth, so its predicted speed-up is below 1: the point "
-            "is the ranking. The chosen trees are not yet drafted and scored on the model (that needs "
-            "`measure --tree`)." + degenerate
+            "is the ranking." + degenerate
         ),
         Table(headers, tuple(rows), caption="Real model: best tree per walk and budget (positional model)"),
         *_latency_note(real),
     ]
+
+
+def _blocks_part(live: dict, stored: dict | None) -> list:
+    """The check on trees drafted by the model: the short live run, then the committed long runs
+    of ``benchmarks/bench_budget_real.py`` with their provenance (absent: said so)."""
+    from multidraft.report.budget_blocks import blocks_table  # noqa: PLC0415
+
+    def table(answer: dict, predicted: dict, caption: str) -> list:
+        headers, rows = blocks_table(answer, predicted)
+        checks = "; ".join(
+            f"{label}: {run['surprise']:+.3f} [{run['surprise_ci95'][0]:+.3f}, {run['surprise_ci95'][1]:+.3f}]" for label, run in answer["runs"].items()
+        )
+        return [
+            Table(headers, tuple(rows), caption=caption),
+            Paragraph(f"Check (realised against computed): mean τ − E[τ | tree] of the driving verifier, {checks}; each interval should contain 0."),
+        ]
+
+    answer = live["answer"]
+    parts = [
+        Paragraph(
+            f"The same answer on trees drafted by the model: the DP's static shape of N = {live['budget']} nodes "
+            f"(for {live['dp_walk']}, the walk with the largest DP value) and the best SpecInfer chains, each drafted "
+            "block after block on the same prompts and seeds; every verifier is scored on every drafted tree by its "
+            "exact E[τ | tree] (token:specinfer drives the run). E[τ + 1] pools the blocks; intervals are a cluster "
+            "bootstrap over prompts and the gains over SpecInfer chains with token:specinfer are paired by prompt "
+            "and seed. The last column is the positional model's prediction for that shape and walk. A short live "
+            f"run ({answer['units']} prompts, {live['seconds']:.0f} s of CPU; indicative only: a bootstrap over so few "
+            "prompts gives intervals that are too narrow):"
+        ),
+        *table(answer, live["predicted"], f"Drafted trees, N = {live['budget']}, live run"),
+    ]
+    if stored is None:
+        return [*parts, Paragraph("No committed long run for this model (benchmarks/bench_budget_real.py writes one).")]
+    for result in stored.values():
+        answer, plan, provenance = result["answer"], result["plan"], result["provenance"]
+        seconds = sum(run["seconds"] for run in answer["runs"].values())
+        blocks = ", ".join(f"{label} {run['blocks']}" for label, run in answer["runs"].items())
+        parts.append(
+            Paragraph(
+                f"Committed long run, {plan['draft_name']} drafting (target T {plan['target_temperature']:g}, draft T "
+                f"{plan['draft_temperature']:g}): {answer['units']} units ({answer['prompts']} prompts × "
+                f"{answer['rounds']} seed rounds), blocks {blocks}, {seconds / 60:.0f} min of CPU; commit "
+                f"{(provenance['commit'] or 'unknown')[:10]}, {provenance['date']}."
+            )
+        )
+        parts += table(answer, plan["predicted"], f"Drafted trees, N = {plan['budget']}, {plan['draft_name']} (committed run)")
+    return parts
 
 
 def _latency_note(real: dict) -> list:
@@ -215,5 +266,15 @@ def build(context: BuildContext) -> SectionResult:
         timings["budget_real_seconds"] = time.perf_counter() - start
         data["real_model"] = real
         parts += _real_part(real)
+        from multidraft.report.budget_blocks import committed, live_check  # noqa: PLC0415
+
+        start = time.perf_counter()
+        context.progress.stage("budget: drafted trees")
+        live = live_check(context.config.target, real["positional_acceptance"], draft=context.config.draft, seed=context.config.seed)
+        context.progress.advance()
+        timings["budget_blocks_seconds"] = time.perf_counter() - start
+        stored = committed() if context.config.target == "default" and context.config.draft is None else None
+        data["drafted_trees"] = {"live": live, "committed": stored}
+        parts += _blocks_part(live, stored)
     section = Section("Which tree and which verifier for a budget", tuple(parts))
     return SectionResult("budget", section, data, timings)

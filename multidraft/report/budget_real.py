@@ -24,8 +24,8 @@ decoding is (Yan et al. 2024, Eq. 1, with one draft forward per depth of the tre
 w_d the nodes at depth d (the batch of the d-th draft forward), N + 1 tokens verified in one
 target call with a tree attention mask.
 
-What it does not yet do: score the chosen trees by each verifier's exact E[τ | tree] on trees
-actually drafted by the model (the paired real-tree check); that needs ``measure --tree``.
+The chosen shapes drafted by the model and scored per block by each verifier's exact
+E[τ | tree] are :mod:`multidraft.report.budget_blocks`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ __all__ = [
     "PositionalSample",
     "collect_positional",
     "budget_answer",
+    "best_chains",
+    "shape_parents",
     "tree_speedup",
     "real_budget",
     "answer_table",
@@ -150,8 +152,10 @@ def tree_speedup(block_efficiency: float, parents: Sequence[int], draft_latency,
     return block_efficiency * target_latency(1, 1) / seconds
 
 
-def _chains(a: np.ndarray, budget: int, max_depth: int) -> tuple[float, TreeShape]:
-    """The best SpecInfer configuration ⟨K, 1, …, 1⟩ with K·L ≤ N under the positional model."""
+def best_chains(a: np.ndarray, budget: int, max_depth: int) -> tuple[float, TreeShape]:
+    """``max_{K·L ≤ N, L ≤ D} E[τ](⟨K, 1, …, 1⟩)`` under the positional model ``a``
+    (:func:`~multidraft.trees.budget.positional_value`): the best SpecInfer configuration, K
+    sequences of length L sharing only the root, and its E[τ] (ties: fewer sequences)."""
     shapes = [TreeShape.expansion([k] + [1] * (length - 1)) for k in range(1, budget + 1) for length in range(1, min(max_depth, budget // k) + 1)]
     values = [positional_value(a, shape) for shape in shapes]
     best = int(np.argmax(values))  # the first of the best: fewer sequences
@@ -180,16 +184,16 @@ def budget_answer(
     rows = []
     for budget in budgets:
         depth = budget if max_depth is None else max_depth
-        chains_value, chains_shape = _chains(means[reference], budget, depth)
+        chains_value, chains_shape = best_chains(means[reference], budget, depth)
         chains_draws = np.array([positional_value(d[reference], chains_shape) for d in draws])
         chains = {
             "shape": repr(chains_shape),
-            "level_widths": level_widths(_parents(chains_shape)),
+            "level_widths": level_widths(shape_parents(chains_shape)),
             "block_efficiency": chains_value + 1.0,
             "ci95": _percentiles(chains_draws + 1.0),
         }
         if latencies is not None:
-            chains["speedup"] = tree_speedup(chains_value + 1.0, _parents(chains_shape), *latencies)
+            chains["speedup"] = tree_speedup(chains_value + 1.0, shape_parents(chains_shape), *latencies)
         row = {"budget": budget, "chains": chains, "verifiers": {}}
         for j, name in enumerate(sample.verifiers):
             tree = sequoia_tree(np.clip(means[j], 0.0, 1.0), budget, max_depth=depth)
@@ -208,7 +212,9 @@ def budget_answer(
     return rows
 
 
-def _parents(shape: TreeShape) -> list[int]:
+def shape_parents(shape: TreeShape) -> list[int]:
+    """The parent array of a static ``shape``: ``parents[j]`` the slot whose children list
+    holds j, ``-1`` for the root (the inverse of :meth:`TreeShape.static`)."""
     parents = [-1] * len(shape.slots)
     for slot, children in enumerate(shape.slots):
         for child in children:

@@ -7,7 +7,8 @@ the curtain rule's coupling at every node), ``selective``, ``traversal``, the do
 reference (:func:`multidraft.trees.downstream.downstream_value`: acceptance first, and
 unconstrained) and the block optimum (the lower end of :func:`~multidraft.trees.block_optimum`'s
 certified interval); at K = 2 also the best selective rule with a model-aware root
-(:func:`best_root_law`: selective's E[τ] maximised over every root selection law r, by a second
+(:func:`multidraft.trees.selective_bound.best_selective_value`: selective's E[τ] maximised over
+every selectable root law r, a certified upper bound within 1e-6 of an attained value, by a second
 formula checked against ``selective`` at the curtain's r). Each verifier's share of the gap
 SpecInfer -> block optimum, ``(E_V - E_specinfer) / (E_optimum - E_specinfer)`` (every model has a
 gap above 1e-6), mean and median per K.
@@ -17,8 +18,6 @@ Writes ``benchmarks/results/downstream.json``. Usage: ``python benchmarks/bench_
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 from _common import print_table, write_results
 
@@ -27,6 +26,7 @@ from multidraft.theory.laws import IID
 from multidraft.theory.verifier import optimal_selection_rule
 from multidraft.trees import SequenceModel, TokenVerifier, block_optimum, evaluate, get_verifier
 from multidraft.trees.downstream import downstream_value
+from multidraft.trees.selective_bound import best_selective_value, selective_value
 
 #: Verifiers whose share of the SpecInfer -> block optimum gap is reported.
 SHARED = ("token:optimal", "curtain walk", "reference", "unconstrained", "selective", "selective, best root", "traversal")
@@ -41,60 +41,6 @@ class CurtainWalk(TokenVerifier):
 
     def _rows_below(self, tree, node) -> bool:
         return False
-
-
-def _min_cut(target: np.ndarray, draft: np.ndarray, k: int) -> float:
-    """P* = min_T [p(T) + 1 - q(T)^k] over every subset T (iid drafts; brute force)."""
-    n = len(target)
-    return min(target[list(t)].sum() + 1 - draft[list(t)].sum() ** k for size in range(n + 1) for t in itertools.combinations(range(n), size))
-
-
-def selective_value(model: SequenceModel, r: np.ndarray) -> float:
-    """E[τ] of selective on K = 2 iid chains of ``model`` (L = 2) with root selection law ``r``:
-
-        Σ_c [q(c)² (b_c + M_c(b_c, 2)) + (r(c) - q(c)²) (b_c + M_c(b_c, 1))],   b_c = min(1, p(c)/r(c)),
-
-    where M_c(b, j) = P*((b p(· | c), 1 - b), IID(q(· | c), j)) is the mass the optimal rule at
-    child c, entered with budget b and j rows, sends into its leaves (c accepted then with
-    probability b - M, a leaf with M, c failing with 1 - b); (c, c) is the only tuple that
-    selects c with two rows."""
-    p, q = model.target_at(()), model.draft_at(())
-    total = 0.0
-    for c in np.flatnonzero(r > 0):
-        b = min(1.0, p[c] / r[c])
-        target, draft = np.append(b * model.target_at((int(c),)), 1.0 - b), np.append(model.draft_at((int(c),)), 0.0)
-        total += q[c] ** 2 * (b + _min_cut(target, draft, 2)) + (r[c] - q[c] ** 2) * (b + _min_cut(target, draft, 1))
-    return float(total)
-
-
-def _selectable(q: np.ndarray, r: np.ndarray) -> bool:
-    """Whether a rule choosing one of two iid draws from q can have law r: r(S) <= 1 - (1 - q(S))²."""
-    subsets = (list(t) for size in range(1, len(q)) for t in itertools.combinations(range(len(q)), size))
-    return bool(np.all(r >= 0) and all(r[s].sum() <= 1 - (1 - q[s].sum()) ** 2 + 1e-12 for s in subsets))
-
-
-def best_root_law(model: SequenceModel) -> tuple[float, np.ndarray]:
-    """The largest :func:`selective_value` over root laws r (K = 2, n = 3): pattern search along
-    e_i - e_j with halving steps from the curtain's r and the best three points of a 1/20 grid of
-    the simplex. A numerical optimum, not a certified one: it knows the model below, so it bounds
-    what a selective rule (one selected child, law known, the last depth optimal) can reach."""
-    p, q = model.target_at(()), model.draft_at(())
-    grid = [np.array([i, j, 20 - i - j]) / 20 for i in range(21) for j in range(21 - i)]
-    grid = sorted((r for r in grid if _selectable(q, r)), key=lambda r: -selective_value(model, r))
-    starts = [optimal_selection_rule(p, IID(q, 2)).selection_law] + grid[:3]
-    moves = [np.eye(3)[i] - np.eye(3)[j] for i in range(3) for j in range(3) if i != j]
-    best = (-np.inf, None)
-    for r in starts:
-        value, step = selective_value(model, r), 0.1
-        while step > 1e-9:
-            better = [(selective_value(model, r + step * m), tuple(r + step * m)) for m in moves if _selectable(q, r + step * m)]
-            top = max(better, default=(-np.inf, None))
-            if top[0] > value + 1e-15:
-                value, r = top[0], np.array(top[1])
-            else:
-                step /= 2
-        best = max(best, (value, r), key=lambda t: t[0])
-    return best
 
 
 def _mean(rows, key):
@@ -135,8 +81,9 @@ def main() -> None:
             print(f"{family} {seed} k={k}: {error}")
             continue
         if k == 2:
-            row["selective, best root"], law = best_root_law(model)
-            row["best root law"] = [float(x) for x in law]
+            best = best_selective_value(model)
+            row["selective, best root"], row["selective, best root lower"] = best.upper, best.lower
+            row["best root law"] = [float(x) for x in best.law]
             p, q = model.target_at(()), model.draft_at(())
             row["selective formula at the curtain"] = selective_value(model, optimal_selection_rule(p, IID(q, 2)).selection_law)
         whole = row["optimum"] - row["token:specinfer"]

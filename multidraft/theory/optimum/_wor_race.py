@@ -116,17 +116,21 @@ def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.nda
 
 def _bounds(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Prefix masses (P_j, Q_j) and the lower/upper bounds on every prefix's cut (module docstring)."""
-    prefix_p = np.concatenate([[0.0], np.cumsum(p_sorted)])
-    prefix_q = np.concatenate([[0.0], np.cumsum(q_sorted)])
-    np.minimum(prefix_q, 1.0, out=prefix_q)
+    prefix_p, prefix_q = np.empty(len(p_sorted) + 1), np.empty(len(q_sorted) + 1)
+    _compiled()
+    _prefix_sums(np.ascontiguousarray(p_sorted, dtype=np.float64), np.ascontiguousarray(q_sorted, dtype=np.float64), prefix_p, prefix_q)
     lower = prefix_p + 1.0 - prefix_q**k
     upper = prefix_p + 1.0 - upper_products(q_sorted, prefix_q, k)
     return prefix_p, prefix_q, lower, upper
 
 
 def _outside_mass(q_sorted: np.ndarray) -> np.ndarray:
-    """``λ_j = q(Ω ∖ T_j)`` for j = 0..n, summed from the tail (no cancelling 1 - Q)."""
-    return np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])
+    """``λ_j = q(Ω ∖ T_j)`` for j = 0..n, summed from the tail (no cancelling 1 - Q; the
+    additions of ``np.cumsum`` of the reversed masses, compiled)."""
+    outside = np.empty(len(q_sorted) + 1)
+    _compiled()
+    _suffix_sums(np.ascontiguousarray(q_sorted, dtype=np.float64), outside)
+    return outside
 
 
 def _spread(draft: np.ndarray, k: int) -> tuple[float, float]:
@@ -411,6 +415,24 @@ def _radix_order(key):
     return order
 
 
+def _prefix_sums(p, q, prefix_p, prefix_q):
+    """``P_j``, ``min(Q_j, 1)`` for j = 0..n, summed left to right (``np.cumsum``'s additions
+    after a leading 0, without its copies)."""
+    prefix_p[0], prefix_q[0] = 0.0, 0.0
+    for j in range(p.shape[0]):
+        prefix_p[j + 1] = prefix_p[j] + p[j]
+        prefix_q[j + 1] = prefix_q[j] + q[j]
+    for j in range(q.shape[0] + 1):
+        prefix_q[j] = min(prefix_q[j], 1.0)
+
+
+def _suffix_sums(q, out):
+    """``out[j] = Σ_{i >= j} q_i`` added from the end, ``out[n] = 0``."""
+    out[q.shape[0]] = 0.0
+    for j in range(q.shape[0] - 1, -1, -1):
+        out[j] = out[j + 1] + q[j]
+
+
 def _upper_products(q, prefix_q, k):
     n = q.shape[0]
     out = np.empty(n + 1)
@@ -557,6 +579,6 @@ def _count_law(q, light, scale, a, k, t):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_radix_order", "_upper_products", "_advance", "_add_factors", "_product_at", "_checkpoints",
+    "_radix_order", "_prefix_sums", "_suffix_sums", "_upper_products", "_advance", "_add_factors", "_product_at", "_checkpoints",
     "_containment", "_count_law",
 )

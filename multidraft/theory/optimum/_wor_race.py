@@ -47,7 +47,7 @@ from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_ord
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_moments import ROUNDING, light_tokens, moment_order, stirling_weights
-from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread, upper_products
+from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 

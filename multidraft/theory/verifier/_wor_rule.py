@@ -44,7 +44,7 @@ from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
 from multidraft.theory.optimum._wor_moments import LIGHT
-from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
+from multidraft.theory.optimum._wor_race import j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
 from multidraft.theory.laws import canonical_step
 from multidraft.theory.verifier._selection_rule import FrontBackRule
@@ -342,25 +342,9 @@ def _order_search(p, tokens, current, short, target, fit, pass_size):
 
 def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplacementRule:
     """The rule of the module docstring for target p (a validated distribution) and K drafts
-    without replacement from q.
-
-    **P\\* = 1** (docs/optimal_verifier.md §8b): the empty cut, value p(∅) + 1 - g(∅) = 1, is
-    then a min-cut as well as the one the scan found (often Ω, by the rounding of Σ p), and with
-    T* = ∅ the rule is the J-curtain with J ≡ K, the iid curtain of the whole vocabulary (O(n)
-    after a sort, no front/back pass). When that rule reaches acceptance 1 - :data:`SIDE_TOLERANCE`
-    no rule can do better (P* <= 1), so it is taken; otherwise the scan's cut is fitted as
-    before."""
-    cut = optimal_cut(p, q, k)
-    if cut.size and cut.value >= 1.0 - SIDE_TOLERANCE:
-        empty = _rule_for_cut(p, q, k, OptimalCut(cut.order, 0, cut.value, 0.0, cut.candidates))
-        if not empty.first_draft and empty.acceptance >= 1.0 - SIDE_TOLERANCE:
-            return empty
-    return _rule_for_cut(p, q, k, cut)
-
-
-def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> WithoutReplacementRule:
-    """:func:`wor_selection_rule` for a given min-cut prefix ``cut`` of the scan order."""
+    without replacement from q."""
     n = len(p)
+    cut = optimal_cut(p, q, k)
     in_cut = np.zeros(n, dtype=bool)
     in_cut[cut.order[: cut.size]] = True
     certificate = np.flatnonzero(in_cut)

@@ -3,7 +3,10 @@
 * the front/back pass's decays ``e^{-qt}`` and ``1 - e^{-qt}``: a Taylor series where qt <= 1/2
   (a loop that vectorises) against ``math.exp`` / ``math.expm1``;
 * the J-curtain's layout for G = x^K (T* empty) by the iid curtain's fit against the polynomial
-  stack pass, and its law recomputed from its pieces.
+  stack pass, and its law recomputed from its pieces;
+* the front/back pass's factor (rows from an index array) and its nodes padded to whole vectors,
+  the prefix race's heavy factors coefficient-major, and the cut's compiled sums: the same bits
+  as the plain expressions (issue 34, item 3, fifth round).
 
 Each check is shown to reject a deliberately broken twin.
 """
@@ -121,3 +124,155 @@ def test_scan_order_is_the_ratio_order_and_an_unsigned_bit_sort_is_caught():
     key = -rng.random(100)  # negative keys: their raw bits sort backwards
     raw = np.argsort(key.view(np.uint64), kind="stable")
     assert not (np.diff(key[raw]) >= 0).all()
+
+
+def _factor_reference(phi, psi, stay, drawn, q, allowed):
+    """One token's factor, coefficient by coefficient from the top with numpy (old values)."""
+    phi, psi = phi.copy(), psi.copy()
+    b, rho = allowed * drawn, (allowed * q) * stay
+    for m in range(len(phi) - 1, 0, -1):
+        psi[m] = psi[m] * stay + psi[m - 1] * b + phi[m] * rho
+        phi[m] = phi[m] * stay + phi[m - 1] * b
+    psi[0] = psi[0] * stay + phi[0] * rho
+    phi[0] = phi[0] * stay
+    return phi, psi
+
+
+def test_factor_with_rows_from_an_index_array_is_the_plain_update_and_a_missing_pass_is_caught():
+    from multidraft.theory._numba import compile_in_place
+    from multidraft.theory.verifier import _front_back
+
+    compile_in_place(vars(_front_back), _front_back.KERNELS)
+    rng = np.random.default_rng(12)
+    for k in range(1, 10):
+        for nodes in (5, 45, 48):
+            phi, psi = rng.random((k, nodes)), rng.random((k, nodes))
+            stay = rng.uniform(0.2, 1.0, nodes)
+            drawn, q, allowed = 1.0 - stay, float(rng.uniform(1e-4, 0.2)), float(rng.uniform(0.0, 1.0))
+            expected = _factor_reference(phi, psi, stay, drawn, q, allowed)
+            tops = np.arange(k - 1, 1, -2)
+            got_phi, got_psi = phi.copy(), psi.copy()
+            _front_back._factor(got_phi, got_psi, stay, drawn, q, allowed, k, tops)
+            np.testing.assert_array_equal(got_phi, expected[0])
+            np.testing.assert_array_equal(got_psi, expected[1])
+            if len(tops):  # the broken twin: the top pass left out
+                twin_phi, twin_psi = phi.copy(), psi.copy()
+                _front_back._factor(twin_phi, twin_psi, stay, drawn, q, allowed, k, tops[1:])
+                assert not np.array_equal(twin_phi, expected[0])
+
+
+def test_front_back_head_on_padded_nodes_is_the_unpadded_pass_and_a_weighted_pad_is_caught():
+    """The nodes padded to whole vectors carry weight 0: α, r and the prefix pair are the bits of
+    the kernel run on the nodes as given; pads that repeat a middle node with its weight change
+    them."""
+    from multidraft.theory.verifier import _front_back
+
+    rng = np.random.default_rng(21)
+    checked = 0
+    for trial in range(30):
+        n, k = int(rng.integers(3, 40)), int(rng.integers(1, 6))
+        q = rng.dirichlet(np.full(n, 0.7))
+        p = rng.dirichlet(np.full(n, 0.7))
+        boundary = int(rng.integers(0, n))
+        nodes, weights = _front_back.front_back_nodes(q, k)
+        if len(nodes) % _front_back.LANES == 0:
+            continue
+        checked += 1
+        alpha, r, pre_phi, pre_psi = _front_back.front_back_head(p, q, boundary, k, nodes, weights)
+        suffix_phi, suffix_psi = np.zeros((k, len(nodes))), np.zeros((k, len(nodes)))
+        suffix_phi[0] = 1.0
+        plain = _front_back._pass(p, q, boundary, k, nodes, weights, np.zeros(n), True, suffix_phi, suffix_psi, 0.0)
+        for got, expected in zip((alpha, r, pre_phi, pre_psi), (plain[0], plain[1], plain[2].T, plain[3].T)):
+            np.testing.assert_array_equal(got, expected)
+        pad, middle = -len(nodes) % _front_back.LANES, len(nodes) // 2  # the twin: pads that weigh
+        twin_nodes = np.concatenate([nodes, np.full(pad, nodes[middle])])
+        twin_weights = np.concatenate([weights, np.full(pad, weights[middle])])
+        twin = _front_back._pass(
+            p, q, boundary, k, twin_nodes, twin_weights, np.zeros(n), True, np.pad(suffix_phi, ((0, 0), (0, pad)), mode="edge"),
+            np.pad(suffix_psi, ((0, 0), (0, pad)), mode="edge"), 0.0,
+        )  # fmt: skip
+        assert not np.array_equal(twin[1], r)
+    assert checked >= 20
+
+
+def test_heavy_factors_are_the_node_by_node_product_and_expm1_decays_are_caught():
+    """The prefix race's tokens taken one by one (``split=False``): the truncated product of
+    ``e^{-qt} + (1 - e^{-qt}) x`` computed coefficient-major equals it node by node with libm's
+    exp, bit for bit; decays from ``expm1`` (another rounding) are not bit-equal."""
+    from multidraft.theory.optimum._wor_race import count_law
+
+    rng = np.random.default_rng(4)
+    for trial in range(20):
+        n, k = int(rng.integers(1, 30)), int(rng.integers(1, 9))
+        q, t = rng.dirichlet(np.full(n, 0.5)), np.sort(np.exp(rng.uniform(-3.0, 4.0, int(rng.integers(1, 70)))))
+        law, _ = count_law(q, k, t, split=False)
+        expected, twin = np.zeros((len(t), k)), np.zeros((len(t), k))
+        for g, node in enumerate(t):
+            state, other = np.zeros(k), np.zeros(k)
+            state[0] = other[0] = 1.0
+            for mass in q:
+                stay = math.exp(-mass * node)
+                for vector, drawn in ((state, 1.0 - stay), (other, -math.expm1(-mass * node))):
+                    for m in range(k - 1, 0, -1):
+                        vector[m] = vector[m] * stay + vector[m - 1] * drawn
+                    vector[0] = vector[0] * stay
+            expected[g], twin[g] = state, other
+        np.testing.assert_array_equal(law, expected)
+        if trial == 0:
+            assert not np.array_equal(law, twin)
+
+
+def test_cut_sums_are_numpys_and_a_spread_keeping_the_top_is_caught():
+    """``prefix_bounds``' prefix masses and ``outside_mass`` are ``np.cumsum``'s bits; the race
+    spread σ (the mass outside the K - 1 largest) and β (the least of them) match a sort, with
+    ties, zeros and fewer than K positive masses; σ summed over every token is caught."""
+    from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
+
+    rng = np.random.default_rng(17)
+    for trial in range(300):
+        n, k = int(rng.integers(1, 60)), int(rng.integers(1, 9))
+        p, q = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
+        if trial % 3 == 0:
+            q = np.round(q * 8) / 8  # ties, zeros
+        prefix_p, prefix_q, _, _ = prefix_bounds(p, q, k)
+        np.testing.assert_array_equal(prefix_p, np.concatenate([[0.0], np.cumsum(p)]))
+        np.testing.assert_array_equal(prefix_q, np.minimum(np.concatenate([[0.0], np.cumsum(q)]), 1.0))
+        np.testing.assert_array_equal(outside_mass(q), np.concatenate([np.cumsum(q[::-1])[::-1], [0.0]]))
+        positive = np.sort(q[q > 0])[::-1]
+        spread, least = race_spread(q, k)
+        if len(positive) < k:
+            assert abs(spread - max(positive.sum(), np.finfo(np.float64).tiny)) <= 1e-15 and least == 0.0
+            continue
+        assert abs(spread - positive[k - 1 :].sum()) <= 1e-15 * max(positive[k - 1 :].sum(), 1e-300)
+        assert least == (positive[k - 2] if k > 1 else 0.0)
+        if k > 1:
+            assert abs(positive.sum() - positive[k - 1 :].sum()) > 1e-15  # the twin: the top kept in σ
+
+
+def _increment(x):
+    return x + 1
+
+
+def test_compile_in_place_builds_no_decorator_once_every_kernel_is_compiled(monkeypatch):
+    """The wor fit calls ``compile_in_place`` ~27 times; once its kernels are compiled it returns
+    before building numba's decorator (~30 µs a call); a name still plain gets compiled."""
+    import numba
+    from numba.core.dispatcher import Dispatcher
+
+    from multidraft.theory._numba import compile_in_place
+
+    built = []
+    real = numba.njit
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "njit", counting)
+    namespace = {"first": _increment, "second": _increment}
+    compile_in_place(namespace, ["first"])
+    assert isinstance(namespace["first"], Dispatcher) and len(built) == 1
+    compile_in_place(namespace, ["first"])
+    assert len(built) == 1
+    compile_in_place(namespace, ["first", "second"])  # the twin: a plain name builds it again
+    assert isinstance(namespace["second"], Dispatcher) and len(built) == 2

@@ -74,7 +74,7 @@ def test_upper_products_are_numpys_left_to_right_products():
     """The pruned scan's upper bounds (issue 34, item 3): the compiled pass over the K - 1 largest
     masses so far gives the bits of ``np.prod(np.maximum(Q - M, 0), axis=1)``, M from a sort of
     every prefix."""
-    from multidraft.theory.optimum import _wor_race
+    from multidraft.theory.optimum import _wor_sums
 
     rng = np.random.default_rng(8)
     for trial in range(50):
@@ -90,7 +90,7 @@ def test_upper_products_are_numpys_left_to_right_products():
             largest[: len(kept)] = kept
             top[j, 1:] = np.cumsum(largest)
         expected = np.prod(np.maximum(prefix_q[:, None] - top, 0.0), axis=1)
-        np.testing.assert_array_equal(_wor_race.upper_products(q, prefix_q, k), expected)
+        np.testing.assert_array_equal(_wor_sums.upper_products(q, prefix_q, k), expected)
 
 
 def test_tail_horner_is_the_vectorised_recurrence():

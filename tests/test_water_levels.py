@@ -84,3 +84,34 @@ def test_wor_water_level_matches_bisection(clip):
             assert np.isinf(level)
         else:
             np.testing.assert_allclose(level, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_breakpoint_sums_are_the_numpy_expression_and_sums_including_the_token_are_caught():
+    """``water_level``'s sums at the breakpoints (issue 34, item 3): the compiled pass gives the
+    bits of ``V_j + d_j (M - M_j)`` and ``d_j M_j + (V - V_j)`` with ``V_j = np.cumsum(v) - v``;
+    sums that include token j itself are caught."""
+    from multidraft.theory._numba import compile_in_place
+    from multidraft.theory.verifier import _wor_curtain
+
+    compile_in_place(vars(_wor_curtain), _wor_curtain.KERNELS)
+    rng = np.random.default_rng(9)
+    caught = 0
+    for trial in range(200):
+        n = int(rng.integers(1, 400))
+        values, masses = rng.dirichlet(np.full(n, 0.4)), rng.dirichlet(np.full(n, 0.6)) + 1e-12
+        order = np.argsort(values / masses, kind="stable")
+        values, masses = values[order], masses[order]
+        density = values / masses
+        value_before, mass_before = np.cumsum(values) - values, np.cumsum(masses) - masses
+        mass_total, value_total = float(masses.sum()), float(values.sum())
+        expected = {
+            True: value_before + density * (mass_total - mass_before),
+            False: density * mass_before + (value_total - value_before),
+        }
+        for clip_min in (True, False):
+            out = np.empty(n)
+            _wor_curtain.breakpoint_sums(values, masses, value_total, mass_total, clip_min, out)
+            np.testing.assert_array_equal(out, expected[clip_min])
+            twin = np.cumsum(values) + density * (mass_total - np.cumsum(masses))  # token j counted as kept
+            caught += clip_min and not np.array_equal(out, twin)
+    assert caught >= 190

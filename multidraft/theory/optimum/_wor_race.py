@@ -47,6 +47,7 @@ from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_ord
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_moments import ROUNDING, light_tokens, moment_order, stirling_weights
+from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 
@@ -105,46 +106,9 @@ def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     return order
 
 
-def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.ndarray:
-    """``Π_{i<K} max(Q_j - M_i(T_j), 0)`` for every prefix j = 0..n of the scan order
-    (``prefix_q`` = Q_j, M_i the mass of the i largest tokens among the first j, M_0 = 0),
-    multiplied left to right: one compiled pass keeping the K - 1 largest masses so far, no
-    [n, K] table (issue 34, item 3)."""
-    _compiled()
-    return _upper_products(np.ascontiguousarray(q_sorted, dtype=np.float64), prefix_q, int(k))
-
-
-def _bounds(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Prefix masses (P_j, Q_j) and the lower/upper bounds on every prefix's cut (module docstring)."""
-    prefix_p = np.concatenate([[0.0], np.cumsum(p_sorted)])
-    prefix_q = np.concatenate([[0.0], np.cumsum(q_sorted)])
-    np.minimum(prefix_q, 1.0, out=prefix_q)
-    lower = prefix_p + 1.0 - prefix_q**k
-    upper = prefix_p + 1.0 - upper_products(q_sorted, prefix_q, k)
-    return prefix_p, prefix_q, lower, upper
-
-
-def _outside_mass(q_sorted: np.ndarray) -> np.ndarray:
-    """``λ_j = q(Ω ∖ T_j)`` for j = 0..n, summed from the tail (no cancelling 1 - Q)."""
-    return np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])
-
-
-def _spread(draft: np.ndarray, k: int) -> tuple[float, float]:
-    """``(σ, β)`` for :func:`~multidraft.theory._kernels.race_step`: σ = the draft mass outside the
-    K - 1 largest tokens, *summed over those tokens* (``1 - M_{K-1}`` cancels when the top tokens
-    hold all but a sliver), and β = the least of the K - 1 largest."""
-    positive = draft[draft > 0]
-    if len(positive) < k:
-        return max(float(positive.sum()), np.finfo(np.float64).tiny), 0.0
-    ordered = np.partition(positive, len(positive) - k + 1) if k > 1 else positive
-    tail = ordered[: len(positive) - k + 1]
-    top = ordered[len(positive) - k + 1 :]
-    return float(tail.sum()), float(top.min()) if len(top) else 0.0
-
-
 class RaceBasis(NamedTuple):
     """What every :class:`PrefixRace` of one scan order shares: the outside masses λ_j
-    (j = 0..n), σ of :func:`_spread` and the trapezoid step from ``race_step``'s bound (both of
+    (j = 0..n), σ of :func:`~multidraft.theory.optimum._wor_sums.race_spread` and the trapezoid step from ``race_step``'s bound (both of
     its forms). The cut's probes and its final race take it from :func:`race_basis` once."""
 
     outside: np.ndarray
@@ -154,9 +118,9 @@ class RaceBasis(NamedTuple):
 
 def race_basis(q_sorted: np.ndarray, k: int) -> RaceBasis:
     """The :class:`RaceBasis` of the draft masses in scan order."""
-    spread, least_top = _spread(q_sorted, k)
+    spread, least_top = race_spread(q_sorted, k)
     step = race_step(k, 1.0, spread=spread, least_top=least_top if least_top > 0 else None)
-    return RaceBasis(_outside_mass(q_sorted), spread, step)
+    return RaceBasis(outside_mass(q_sorted), spread, step)
 
 
 def _scan_nodes(k: int, step: float, smallest_rate: float) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +229,7 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
     order = scan_order(p, q)
     p_sorted, q_sorted = p[order], q[order]
     draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
-    prefix_p, prefix_q, lower, upper = _bounds(p_sorted, q_sorted, k)
+    prefix_p, prefix_q, lower, upper = prefix_bounds(p_sorted, q_sorted, k)
     bound = float(upper[: draftable + 1].min())
     lower = lower[: draftable + 1]
     known_q, known_g = [0.0, 1.0], [0.0, 1.0]
@@ -351,7 +315,7 @@ def j_law(q_tstar: np.ndarray, outside: float, k: int, tolerance: float = RACE_T
     if len(q_tstar) == 0:  # T* empty: N ≡ 0, J ≡ K
         at_least[1 : k + 1] = 1.0
     else:
-        spread, _ = _spread(q_tstar, k)
+        spread, _ = race_spread(q_tstar, k)
         rate = max(outside + spread, 1e-300)
         t, w = _gamma_nodes(k, rate, outside, tolerance)
         lt = outside * t
@@ -411,40 +375,12 @@ def _radix_order(key):
     return order
 
 
-def _upper_products(q, prefix_q, k):
-    n = q.shape[0]
-    out = np.empty(n + 1)
-    best = np.zeros(k)  # best[0] unused; best[1..k-1] the largest masses so far, decreasing
-    for j in range(n + 1):
-        if j > 0:
-            value = q[j - 1]
-            i = k - 1
-            if k > 1 and value > best[k - 1]:
-                while i > 1 and best[i - 1] < value:
-                    best[i] = best[i - 1]
-                    i -= 1
-                best[i] = value
-        product = max(prefix_q[j], 0.0)  # M_0 = 0
-        running = 0.0
-        for i in range(1, k):
-            running += best[i]
-            product *= max(prefix_q[j] - running, 0.0)
-        out[j] = product
-    return out
-
-
-def _bernoulli(state, stay, k):
-    """``state <- state · (stay + (1 - stay) x)`` modulo x^K, for one node."""
-    drawn = 1.0 - stay
-    for m in range(k - 1, 0, -1):
-        state[m] = state[m] * stay + state[m - 1] * drawn
-    state[0] = state[0] * stay
-
-
 def _advance(q, light, scale, t, k, state, nu, lo, hi, mass):
     """Tokens ``lo..hi - 1`` into the split product: runs of light tokens into the power sums
     (:func:`~multidraft.theory.optimum._wor_moments._accumulate_powers`), each other token's
-    Bernoulli factor into ``state``; returns the light mass, ``mass`` plus theirs in token order."""
+    Bernoulli factor into ``state`` (``[K, G]``); returns the light mass, ``mass`` plus theirs in
+    token order."""
+    stay, rows = np.empty(t.shape[0]), np.arange(k - 1, 0, -1)
     i = lo
     while i < hi:
         if light[i]:
@@ -456,15 +392,30 @@ def _advance(q, light, scale, t, k, state, nu, lo, hi, mass):
                 mass += q[j]
             i = stop
         else:
-            _add_factors(q[i], t, k, state)
+            _add_factors(q[i], t, state, stay, rows)
             i += 1
     return mass
 
 
-def _add_factors(q, t, k, state):
-    """Any other token's Bernoulli factor into ``state`` at every node."""
-    for g in range(t.shape[0]):
-        _bernoulli(state[g], math.exp(-q * t[g]), k)
+def _add_factors(q, t, state, stay, rows):
+    """Any other token's Bernoulli factor ``e^{-qt} + (1 - e^{-qt}) x`` into ``state``
+    (``[K, G]``, modulo x^K) at every node: the decays first (``stay``), then each coefficient
+    from the top, ``state[m] · stay + state[m - 1] · (1 - stay)``, in a loop over the nodes
+    that vectorises. ``rows`` = K - 1, ..., 1 from an array: with an induction variable LLVM
+    widens the loop's alias checks over all rows of ``state``, which then always fail (the same
+    as :func:`~multidraft.theory.verifier._front_back._factor`). The same operations as node
+    by node, so the same bits."""
+    nodes = t.shape[0]
+    for g in range(nodes):
+        stay[g] = math.exp(-q * t[g])
+    for i in range(rows.shape[0]):
+        m = rows[i]
+        upper, lower = state[m], state[m - 1]
+        for g in range(nodes):
+            upper[g] = upper[g] * stay[g] + lower[g] * (1.0 - stay[g])
+    first = state[0]
+    for g in range(nodes):
+        first[g] = first[g] * stay[g]
 
 
 def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, psi, phi_abs, psi_abs, work):
@@ -489,9 +440,9 @@ def _checkpoints(q, light, scale, a, k, t, block):
     """Every ``block`` tokens: (power sums, product of the other tokens' factors, light mass)."""
     n, nodes = q.shape[0], t.shape[0]
     marks = n // block + 1
-    nu_marks, state_marks, mass_marks = np.zeros((marks, a.shape[0])), np.zeros((marks, nodes, k)), np.zeros(marks)
-    state = np.zeros((nodes, k))
-    state[:, 0] = 1.0
+    nu_marks, state_marks, mass_marks = np.zeros((marks, a.shape[0])), np.zeros((marks, k, nodes)), np.zeros(marks)
+    state = np.zeros((k, nodes))
+    state[0, :] = 1.0
     nu = np.zeros(a.shape[0])
     mass = 0.0
     for mark in range(marks):
@@ -502,7 +453,7 @@ def _checkpoints(q, light, scale, a, k, t, block):
 
 def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass_marks, prefixes, lam):
     nodes = t.shape[0]
-    state, nu = np.zeros((nodes, k)), np.zeros(a.shape[0])
+    state, nu = np.zeros((k, nodes)), np.zeros(a.shape[0])
     phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
     work = np.empty((4, a.shape[0] - 1))
     law, law_bound = np.empty(k), np.empty(k)
@@ -518,7 +469,7 @@ def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass
         position = j
         total, bound = 0.0, 0.0
         for g in range(nodes):
-            _product_at(state[g], nu, scale, mass, t[g], k, a, law, law_bound, phi, psi, phi_abs, psi_abs, work)
+            _product_at(state[:, g], nu, scale, mass, t[g], k, a, law, law_bound, phi, psi, phi_abs, psi_abs, work)
             below, below_bound = 0.0, 0.0
             for m in range(k):
                 below += law[m]
@@ -534,20 +485,20 @@ def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass
 
 def _count_law(q, light, scale, a, k, t):
     nodes = t.shape[0]
-    state = np.zeros((nodes, k))
-    state[:, 0] = 1.0
+    state = np.zeros((k, nodes))
+    state[0, :] = 1.0
     nu = np.zeros(a.shape[0])
     light_mass = _advance(q, light, scale, t, k, state, nu, 0, q.shape[0], 0.0)
     phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
     work = np.empty((4, a.shape[0] - 1))
     law, bound = np.empty((nodes, k)), np.empty((nodes, k))
     for g in range(nodes):
-        _product_at(state[g], nu, scale, light_mass, t[g], k, a, law[g], bound[g], phi, psi, phi_abs, psi_abs, work)
+        _product_at(state[:, g], nu, scale, light_mass, t[g], k, a, law[g], bound[g], phi, psi, phi_abs, psi_abs, work)
     return law, bound
 
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_radix_order", "_upper_products", "_bernoulli", "_advance", "_add_factors", "_product_at", "_checkpoints",
+    "_radix_order", "_advance", "_add_factors", "_product_at", "_checkpoints",
     "_containment", "_count_law",
 )

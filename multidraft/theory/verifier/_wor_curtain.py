@@ -74,18 +74,19 @@ def water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str)
     total`` (``"max"``; 0 when Σ v >= total), for v/m sorted increasingly (m > 0).
 
     Both sums are piecewise linear and increasing in λ with breakpoints d_j = v_j/m_j; their
-    values at the breakpoints come from prefix sums, the segment holding the total by a binary
-    search, and λ from that segment's sums (at most one division)."""
-    density = values / masses
-    value_before, mass_before = np.cumsum(values) - values, np.cumsum(masses) - masses
+    values at the breakpoints come from prefix sums (one compiled pass, :func:`breakpoint_sums`),
+    the segment holding the total by a binary search, and λ from that segment's sums (at most
+    one division)."""
+    values, masses = np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)
     mass_total, value_total = float(masses.sum()), float(values.sum())
-    if clip == "min":  # at d_j: tokens i < j keep v_i, the others give d_j m_i
-        j = int(np.searchsorted(value_before + density * (mass_total - mass_before), total, side="left"))
-        return np.inf if j == len(values) else (total - values[:j].sum()) / masses[j:].sum()
-    if value_total >= total:
+    if clip != "min" and value_total >= total:
         return 0.0
-    # at d_j: tokens i < j give d_j m_i, the others keep v_i
-    j = int(np.searchsorted(density * mass_before + (value_total - value_before), total, side="left"))
+    at_breakpoints = np.empty(len(values))
+    compile_in_place(globals(), KERNELS)
+    breakpoint_sums(values, masses, value_total, mass_total, clip == "min", at_breakpoints)
+    j = int(np.searchsorted(at_breakpoints, total, side="left"))
+    if clip == "min":
+        return np.inf if j == len(values) else (total - values[:j].sum()) / masses[j:].sum()
     return total / mass_total if j == len(values) else (total - values[j:].sum()) / masses[:j].sum()
 
 
@@ -275,7 +276,7 @@ def _stack_pass(mass, weight, c, lo, hi):
 
 
 #: The compiled kernels, module-level so that numba's disk cache finds them in the next process.
-KERNELS = ("sums", "weight", "weights", "solo", "stack_pass")
+KERNELS = ("sums", "weight", "weights", "solo", "stack_pass", "breakpoint_sums")
 
 
 def _kernels():
@@ -283,6 +284,25 @@ def _kernels():
     (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk."""
     compile_in_place(globals(), KERNELS)
     return stack_pass, weights
+
+
+def breakpoint_sums(values, masses, value_total, mass_total, clip_min, out):
+    """The sums of :func:`water_level` at every breakpoint d_j = v_j/m_j, with V_j, M_j the
+    values and masses before j (running sums, as ``np.cumsum(v) - v``): ``V_j + d_j (M - M_j)``
+    (``clip_min``: tokens i < j keep v_i, the others give d_j m_i) or ``d_j M_j + (V - V_j)``
+    (tokens i < j give d_j m_i, the others keep v_i). The numpy expression's operations in its
+    order, without its seven temporaries of the vocabulary's size (0.3 ms of cumulative sums
+    and 0.7 ms of fresh pages at n = 49152)."""
+    value_sum, mass_sum = 0.0, 0.0
+    for j in range(values.shape[0]):
+        value_sum += values[j]
+        mass_sum += masses[j]
+        density = values[j] / masses[j]
+        value_before, mass_before = value_sum - values[j], mass_sum - masses[j]
+        if clip_min:
+            out[j] = value_before + density * (mass_total - mass_before)
+        else:
+            out[j] = density * mass_before + (value_total - value_before)
 
 
 def sums(x, y, c):

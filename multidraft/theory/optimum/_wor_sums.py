@@ -1,0 +1,143 @@
+"""The optimal cut's sums over the scan order, in compiled passes: prefix masses and the bounds
+that prune the scan, outside masses, and the race's spread σ (docs/optimal_verifier.md §7, §10).
+
+* ``P_j = p(T_j)``, ``Q_j = min(q(T_j), 1)`` (left to right, ``np.cumsum``'s additions) and
+  ``λ_j = q(Ω ∖ T_j)`` (from the tail): the same bits as the numpy expressions, without their
+  copies of the vocabulary.
+* The cut bounds ``p(T) + 1 - q(T)^K <= cut(T) <= p(T) + 1 - Π_{i<K} (q(T) - M_i(T))_+``
+  (:mod:`~multidraft.theory.optimum._wor_race`).
+* σ = the draft mass outside the K - 1 largest tokens summed over those tokens, and β the least
+  of the K - 1 largest: what ``race_step`` needs to place the nodes of a race.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from multidraft.theory._numba import compile_in_place
+
+__all__ = ["upper_products", "prefix_bounds", "outside_mass", "race_spread"]
+
+
+def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.ndarray:
+    """``Π_{i<K} max(Q_j - M_i(T_j), 0)`` for every prefix j = 0..n of the scan order
+    (``prefix_q`` = Q_j, M_i the mass of the i largest tokens among the first j, M_0 = 0),
+    multiplied left to right: one compiled pass keeping the K - 1 largest masses so far, no
+    [n, K] table (issue 34, item 3)."""
+    _compiled()
+    return _upper_products(np.ascontiguousarray(q_sorted, dtype=np.float64), prefix_q, int(k))
+
+
+def prefix_bounds(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Prefix masses (P_j, Q_j) and the lower/upper bounds on every prefix's cut (module docstring)."""
+    prefix_p, prefix_q = np.empty(len(p_sorted) + 1), np.empty(len(q_sorted) + 1)
+    _compiled()
+    _prefix_sums(np.ascontiguousarray(p_sorted, dtype=np.float64), np.ascontiguousarray(q_sorted, dtype=np.float64), prefix_p, prefix_q)
+    lower = prefix_p + 1.0 - prefix_q**k
+    upper = prefix_p + 1.0 - upper_products(q_sorted, prefix_q, k)
+    return prefix_p, prefix_q, lower, upper
+
+
+def outside_mass(q_sorted: np.ndarray) -> np.ndarray:
+    """``λ_j = q(Ω ∖ T_j)`` for j = 0..n, summed from the tail (no cancelling 1 - Q; the
+    additions of ``np.cumsum`` of the reversed masses, compiled)."""
+    outside = np.empty(len(q_sorted) + 1)
+    _compiled()
+    _suffix_sums(np.ascontiguousarray(q_sorted, dtype=np.float64), outside)
+    return outside
+
+
+def race_spread(draft: np.ndarray, k: int) -> tuple[float, float]:
+    """``(σ, β)`` for :func:`~multidraft.theory._kernels.race_step`: σ = the draft mass outside the
+    K - 1 largest tokens, *summed over those tokens* (``1 - M_{K-1}`` cancels when the top tokens
+    hold all but a sliver), and β = the least of the K - 1 largest. One compiled pass keeps the
+    K - 1 largest, a second adds the others in token order (``np.partition`` and its copies
+    took 0.4 ms at n = 49152); σ only places the race's nodes (``race_step``), so its rounding
+    moves no law beyond the quadrature's."""
+    _compiled()
+    spread, least_top, positive = _top_spread(np.ascontiguousarray(draft, dtype=np.float64), int(k))
+    if positive < k:
+        return max(spread, np.finfo(np.float64).tiny), 0.0
+    return spread, least_top
+
+
+def _compiled() -> None:
+    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
+    compile_in_place(globals(), KERNELS)
+
+
+def _prefix_sums(p, q, prefix_p, prefix_q):
+    """``P_j``, ``min(Q_j, 1)`` for j = 0..n, summed left to right (``np.cumsum``'s additions
+    after a leading 0, without its copies)."""
+    prefix_p[0], prefix_q[0] = 0.0, 0.0
+    for j in range(p.shape[0]):
+        prefix_p[j + 1] = prefix_p[j] + p[j]
+        prefix_q[j + 1] = prefix_q[j] + q[j]
+    for j in range(q.shape[0] + 1):
+        prefix_q[j] = min(prefix_q[j], 1.0)
+
+
+def _suffix_sums(q, out):
+    """``out[j] = Σ_{i >= j} q_i`` added from the end, ``out[n] = 0``."""
+    out[q.shape[0]] = 0.0
+    for j in range(q.shape[0] - 1, -1, -1):
+        out[j] = out[j + 1] + q[j]
+
+
+def _top_spread(q, k):
+    """``(Σ of the positive masses outside the K - 1 largest, the least of those, the number
+    of positive masses)``; with fewer than K positive masses, the sum of them all and 0."""
+    top = np.zeros(max(k - 1, 1))  # the k - 1 largest so far, decreasing
+    positive = 0
+    for i in range(q.shape[0]):
+        value = q[i]
+        if value > 0.0:
+            positive += 1
+            if k > 1 and value > top[k - 2]:
+                slot = k - 2
+                while slot > 0 and top[slot - 1] < value:
+                    top[slot] = top[slot - 1]
+                    slot -= 1
+                top[slot] = value
+    kept = k - 1 if positive >= k else 0  # tokens of the top set aside: those above its least, then ties
+    least = top[kept - 1] if kept > 0 else 0.0
+    above = 0
+    for slot in range(kept):
+        if top[slot] > least:
+            above += 1
+    ties = kept - above
+    total = 0.0
+    for i in range(q.shape[0]):
+        value = q[i]
+        if value > 0.0 and not (kept > 0 and value > least):
+            if kept > 0 and value == least and ties > 0:
+                ties -= 1
+            else:
+                total += value
+    return total, least, positive
+
+
+def _upper_products(q, prefix_q, k):
+    n = q.shape[0]
+    out = np.empty(n + 1)
+    best = np.zeros(k)  # best[0] unused; best[1..k-1] the largest masses so far, decreasing
+    for j in range(n + 1):
+        if j > 0:
+            value = q[j - 1]
+            i = k - 1
+            if k > 1 and value > best[k - 1]:
+                while i > 1 and best[i - 1] < value:
+                    best[i] = best[i - 1]
+                    i -= 1
+                best[i] = value
+        product = max(prefix_q[j], 0.0)  # M_0 = 0
+        running = 0.0
+        for i in range(1, k):
+            running += best[i]
+            product *= max(prefix_q[j] - running, 0.0)
+        out[j] = product
+    return out
+
+
+#: The compiled kernels of this module.
+KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_upper_products")

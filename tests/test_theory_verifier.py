@@ -309,33 +309,3 @@ def test_stack_pass_patterns_match_group_by_group(k, temperature):
             # Densities of sets of length ~1e-13 carry the positions' rounding relative to that length.
             np.testing.assert_allclose(density, density_1, rtol=1e-6)
             assert np.abs(start + 4e-15 - start_1).max() > 1e-15  # the twin
-
-
-@pytest.mark.parametrize("k", [3, 4, 8])
-def test_block_starts_from_a_guess_on_either_side(k):
-    """The chain's Newton solves start from a guess inside the bracket (``two_sided``): from a
-    guess above or below the root, the start comes out at the root of W(α, α + c) = c·d to
-    1e-13, as :func:`solo` finds it from its own start; the twin, the one-sided solve from the
-    same guesses, leaves the lanes guessed below the root where they are and is caught."""
-    from multidraft.theory.verifier import _curtain_kernels as kernels
-    from multidraft.theory.verifier._curtain import interval_weight
-
-    rng = np.random.default_rng(k)
-    n = 200
-    mass = 10.0 ** rng.uniform(-7, -0.5, n)
-    chosen = rng.uniform(0.0, 1.0 - mass)
-    level = interval_weight(chosen, chosen + mass, k) / mass  # the root: α* ≈ chosen
-    root = np.array([kernels.solo(c, c * d, k, 0.0, 1.0, np.nan) for c, d in zip(mass, level)])
-    np.testing.assert_allclose(root, chosen, rtol=0, atol=1e-8)
-    x_root = 1.0 - root
-    guess = np.clip(x_root + rng.choice([-1.0, 1.0], n) * rng.uniform(0.1, 0.5, n) * mass, mass, 1.0)
-    starts = {}
-    for two_sided in (True, False):
-        block = np.zeros((11, n))
-        block[10] = 1.0  # x = 1 - lo: a bracket from above
-        x = guess.copy()
-        kernels.block_starts(x, mass, level, k, 0.0, 1.0, n, block, two_sided)
-        starts[two_sided] = x
-    np.testing.assert_allclose(starts[True], root, rtol=0, atol=1e-13)
-    below = guess < x_root
-    assert below.sum() > 20 and np.abs(starts[False] - root)[below].min() > 1e-13  # the twin

@@ -33,6 +33,7 @@ verifier. It sees only the tree. Exact laws are in float64 (the rules' laws are 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import numpy as np
 
@@ -95,7 +96,7 @@ class Selective(TreeVerifier):
                     self._rules.pop(next(iter(self._rules)))
                 self._rules[key] = rule
         law, choose = rule
-        return law[:-1], choose(live[None])[0]
+        return law[: tree.n], choose(live[None])[0]
 
     @staticmethod
     def _rule(target: np.ndarray, law, rows: bool = False) -> tuple[np.ndarray, object]:
@@ -131,16 +132,22 @@ class Selective(TreeVerifier):
             more_rows = rows_rule(law.draft, law.k, rule.selection_law)
             if more_rows is not None:
                 return more_rows
+        if len(rule.support) == rule.n - 1 and rule.support[-1] == rule.n - 2:
+            # every token but the appended one: r on them is the support's law (no dense scatter)
+            return rule.support_law, rule.choice_probabilities
         return rule.selection_law, rule.choice_probabilities
 
     @staticmethod
-    def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, np.ndarray]:
-        """``(a', norm([a B - r]_+))`` after the selected child failed (``a`` kept, and B, when
-        S + 1 - a = 0 or S = 0: states of probability zero, as in traversal)."""
-        weights = np.maximum(budget * residual - r, 0.0)
+    def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, Callable[[], np.ndarray]]:
+        """``(a', () -> norm([a B - r]_+))`` after the selected child failed (``a`` kept, and B, when
+        S + 1 - a = 0 or S = 0: states of probability zero, as in traversal). The residual law is
+        normalised only when asked (a draw from it, or the next-token rows): E[τ] needs a' alone."""
+        weights = budget * residual
+        weights -= r
+        np.maximum(weights, 0.0, out=weights)
         total = float(weights.sum())
         following = total / (total + 1.0 - budget) if total + 1.0 - budget > 0 else budget
-        return following, (weights / total if total > 0 else residual)
+        return following, ((lambda: weights / total) if total > 0 else (lambda: residual))
 
     def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
         nodes = tree.nodes
@@ -152,7 +159,7 @@ class Selective(TreeVerifier):
             probability that the subtree fails."""
             children = nodes.children[node]
             fail_children = 1.0
-            following, rest = budget, residual
+            following, rest = budget, (lambda: residual)
             if children:
                 r, chosen = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
@@ -169,7 +176,7 @@ class Selective(TreeVerifier):
             accepted = reach * fail_children * following
             prob[node] += accepted
             if mass is not None:
-                mass[node] += accepted * rest
+                mass[node] += accepted * rest()
             return fail_children * (1.0 - following)
 
         visit(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64), 1.0)
@@ -183,7 +190,7 @@ class Selective(TreeVerifier):
 
         def run(node: int, budget: float, residual: np.ndarray):
             children = nodes.children[node]
-            following, rest = budget, residual
+            following, rest = budget, (lambda: residual)
             if children:
                 r, chosen = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
@@ -194,7 +201,7 @@ class Selective(TreeVerifier):
                     return outcome
                 following, rest = self._fallback(budget, residual, r)
             if rng.random() < following:
-                return node, sample_index(rest, rng)
+                return node, sample_index(rest(), rng)
             return None
 
         return run(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -50,6 +51,43 @@ REMEMBER_BELOW = 1024
 _REMEMBERED_RULES = 4096
 
 
+class Selector(Protocol):
+    """A selection among the live drafts: its law and one draw (the optimal selection rules of
+    :mod:`multidraft.theory.verifier` have both)."""
+
+    def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
+        """P(draft i is selected | X = x) for every row of ``tuples [m, k]``."""
+
+    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The selected column of every row of ``tuples [m, k]``."""
+
+
+class ByWeights(NamedTuple):
+    """A selection known by its probabilities alone: it draws by them (:func:`sample_index`)."""
+
+    choice_probabilities: Callable[[np.ndarray], np.ndarray]
+
+    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return np.array([sample_index(weights, rng) for weights in self.choice_probabilities(tuples)], dtype=np.int64)
+
+
+#: The one live draft is selected.
+_ONE = ByWeights(lambda tuples: np.ones(np.shape(tuples)))
+
+
+def _draw(selector: Selector, live: np.ndarray, rng: np.random.Generator) -> int:
+    """The selected column of the live drafts ``live``, drawn: a curtain rule by the random
+    positions of its restriction to the live tokens (:meth:`~multidraft.theory.verifier.CurtainRule.restricted`:
+    the same position sets, so the same law, with a piece table of at most K groups rather than
+    one over the vocabulary, whose running sum alone costs more than the fit's last stage), any
+    other selection by its own draw."""
+    from multidraft.theory.verifier import CurtainRule
+
+    if isinstance(selector, CurtainRule):
+        selector = selector.restricted(live)
+    return int(selector.choose(live[None], rng)[0])
+
+
 class Selective(TreeVerifier):
     """Selective block verification (module docstring): trees drafted iid or without
     replacement at the root, any K, and trees drafted node by node by any shape law."""
@@ -61,9 +99,12 @@ class Selective(TreeVerifier):
     def __init__(self) -> None:
         self._rules: dict[bytes, object] = {}
 
-    def _selection(self, tree: Tree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(r over the tokens [n], P(each live draft is selected) [k_live])`` at ``node`` for
-        the target ``budget · residual`` (mass 1 - budget on a token no draft holds).
+    def _selection(self, tree: Tree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, Selector]:
+        """``(r over the tokens [n], the selection)`` at ``node`` for the target ``budget ·
+        residual`` (mass 1 - budget on a token no draft holds); the selection's
+        ``choice_probabilities(tuples)`` are P(each live draft is selected) (the law) and its
+        ``choose(tuples, rng)`` draws one (a curtain rule by its random positions, O(K log
+        pieces), without integrating the probabilities).
 
         One live draft: r = its draft law. iid drafts: the curtain rule (exact optimum).
         Without replacement: the optimal coupling of the transport LP where its size guard
@@ -78,10 +119,10 @@ class Selective(TreeVerifier):
         rows = isinstance(tree, DraftTree) and int(tree.nodes.depth[node]) + 1 < tree.length
         if len(live) == 1:  # r = the law of the one draft
             if random:
-                return drafts[0], np.ones(1)
+                return drafts[0], _ONE
             fixed = np.zeros(tree.n)  # a top-k node drafting one token: r is a point mass
             fixed[live[0]] = 1.0
-            return fixed, np.ones(1)
+            return fixed, _ONE
         target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
         key = None
         if tree.n <= REMEMBER_BELOW:
@@ -95,13 +136,13 @@ class Selective(TreeVerifier):
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
                 self._rules[key] = rule
-        law, choose = rule
-        return law[: tree.n], choose(live[None])[0]
+        law, selector = rule
+        return law[: tree.n], selector
 
     @staticmethod
-    def _rule(target: np.ndarray, law, rows: bool = False) -> tuple[np.ndarray, object]:
-        """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
-        selection for ``(target, law)``. A fixed set S (a top-k node): ``r = target`` restricted to
+    def _rule(target: np.ndarray, law, rows: bool = False) -> tuple[np.ndarray, Selector]:
+        """``(selection law r [n + 1] (or [n] when every token but the appended one can be
+        drafted), its selection)`` of the optimal selection for ``(target, law)``. A fixed set S (a top-k node): ``r = target`` restricted to
         S and renormalised (uniform on S where the target puts nothing there), which puts at
         least ``target(x)`` on every x in S, so ``Σ_x min(r(x), target(x)) = target(S)``, the most
         any rule reaches. iid drafts of ``rows`` (K iid chains, where the rows carrying the
@@ -112,7 +153,7 @@ class Selective(TreeVerifier):
         if isinstance(law, Deterministic):
             on = np.where(law.draft_set, target, 0.0)
             r = on / on.sum() if on.sum() > 0 else law.draft_set / law.draft_set.sum()
-            return r, lambda tuples: r[tuples]
+            return r, ByWeights(lambda tuples: r[tuples])
         from multidraft.theory.laws import ProblemTooLargeError
         from multidraft.theory.verifier import optimal_selection_rule
 
@@ -126,16 +167,16 @@ class Selective(TreeVerifier):
                 pass
             else:
                 selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
-                return np.asarray(selection.intermediate, dtype=np.float64), selection.selection_probabilities
+                return np.asarray(selection.intermediate, dtype=np.float64), ByWeights(selection.selection_probabilities)
         rule = optimal_selection_rule(target, law)
         if rows and isinstance(law, IID):
             more_rows = rows_rule(law.draft, law.k, rule.selection_law)
             if more_rows is not None:
-                return more_rows
+                return more_rows[0], ByWeights(more_rows[1])
         if len(rule.support) == rule.n - 1 and rule.support[-1] == rule.n - 2:
             # every token but the appended one: r on them is the support's law (no dense scatter)
-            return rule.support_law, rule.choice_probabilities
-        return rule.selection_law, rule.choice_probabilities
+            return rule.support_law, rule
+        return rule.selection_law, rule
 
     @staticmethod
     def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, Callable[[], np.ndarray]]:
@@ -161,8 +202,9 @@ class Selective(TreeVerifier):
             fail_children = 1.0
             following, rest = budget, (lambda: residual)
             if children:
-                r, chosen = self._selection(tree, node, budget, residual)
+                r, selector = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
+                chosen = selector.choice_probabilities(live[None])[0]
                 fail_children = 0.0
                 for child in children:
                     token = int(nodes.token[child])
@@ -192,9 +234,9 @@ class Selective(TreeVerifier):
             children = nodes.children[node]
             following, rest = budget, (lambda: residual)
             if children:
-                r, chosen = self._selection(tree, node, budget, residual)
+                r, selector = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
-                token = int(live[sample_index(chosen, rng)])
+                token = int(live[_draw(selector, live, rng)])
                 child = next(c for c in children if nodes.token[c] == token)
                 outcome = run(child, min(1.0, budget * residual[token] / r[token]), np.asarray(tree.target_at(child), dtype=np.float64))
                 if outcome is not None:

@@ -309,3 +309,28 @@ def test_stack_pass_patterns_match_group_by_group(k, temperature):
             # Densities of sets of length ~1e-13 carry the positions' rounding relative to that length.
             np.testing.assert_allclose(density, density_1, rtol=1e-6)
             assert np.abs(start + 4e-15 - start_1).max() > 1e-15  # the twin
+
+
+def test_a_fit_on_the_first_tokens_reads_views_and_keeps_one_large_buffer():
+    """``fit_curtain_rule`` on a support of the first s tokens (selective's target with its
+    appended missing mass) reads p and q there as views, with the same rule, bit for bit, as
+    from gathered copies; its kept arrays share one buffer, rounded up to 4 MiB at s = 49152
+    (numpy's huge pages) and not at s = 3000. Twins: a support that is not a prefix is gathered
+    (no shared memory), and the small fit's buffer is its own size."""
+    from multidraft.theory.verifier import fit_curtain_rule, fit_support_rule
+    from multidraft.theory.verifier._curtain import _HUGE_WORDS
+
+    for n, rounded in ((49152, True), (3000, False)):
+        p = zipf(n + 1, exponent=1.1, rng=np.random.default_rng(n))
+        q = np.append(softmax(np.log(p[:n]) + np.random.default_rng(1).normal(0.0, 0.5, n)), 0.0)
+        support = np.arange(n)
+        rule = fit_curtain_rule(p, q, 4, support)
+        gathered = fit_support_rule(p[support], q[support], support, n + 1, 4, target=p, draft=q)
+        assert np.shares_memory(rule.support_target, p) and np.shares_memory(rule.support_draft, q)
+        for name in ("group", "group_density", "piece_start", "piece_end", "support_law"):
+            np.testing.assert_array_equal(getattr(rule, name), getattr(gathered, name))
+        assert rule.acceptance == gathered.acceptance and rule.optimum == gathered.optimum
+        buffer = rule.piece_start.base
+        assert buffer is rule.group_density.base and (buffer.size >= _HUGE_WORDS) == rounded
+        other = fit_curtain_rule(p, q, 4, support[1:])  # the twin: not a prefix
+        assert not np.shares_memory(other.support_target, p)

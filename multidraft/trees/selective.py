@@ -123,7 +123,10 @@ class Selective(TreeVerifier):
             fixed = np.zeros(tree.n)  # a top-k node drafting one token: r is a point mass
             fixed[live[0]] = 1.0
             return fixed, _ONE
-        target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
+        # a·B and the missing mass, normalised in place (fresh rows of n cost page faults)
+        target = np.empty(tree.n + 1)
+        np.multiply(budget, np.asarray(residual, dtype=np.float64), out=target[:-1])
+        target[-1] = max(1.0 - budget, 0.0)
         key = None
         if tree.n <= REMEMBER_BELOW:
             key = hashlib.blake2b(f"{name}|{rows}".encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
@@ -131,7 +134,8 @@ class Selective(TreeVerifier):
         if rule is None:
             # every live draft of the trees selective takes shares one draft row: extend it once
             shared = np.append(drafts[0], 0.0)
-            rule = self._rule(target / target.sum(), node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live), rows)
+            target /= target.sum()
+            rule = self._rule(target, node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live), rows)
             if key is not None:
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
@@ -205,6 +209,7 @@ class Selective(TreeVerifier):
                 r, selector = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
                 chosen = selector.choice_probabilities(live[None])[0]
+                del selector  # not held through the subtree: a rule's layout takes megabytes at a real vocabulary
                 fail_children = 0.0
                 for child in children:
                     token = int(nodes.token[child])
@@ -237,6 +242,7 @@ class Selective(TreeVerifier):
                 r, selector = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
                 token = int(live[_draw(selector, live, rng)])
+                del selector  # not held through the subtree (as in _law)
                 child = next(c for c in children if nodes.token[c] == token)
                 outcome = run(child, min(1.0, budget * residual[token] / r[token]), np.asarray(tree.target_at(child), dtype=np.float64))
                 if outcome is not None:

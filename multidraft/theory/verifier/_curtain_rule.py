@@ -395,6 +395,8 @@ def fit_curtain_rule(p: np.ndarray, q: np.ndarray, k: int, support: np.ndarray |
         support = np.flatnonzero(q > 0)  # ~20 µs at n = 131072 (np.flatnonzero(q) on floats: ~200 µs)
     if len(support) == n:
         return fit_support_rule(p, q, every_token(n), n, k, target=p, draft=q, outside_mass=0.0)
+    if len(support) and support[-1] == len(support) - 1:  # the first s tokens: views, not gathers
+        return fit_support_rule(p[: len(support)], q[: len(support)], support, n, k, target=p, draft=q)
     return fit_support_rule(p[support], q[support], support, n, k, target=p, draft=q)
 
 

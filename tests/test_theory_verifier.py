@@ -334,3 +334,18 @@ def test_a_fit_on_the_first_tokens_reads_views_and_keeps_one_large_buffer():
         assert buffer is rule.group_density.base and (buffer.size >= _HUGE_WORDS) == rounded
         other = fit_curtain_rule(p, q, 4, support[1:])  # the twin: not a prefix
         assert not np.shares_memory(other.support_target, p)
+
+
+def test_residual_weights_in_one_pass_are_the_numpy_expression():
+    """The residual's weights on the support, computed in one compiled pass (``excess``), are
+    ``np.maximum(p - q · density[group], 0)`` bit for bit at n = 49152 and K = 4 (P* < 1, so
+    the weights have mass); the twin, the same expression with r = q, is told apart."""
+    n = 49152
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(2))
+    q = softmax(np.log(p) / 0.7 + np.random.default_rng(3).normal(0.0, 0.5, n))
+    rule = optimal_selection_rule(p, IID(q, 4))
+    weights, inside, _ = rule._residual_parts
+    expected = np.maximum(rule.support_target - rule.support_draft * rule.group_density[rule.group], 0.0)
+    np.testing.assert_array_equal(weights, expected)
+    assert inside == float(expected.sum()) and inside > 1e-3
+    assert not np.array_equal(weights, np.maximum(rule.support_target - rule.support_draft, 0.0))  # the twin

@@ -52,23 +52,18 @@ _REMEMBERED_RULES = 4096
 
 
 class Selector(Protocol):
-    """A selection among the live drafts: its law and one draw (the optimal selection rules of
-    :mod:`multidraft.theory.verifier` have both)."""
+    """A selection among the live drafts, known by its law (the optimal selection rules of
+    :mod:`multidraft.theory.verifier` are such)."""
 
     def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
         """P(draft i is selected | X = x) for every row of ``tuples [m, k]``."""
 
-    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The selected column of every row of ``tuples [m, k]``."""
-
 
 class ByWeights(NamedTuple):
-    """A selection known by its probabilities alone: it draws by them (:func:`sample_index`)."""
+    """A selection known by its probabilities alone (a fixed set, the transport LP's coupling,
+    the rows rule)."""
 
     choice_probabilities: Callable[[np.ndarray], np.ndarray]
-
-    def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return np.array([sample_index(weights, rng) for weights in self.choice_probabilities(tuples)], dtype=np.int64)
 
 
 #: The one live draft is selected.
@@ -79,13 +74,14 @@ def _draw(selector: Selector, live: np.ndarray, rng: np.random.Generator) -> int
     """The selected column of the live drafts ``live``, drawn: a curtain rule by the random
     positions of its restriction to the live tokens (:meth:`~multidraft.theory.verifier.CurtainRule.restricted`:
     the same position sets, so the same law, with a piece table of at most K groups rather than
-    one over the vocabulary, whose running sum alone costs more than the fit's last stage), any
-    other selection by its own draw."""
+    one over the vocabulary, whose running sum alone costs more than the fit's last stage,
+    and without integrating the choice probabilities), any other selection from its choice
+    probabilities (:func:`sample_index`)."""
     from multidraft.theory.verifier import CurtainRule
 
     if isinstance(selector, CurtainRule):
-        selector = selector.restricted(live)
-    return int(selector.choose(live[None], rng)[0])
+        return int(selector.restricted(live).choose(live[None], rng)[0])
+    return sample_index(selector.choice_probabilities(live[None])[0], rng)
 
 
 class Selective(TreeVerifier):
@@ -102,9 +98,8 @@ class Selective(TreeVerifier):
     def _selection(self, tree: Tree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, Selector]:
         """``(r over the tokens [n], the selection)`` at ``node`` for the target ``budget ·
         residual`` (mass 1 - budget on a token no draft holds); the selection's
-        ``choice_probabilities(tuples)`` are P(each live draft is selected) (the law) and its
-        ``choose(tuples, rng)`` draws one (a curtain rule by its random positions, O(K log
-        pieces), without integrating the probabilities).
+        ``choice_probabilities(tuples)`` are P(each live draft is selected) (a run draws one by
+        :func:`_draw`).
 
         One live draft: r = its draft law. iid drafts: the curtain rule (exact optimum).
         Without replacement: the optimal coupling of the transport LP where its size guard

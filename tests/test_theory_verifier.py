@@ -349,3 +349,19 @@ def test_residual_weights_in_one_pass_are_the_numpy_expression():
     np.testing.assert_array_equal(weights, expected)
     assert inside == float(expected.sum()) and inside > 1e-3
     assert not np.array_equal(weights, np.maximum(rule.support_target - rule.support_draft, 0.0))  # the twin
+
+
+def test_u_at_p_star_one_is_not_always_one_chain():
+    """docs/optimal_verifier.md §8: at P* = 1 (T* empty) U's groups need not form one chain.
+    p = (0.19, 0.79, 0.02), q = (0.1, 0.8, 0.1), K = 2: the second group's set lies behind the
+    first's (one piece each; the third pops both), and the rule is still exact (its law
+    enumerated is p). The twin, a case that is one chain (p = (0.15, 0.80, 0.05): each group pops
+    the previous hull), has two pieces for every group after the first."""
+    p, q = np.array([0.19, 0.79, 0.02]), np.array([0.1, 0.8, 0.1])
+    law = IID(q, 2)
+    rule = optimal_selection_rule(p, law)
+    assert rule.optimum == 1.0 and rule.certificate.size == 0
+    assert (rule.group_last - rule.group_first).tolist() == [1, 1, 2]
+    np.testing.assert_allclose(enumerated_law(rule, law), p, rtol=0, atol=1e-12)
+    chain = optimal_selection_rule(np.array([0.15, 0.80, 0.05]), law)
+    assert (chain.group_last - chain.group_first).tolist() == [1, 2, 2]  # the twin

@@ -309,3 +309,59 @@ def test_stack_pass_patterns_match_group_by_group(k, temperature):
             # Densities of sets of length ~1e-13 carry the positions' rounding relative to that length.
             np.testing.assert_allclose(density, density_1, rtol=1e-6)
             assert np.abs(start + 4e-15 - start_1).max() > 1e-15  # the twin
+
+
+def test_a_fit_on_the_first_tokens_reads_views_and_keeps_one_large_buffer():
+    """``fit_curtain_rule`` on a support of the first s tokens (selective's target with its
+    appended missing mass) reads p and q there as views, with the same rule, bit for bit, as
+    from gathered copies; its kept arrays share one buffer, rounded up to 4 MiB at s = 49152
+    (numpy's huge pages) and not at s = 3000. Twins: a support that is not a prefix is gathered
+    (no shared memory), and the small fit's buffer is its own size."""
+    from multidraft.theory.verifier import fit_curtain_rule, fit_support_rule
+    from multidraft.theory.verifier._curtain import _HUGE_WORDS
+
+    for n, rounded in ((49152, True), (3000, False)):
+        p = zipf(n + 1, exponent=1.1, rng=np.random.default_rng(n))
+        q = np.append(softmax(np.log(p[:n]) + np.random.default_rng(1).normal(0.0, 0.5, n)), 0.0)
+        support = np.arange(n)
+        rule = fit_curtain_rule(p, q, 4, support)
+        gathered = fit_support_rule(p[support], q[support], support, n + 1, 4, target=p, draft=q)
+        assert np.shares_memory(rule.support_target, p) and np.shares_memory(rule.support_draft, q)
+        for name in ("group", "group_density", "piece_start", "piece_end", "support_law"):
+            np.testing.assert_array_equal(getattr(rule, name), getattr(gathered, name))
+        assert rule.acceptance == gathered.acceptance and rule.optimum == gathered.optimum
+        buffer = rule.piece_start.base
+        assert buffer is rule.group_density.base and (buffer.size >= _HUGE_WORDS) == rounded
+        other = fit_curtain_rule(p, q, 4, support[1:])  # the twin: not a prefix
+        assert not np.shares_memory(other.support_target, p)
+
+
+def test_residual_weights_in_one_pass_are_the_numpy_expression():
+    """The residual's weights on the support, computed in one compiled pass (``excess``), are
+    ``np.maximum(p - q · density[group], 0)`` bit for bit at n = 49152 and K = 4 (P* < 1, so
+    the weights have mass); the twin, the same expression with r = q, is told apart."""
+    n = 49152
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(2))
+    q = softmax(np.log(p) / 0.7 + np.random.default_rng(3).normal(0.0, 0.5, n))
+    rule = optimal_selection_rule(p, IID(q, 4))
+    weights, inside, _ = rule._residual_parts
+    expected = np.maximum(rule.support_target - rule.support_draft * rule.group_density[rule.group], 0.0)
+    np.testing.assert_array_equal(weights, expected)
+    assert inside == float(expected.sum()) and inside > 1e-3
+    assert not np.array_equal(weights, np.maximum(rule.support_target - rule.support_draft, 0.0))  # the twin
+
+
+def test_u_at_p_star_one_is_not_always_one_chain():
+    """docs/optimal_verifier.md §8: at P* = 1 (T* empty) U's groups need not form one chain.
+    p = (0.19, 0.79, 0.02), q = (0.1, 0.8, 0.1), K = 2: the second group's set lies behind the
+    first's (one piece each; the third pops both), and the rule is still exact (its law
+    enumerated is p). The twin, a case that is one chain (p = (0.15, 0.80, 0.05): each group pops
+    the previous hull), has two pieces for every group after the first."""
+    p, q = np.array([0.19, 0.79, 0.02]), np.array([0.1, 0.8, 0.1])
+    law = IID(q, 2)
+    rule = optimal_selection_rule(p, law)
+    assert rule.optimum == 1.0 and rule.certificate.size == 0
+    assert (rule.group_last - rule.group_first).tolist() == [1, 1, 2]
+    np.testing.assert_allclose(enumerated_law(rule, law), p, rtol=0, atol=1e-12)
+    chain = optimal_selection_rule(np.array([0.15, 0.80, 0.05]), law)
+    assert (chain.group_last - chain.group_first).tolist() == [1, 2, 2]  # the twin

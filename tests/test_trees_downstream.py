@@ -153,11 +153,12 @@ def test_selective_reaches_the_downstream_reference_at_k3():
 def test_selecting_by_rows_without_its_own_law_is_lossy():
     """Broken twin: select the token carried by most rows (ties: the curtain's choice) but keep
     the curtain's law r for the budgets: r is no longer the law of the selected token."""
-    from multidraft.trees.selective import Selective
+    from multidraft.trees.selective import ByWeights, Selective
 
     class Twin(Selective):
         def _rule(self, target, law, rows=False):
-            r, choose = Selective._rule(target, law, False)
+            r, selector = Selective._rule(target, law, False)
+            choose = selector.choice_probabilities
 
             def most_rows(tuples):
                 tuples = np.asarray(tuples)
@@ -166,7 +167,7 @@ def test_selecting_by_rows_without_its_own_law_is_lossy():
                 weights = np.where(best, choose(tuples) + 1e-300, 0.0)
                 return weights / weights.sum(axis=1, keepdims=True)
 
-            return r, most_rows
+            return r, ByWeights(most_rows)
 
     model = _downstream_models(3, 3)[1]
     assert evaluate(Twin(), model, 3, exact=False).deviation > 1e-4

@@ -323,3 +323,32 @@ def test_pointwise_expected_length_at_a_real_vocabulary_is_the_dense_walks():
     dense = law.expected_accepted
     assert law.node_probability[2] > 1e-3  # a pointwise node below the root where the walk stops
     assert abs(_RestWithoutResidual(get_scheme("optimal")).expected_accepted(tree) - dense) > 1e-3
+
+
+@pytest.mark.statistical
+def test_selective_draws_the_live_draft_by_the_rules_positions():
+    """Selective's run draws the selected live draft from the curtain rule restricted to the
+    live tokens (its random positions; the law path integrates the full rule's choice
+    probabilities): at n = 2000 (a piece table of thousands) the draws of a tuple with a repeated
+    token follow ``choice_probabilities`` (chi-square), and the twin, a uniformly chosen draft,
+    is caught."""
+    from multidraft.theory import IID, softmax, zipf
+    from multidraft.theory.verifier import optimal_selection_rule
+    from multidraft.trees.selective import ByWeights, _draw
+
+    n, k = 2000, 4
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(3))
+    q = softmax((np.log(p) + 0.5 * np.random.default_rng(4).normal(size=n)) / 1.2)
+    rule = optimal_selection_rule(p, IID(q, k))
+    assert len(rule.piece_start) > 1000
+    live = np.array([int(np.argmax(q)), 7, int(np.argmax(q)), 1500])
+    expected = rule.choice_probabilities(live[None])[0]
+    rng, draws = np.random.default_rng(8), 20000
+
+    def statistic(selector):
+        counts = np.bincount([_draw(selector, live, rng) for _ in range(draws)], minlength=k) / draws
+        return float(((counts - expected) ** 2 / expected).sum() * draws)
+
+    bound = (k - 1) + 6 * np.sqrt(2 * (k - 1)) + 20
+    assert statistic(rule) < bound
+    assert statistic(ByWeights(lambda tuples: np.full(np.shape(tuples), 1.0 / k))) > bound  # the twin

@@ -33,6 +33,8 @@ verifier. It sees only the tree. Exact laws are in float64 (the rules' laws are 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -49,6 +51,39 @@ REMEMBER_BELOW = 1024
 _REMEMBERED_RULES = 4096
 
 
+class Selector(Protocol):
+    """A selection among the live drafts, known by its law (the optimal selection rules of
+    :mod:`multidraft.theory.verifier` are such)."""
+
+    def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
+        """P(draft i is selected | X = x) for every row of ``tuples [m, k]``."""
+
+
+class ByWeights(NamedTuple):
+    """A selection known by its probabilities alone (a fixed set, the transport LP's coupling,
+    the rows rule)."""
+
+    choice_probabilities: Callable[[np.ndarray], np.ndarray]
+
+
+#: The one live draft is selected.
+_ONE = ByWeights(lambda tuples: np.ones(np.shape(tuples)))
+
+
+def _draw(selector: Selector, live: np.ndarray, rng: np.random.Generator) -> int:
+    """The selected column of the live drafts ``live``, drawn: a curtain rule by the random
+    positions of its restriction to the live tokens (:meth:`~multidraft.theory.verifier.CurtainRule.restricted`:
+    the same position sets, so the same law, with a piece table of at most K groups rather than
+    one over the vocabulary, whose running sum alone costs more than the fit's last stage,
+    and without integrating the choice probabilities), any other selection from its choice
+    probabilities (:func:`sample_index`)."""
+    from multidraft.theory.verifier import CurtainRule
+
+    if isinstance(selector, CurtainRule):
+        return int(selector.restricted(live).choose(live[None], rng)[0])
+    return sample_index(selector.choice_probabilities(live[None])[0], rng)
+
+
 class Selective(TreeVerifier):
     """Selective block verification (module docstring): trees drafted iid or without
     replacement at the root, any K, and trees drafted node by node by any shape law."""
@@ -60,9 +95,11 @@ class Selective(TreeVerifier):
     def __init__(self) -> None:
         self._rules: dict[bytes, object] = {}
 
-    def _selection(self, tree: Tree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(r over the tokens [n], P(each live draft is selected) [k_live])`` at ``node`` for
-        the target ``budget · residual`` (mass 1 - budget on a token no draft holds).
+    def _selection(self, tree: Tree, node: int, budget: float, residual: np.ndarray) -> tuple[np.ndarray, Selector]:
+        """``(r over the tokens [n], the selection)`` at ``node`` for the target ``budget ·
+        residual`` (mass 1 - budget on a token no draft holds); the selection's
+        ``choice_probabilities(tuples)`` are P(each live draft is selected) (a run draws one by
+        :func:`_draw`).
 
         One live draft: r = its draft law. iid drafts: the curtain rule (exact optimum).
         Without replacement: the optimal coupling of the transport LP where its size guard
@@ -77,11 +114,14 @@ class Selective(TreeVerifier):
         rows = isinstance(tree, DraftTree) and int(tree.nodes.depth[node]) + 1 < tree.length
         if len(live) == 1:  # r = the law of the one draft
             if random:
-                return drafts[0], np.ones(1)
+                return drafts[0], _ONE
             fixed = np.zeros(tree.n)  # a top-k node drafting one token: r is a point mass
             fixed[live[0]] = 1.0
-            return fixed, np.ones(1)
-        target = np.append(budget * np.asarray(residual, dtype=np.float64), max(1.0 - budget, 0.0))
+            return fixed, _ONE
+        # a·B and the missing mass, normalised in place (fresh rows of n cost page faults)
+        target = np.empty(tree.n + 1)
+        np.multiply(budget, np.asarray(residual, dtype=np.float64), out=target[:-1])
+        target[-1] = max(1.0 - budget, 0.0)
         key = None
         if tree.n <= REMEMBER_BELOW:
             key = hashlib.blake2b(f"{name}|{rows}".encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
@@ -89,18 +129,19 @@ class Selective(TreeVerifier):
         if rule is None:
             # every live draft of the trees selective takes shares one draft row: extend it once
             shared = np.append(drafts[0], 0.0)
-            rule = self._rule(target / target.sum(), node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live), rows)
+            target /= target.sum()
+            rule = self._rule(target, node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live), rows)
             if key is not None:
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
                 self._rules[key] = rule
-        law, choose = rule
-        return law[:-1], choose(live[None])[0]
+        law, selector = rule
+        return law[: tree.n], selector
 
     @staticmethod
-    def _rule(target: np.ndarray, law, rows: bool = False) -> tuple[np.ndarray, object]:
-        """``(selection law r [n + 1], tuples -> selection probabilities)`` of the optimal
-        selection for ``(target, law)``. A fixed set S (a top-k node): ``r = target`` restricted to
+    def _rule(target: np.ndarray, law, rows: bool = False) -> tuple[np.ndarray, Selector]:
+        """``(selection law r [n + 1] (or [n] when every token but the appended one can be
+        drafted), its selection)`` of the optimal selection for ``(target, law)``. A fixed set S (a top-k node): ``r = target`` restricted to
         S and renormalised (uniform on S where the target puts nothing there), which puts at
         least ``target(x)`` on every x in S, so ``Σ_x min(r(x), target(x)) = target(S)``, the most
         any rule reaches. iid drafts of ``rows`` (K iid chains, where the rows carrying the
@@ -111,7 +152,7 @@ class Selective(TreeVerifier):
         if isinstance(law, Deterministic):
             on = np.where(law.draft_set, target, 0.0)
             r = on / on.sum() if on.sum() > 0 else law.draft_set / law.draft_set.sum()
-            return r, lambda tuples: r[tuples]
+            return r, ByWeights(lambda tuples: r[tuples])
         from multidraft.theory.laws import ProblemTooLargeError
         from multidraft.theory.verifier import optimal_selection_rule
 
@@ -125,22 +166,28 @@ class Selective(TreeVerifier):
                 pass
             else:
                 selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
-                return np.asarray(selection.intermediate, dtype=np.float64), selection.selection_probabilities
+                return np.asarray(selection.intermediate, dtype=np.float64), ByWeights(selection.selection_probabilities)
         rule = optimal_selection_rule(target, law)
         if rows and isinstance(law, IID):
             more_rows = rows_rule(law.draft, law.k, rule.selection_law)
             if more_rows is not None:
-                return more_rows
-        return rule.selection_law, rule.choice_probabilities
+                return more_rows[0], ByWeights(more_rows[1])
+        if len(rule.support) == rule.n - 1 and rule.support[-1] == rule.n - 2:
+            # every token but the appended one: r on them is the support's law (no dense scatter)
+            return rule.support_law, rule
+        return rule.selection_law, rule
 
     @staticmethod
-    def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, np.ndarray]:
-        """``(a', norm([a B - r]_+))`` after the selected child failed (``a`` kept, and B, when
-        S + 1 - a = 0 or S = 0: states of probability zero, as in traversal)."""
-        weights = np.maximum(budget * residual - r, 0.0)
+    def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, Callable[[], np.ndarray]]:
+        """``(a', () -> norm([a B - r]_+))`` after the selected child failed (``a`` kept, and B, when
+        S + 1 - a = 0 or S = 0: states of probability zero, as in traversal). The residual law is
+        normalised only when asked (a draw from it, or the next-token rows): E[τ] needs a' alone."""
+        weights = budget * residual
+        weights -= r
+        np.maximum(weights, 0.0, out=weights)
         total = float(weights.sum())
         following = total / (total + 1.0 - budget) if total + 1.0 - budget > 0 else budget
-        return following, (weights / total if total > 0 else residual)
+        return following, ((lambda: weights / total) if total > 0 else (lambda: residual))
 
     def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
         nodes = tree.nodes
@@ -152,10 +199,12 @@ class Selective(TreeVerifier):
             probability that the subtree fails."""
             children = nodes.children[node]
             fail_children = 1.0
-            following, rest = budget, residual
+            following, rest = budget, (lambda: residual)
             if children:
-                r, chosen = self._selection(tree, node, budget, residual)
+                r, selector = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
+                chosen = selector.choice_probabilities(live[None])[0]
+                del selector  # not held through the subtree: a rule's layout takes megabytes at a real vocabulary
                 fail_children = 0.0
                 for child in children:
                     token = int(nodes.token[child])
@@ -169,7 +218,7 @@ class Selective(TreeVerifier):
             accepted = reach * fail_children * following
             prob[node] += accepted
             if mass is not None:
-                mass[node] += accepted * rest
+                mass[node] += accepted * rest()
             return fail_children * (1.0 - following)
 
         visit(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64), 1.0)
@@ -183,18 +232,19 @@ class Selective(TreeVerifier):
 
         def run(node: int, budget: float, residual: np.ndarray):
             children = nodes.children[node]
-            following, rest = budget, residual
+            following, rest = budget, (lambda: residual)
             if children:
-                r, chosen = self._selection(tree, node, budget, residual)
+                r, selector = self._selection(tree, node, budget, residual)
                 live = tree.node_draws(node)[2]
-                token = int(live[sample_index(chosen, rng)])
+                token = int(live[_draw(selector, live, rng)])
+                del selector  # not held through the subtree (as in _law)
                 child = next(c for c in children if nodes.token[c] == token)
                 outcome = run(child, min(1.0, budget * residual[token] / r[token]), np.asarray(tree.target_at(child), dtype=np.float64))
                 if outcome is not None:
                     return outcome
                 following, rest = self._fallback(budget, residual, r)
             if rng.random() < following:
-                return node, sample_index(rest, rng)
+                return node, sample_index(rest(), rng)
             return None
 
         return run(0, 1.0, np.asarray(tree.target_at(0), dtype=np.float64))

@@ -11,7 +11,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-jit = numba.njit(cache=True, nogil=True)
+#: ``error_model="numpy"``: a float division by zero gives inf or nan (IEEE) rather than raising, so
+#: numba inserts no zero test before each division and the lane loops vectorise (the same bits:
+#: no kernel here divides by zero on valid input, and a rule whose densities or acceptance are
+#: not finite falls back, :func:`~multidraft.theory.verifier._curtain_rule.fit_support_rule`).
+jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 
 @jit

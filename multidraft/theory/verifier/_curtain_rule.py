@@ -117,7 +117,8 @@ class CurtainRule:
         """The residual ``(p - r)_+`` as (its support part, that part's mass, the mass outside
         the support, where it is p); p itself when the excess has no mass (then the residual
         is reached with probability zero, up to rounding)."""
-        excess = np.maximum(self.support_target - self.support_law, 0.0)
+        excess = np.empty(len(self.support))  # np.maximum(p - r, 0) in one compiled pass, r not formed
+        _select().excess(self.support_target, self.support_draft, self.group_density, self.group, excess)
         inside = float(excess.sum())
         outside = self.outside_mass if len(self.support) < self.n else 0.0
         if inside + outside > 0:
@@ -395,6 +396,8 @@ def fit_curtain_rule(p: np.ndarray, q: np.ndarray, k: int, support: np.ndarray |
         support = np.flatnonzero(q > 0)  # ~20 µs at n = 131072 (np.flatnonzero(q) on floats: ~200 µs)
     if len(support) == n:
         return fit_support_rule(p, q, every_token(n), n, k, target=p, draft=q, outside_mass=0.0)
+    if len(support) and support[-1] == len(support) - 1:  # the first s tokens: views, not gathers
+        return fit_support_rule(p[: len(support)], q[: len(support)], support, n, k, target=p, draft=q)
     return fit_support_rule(p[support], q[support], support, n, k, target=p, draft=q)
 
 

@@ -54,3 +54,13 @@ def select_rows(local, uniforms, group, group_density, support_draft, support_ta
         rejected[r] = uniforms[r, k] * (support_draft[chosen] * group_density[group[chosen]]) >= support_target[chosen]
         count += rejected[r]
     return count
+
+
+@jit
+def excess(support_target, support_draft, group_density, group, out):
+    """``out = max(p - r, 0)`` on the support with ``r = q · density of the token's group``: the
+    residual's weights in one pass, entry by entry the operations of the numpy expression
+    ``np.maximum(p - q * group_density[group], 0.0)`` (the same bits; p and r are finite)."""
+    for i in range(out.shape[0]):
+        difference = support_target[i] - support_draft[i] * group_density[group[i]]
+        out[i] = difference if difference > 0.0 else 0.0

@@ -55,7 +55,9 @@ def rows_for(n: int, repeats: int, rounds: int | None, split: bool | None = None
         cut_timing = measure(lambda: product_cut(target, drafts), repeats)
         cut = cut_timing.result
         optimum = min(1.0, 1.0 + float(cut.value))
-        fit_timing = measure(lambda: fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum, rounds=rounds, split=split), repeats)
+        fit_timing = measure(
+            lambda: fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum, rounds=rounds, split=split), repeats
+        )
         rule = fit_timing.result
         tuples = Independent(list(drafts)).sample(rng, BATCH)
         select = measure(lambda: rule.choose(tuples, rng), repeats)
@@ -110,7 +112,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="column-generation rounds (default: the rule's)")
     parser.add_argument("--instances", type=int, default=300, help="random small instances")
     parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=None,
-                        help="force the ordered split on (28 s per LP at n = 16384, more than 20 min at 49152) or off (default: the rule's, n <= 8192)")
+                        help="force the ordered split on (28 s per LP at n = 16384, > 20 min at 49152) or off (default: n <= 8192)")
     parser.add_argument("--pairs", nargs="+", default=None, metavar="T1/T2", help="only these temperature pairs, e.g. 0.8/1.6")
     parser.add_argument("--output", default="verifier_independent", help="results name under benchmarks/results/")
     args = parser.parse_args()
@@ -120,7 +122,8 @@ def main() -> None:
     print_table(rows, ["n", "pair", "p_star", "acceptance", "gap", "path", "cut_ms", "fit_ms", "fit_cpu_ms", "select_1000_ms", "vs_argsort"])
     reached = [row for row in rows if "gap" in row and row["gap"] >= -1e-9]
     print(f"reached P* (to 1e-9) on {len(reached)} of {sum('gap' in row for row in rows)} settings")
-    print(f"wrote {write_results(args.output, rows, exponent=EXPONENT, temperatures=list(TEMPERATURES), small_instances=small, split=args.split)}")
+    path = write_results(args.output, rows, exponent=EXPONENT, temperatures=list(TEMPERATURES), small_instances=small, split=args.split)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,11 @@ largest random path behind one, and the fit times.
 
 Writes benchmarks/results/verifier_independent.json.
 
-Run: ``python benchmarks/bench_verifier_independent.py [--repeats R] [--sizes N ...] [--rounds R]``.
+Run: ``python benchmarks/bench_verifier_independent.py [--repeats R] [--sizes N ...] [--rounds R]
+[--split | --no-split] [--pairs T1/T2 ...] [--output NAME]``. ``--split`` forces the ordered split
+(docs/nonidentical_verifier.md §4d) on where the staircase falls short: 28 s per LP at
+n = 16384 and more than 20 minutes at 49152, so run it at mid sizes on the pairs that need it
+(``--sizes 4096 8192 --pairs 0.5/1.2 0.8/1.6 0.8/2 --output verifier_independent_split``).
 """
 
 from __future__ import annotations
@@ -38,18 +42,22 @@ EXPONENT = 1.1
 BATCH = 1000
 
 
-def rows_for(n: int, repeats: int, rounds: int | None) -> list[dict]:
+def rows_for(n: int, repeats: int, rounds: int | None, split: bool | None = None, pairs: list[str] | None = None) -> list[dict]:
     rng = np.random.default_rng(0)
     keys = rng.random(n)
     argsort_ms = 1e3 * timed(lambda: np.argsort(keys), repeats)[0]
     rows = [{"n": n, "pair": "numpy.argsort", "fit_ms": argsort_ms}]
     target = zipf(n, EXPONENT, rng)
     for t1, t2 in itertools.combinations_with_replacement(TEMPERATURES, 2):  # the diagonal: identical drafts
+        if pairs is not None and f"{t1:g}/{t2:g}" not in pairs:
+            continue
         drafts = np.array([softmax(np.log(target), t1), softmax(np.log(target), t2)])
         cut_timing = measure(lambda: product_cut(target, drafts), repeats)
         cut = cut_timing.result
         optimum = min(1.0, 1.0 + float(cut.value))
-        fit_timing = measure(lambda: fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum, rounds=rounds), repeats)
+        fit_timing = measure(
+            lambda: fit_independent_rule(target, *drafts, certificate=cut.certificate, optimum=optimum, rounds=rounds, split=split), repeats
+        )
         rule = fit_timing.result
         tuples = Independent(list(drafts)).sample(rng, BATCH)
         select = measure(lambda: rule.choose(tuples, rng), repeats)
@@ -103,14 +111,19 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[49152, 131072])
     parser.add_argument("--rounds", type=int, default=None, help="column-generation rounds (default: the rule's)")
     parser.add_argument("--instances", type=int, default=300, help="random small instances")
+    parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=None,
+                        help="force the ordered split on (28 s per LP at n = 16384, > 20 min at 49152) or off (default: n <= 8192)")
+    parser.add_argument("--pairs", nargs="+", default=None, metavar="T1/T2", help="only these temperature pairs, e.g. 0.8/1.6")
+    parser.add_argument("--output", default="verifier_independent", help="results name under benchmarks/results/")
     args = parser.parse_args()
     small = small_instances(args.instances)
     print(f"small instances: {small}")
-    rows = [row for n in args.sizes for row in rows_for(n, args.repeats, args.rounds)]
+    rows = [row for n in args.sizes for row in rows_for(n, args.repeats, args.rounds, args.split, args.pairs)]
     print_table(rows, ["n", "pair", "p_star", "acceptance", "gap", "path", "cut_ms", "fit_ms", "fit_cpu_ms", "select_1000_ms", "vs_argsort"])
     reached = [row for row in rows if "gap" in row and row["gap"] >= -1e-9]
     print(f"reached P* (to 1e-9) on {len(reached)} of {sum('gap' in row for row in rows)} settings")
-    print(f"wrote {write_results('verifier_independent', rows, exponent=EXPONENT, temperatures=list(TEMPERATURES), small_instances=small)}")
+    path = write_results(args.output, rows, exponent=EXPONENT, temperatures=list(TEMPERATURES), small_instances=small, split=args.split)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from multidraft.report import (
     zipf_positions,
 )
 from multidraft.report.gap_table import VERIFIER_COLUMN
+from multidraft.theory.verifier import optimal_selection_rule
 from multidraft.report.render import prepare_output
 from multidraft.theory import IID, Independent, optimal_acceptance, unit_acceptance
 
@@ -195,8 +196,13 @@ def test_gap_table_rows_and_bounds():
             assert achieved == pytest.approx(row.optimal, abs=1e-10)
         elif row.law == "wor":
             assert row.values["single draft"] - 1e-12 <= achieved <= row.optimal + 1e-12
-        else:
-            assert 0.0 < achieved <= row.optimal + 1e-12
+        else:  # the rule's own law, recomputed by enumerating every draft pair (rule_checks)
+            from rule_checks import enumerated_law
+
+            laws = [Independent([a, b]) for a, b in zip(positions.drafts(0.8), positions.drafts(1.6))]
+            own = [np.minimum(p, enumerated_law(optimal_selection_rule(p, law), law)).sum() for p, law in zip(positions.targets, laws)]
+            assert achieved == pytest.approx(float(np.mean(own)), abs=1e-12)
+            assert achieved <= row.optimal + 1e-12
     # the non-identical optimum is exact: the transport LP over the pairs agrees, position by position
     pytest.importorskip("cvxpy")
     from multidraft.lp import transport_lp

@@ -11,7 +11,8 @@
 * two independent, non-identical drafts (K = 2): the path curtain, per-draft curtains along a
   monotone path of draft masses (``_independent_rule``, ``_path_kernels``), the random
   path, a mixture of them fitted by column generation, which reaches P* (``_path_mixture``),
-  and the staircase, one path as good as any rule (the mixture included; ``_staircase``);
+  the staircase, one path as good as any rule (the mixture included; ``_staircase``), and the
+  ordered split, both drafts' laws moved together by a linear programme (``_ordered_split``);
 * the support split: the target's mass outside the draft's support, drawn in blocks
   (:class:`OutsideTarget`, :class:`TargetSplit`; ``_support``).
 

@@ -87,12 +87,13 @@ def fit_staircase(p: np.ndarray, qs: tuple, parts: tuple, law: np.ndarray, j: in
     return out[0][0], out[1][0], (out[0][1], out[1][1])
 
 
-def staircase_rule(rule: IndependentRule, steps: int = STEPS) -> IndependentRule:
+def staircase_rule(rule: IndependentRule, steps: int = STEPS, laws: tuple | None = None) -> IndependentRule:
     """One path curtain at least as good as ``rule`` (any rule with per-draft laws ``law1``,
     ``law2``, U's tokens first; a random path included): alternate :func:`fit_staircase` from
     draft 1's law, then draft 2's, keeping the best exact law; stop at P* (to 1e-12), at a step
     gaining less than :data:`GAIN`, or after ``steps`` steps. Returns ``rule`` itself when no step
-    improves on it (or a layout does not tile).
+    improves on it (or a layout does not tile). ``laws``: start from these per-draft laws instead
+    (any pair satisfying (GR) with U tight, e.g. :func:`._ordered_split.ordered_split`'s).
 
     ``acceptance`` of the result is its own ``Σ min(p, law1 + law2)``, computed from its pieces.
     Complexity: O(n log n) per step (two sorts, a compiled stack pass).
@@ -101,7 +102,8 @@ def staircase_rule(rule: IndependentRule, steps: int = STEPS) -> IndependentRule
     in_t = np.zeros(rule.n, dtype=bool)
     in_t[rule.certificate] = True
     parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
-    best, laws, previous = rule, (rule.law1, rule.law2), rule.acceptance
+    best, previous = rule, rule.acceptance
+    laws = (rule.law1, rule.law2) if laws is None else laws
     for step in range(steps):
         j = step % 2
         try:

@@ -1,0 +1,144 @@
+"""The ordered split: both drafts' laws moved together (issue 33;
+multidraft.theory.verifier._ordered_split, docs/nonidentical_verifier.md §4d).
+
+Independent routes compared here:
+
+* the split's per-draft laws against (GR) checked by brute force over every pair of token sets
+  (the prefix-pair lemma's independent check);
+* its value and the staircase made from it against P* from the threshold search *and* the
+  transport LP (``multidraft.lp``, a second computation);
+* the staircase's law from its pieces against the law enumerated over every draft pair, and the
+  enumerated output against p;
+* a broken twin (each draft's tokens by the *wrong* key order) that the reach test must catch.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from multidraft.theory import Independent, optimal_acceptance, softmax, zipf
+from multidraft.theory.verifier import fit_independent_rule, fit_path_curtain
+from multidraft.theory.verifier import _ordered_split
+from multidraft.theory.verifier._ordered_split import ordered_split
+from multidraft.theory.verifier._staircase import staircase_rule
+
+from rule_checks import enumerated_law, enumerated_output
+
+
+def _parts(n: int, certificate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    in_t = np.zeros(n, dtype=bool)
+    in_t[certificate] = True
+    return np.flatnonzero(~in_t), np.flatnonzero(in_t)
+
+
+def _gr_violation(x1: np.ndarray, x2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -> float:
+    """``max_{A_1, A_2} x_1(A_1) + x_2(A_2) - h(q_1(A_1), q_2(A_2))`` over all pairs of sets."""
+    n = len(x1)
+    masks = np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+    a, b, s1, s2 = masks @ q1, masks @ q2, masks @ x1, masks @ x2
+    return float((s1[:, None] + s2[None, :] - (a[:, None] + b[None, :] - np.outer(a, b))).max())
+
+
+def _short_instances(count: int, seed: int = 33) -> list[tuple]:
+    """Small Dirichlet instances on which the fitted single path falls short of P* (> 1e-9)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        n = int(rng.integers(3, 8))
+        alpha = float(rng.choice([0.1, 0.3, 1.0]))
+        p, q1, q2 = (rng.dirichlet(np.full(n, alpha)) for _ in range(3))
+        one = fit_path_curtain(p, q1, q2)
+        if one.acceptance < one.optimum - 1e-9:
+            out.append((p, q1, q2, one))
+    return out
+
+
+def test_split_reaches_the_optimum_and_one_staircase_realises_it():
+    """40 small instances the fitted path misses: the split's laws satisfy (GR) for every pair of
+    sets (brute force, 1e-9), their value is P* (threshold search) to the LP's 1e-9, and the staircase from
+    them is one path at P* (to 1e-11: its seed is the LP's, feasible to ~1e-12) whose law matches
+    enumeration (1e-13) and whose output is p (1e-12)."""
+    for p, q1, q2, one in _short_instances(40):
+        parts = _parts(len(p), one.certificate)
+        x1, x2, value = ordered_split(p, (q1, q2), parts, (one.law1, one.law2), one.optimum)
+        assert _gr_violation(x1, x2, q1, q2) <= 1e-9
+        assert abs(x1.sum() + x2.sum() - 1.0) <= 1e-9
+        optimum = optimal_acceptance(p, Independent([q1, q2])).value
+        assert abs(value - optimum) <= 1e-9  # the LP's tolerance; the staircase below is exact
+        rule = staircase_rule(one, laws=(x1, x2))
+        law = Independent([q1, q2])
+        assert rule.path == "staircase" and abs(rule.acceptance - optimum) <= 1e-11  # the seed's LP rounding
+        np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+
+
+def test_split_against_the_transport_lp():
+    """A second computation of P*: the transport LP over all draft pairs (15 instances the fitted
+    path misses); the staircase from the split equals it to the LP's tolerance."""
+    from multidraft.lp.transport import transport_lp
+
+    for p, q1, q2, one in _short_instances(15, seed=8):
+        lp = transport_lp(p, Independent([q1, q2])).acceptance
+        x1, x2, _ = ordered_split(p, (q1, q2), _parts(len(p), one.certificate), (one.law1, one.law2), one.optimum)
+        assert staircase_rule(one, laws=(x1, x2)).acceptance == pytest.approx(lp, abs=1e-7)
+
+
+def test_orders_by_the_wrong_key_are_caught(monkeypatch):
+    """Broken twin: each draft's tokens by *increasing* key (the orders reversed inside each
+    part). Its laws still satisfy (GR) (they are monotone along the orders they use), so it
+    stays lossless, but it falls short of P* on some instance the true orders reach."""
+    right = _ordered_split._orders
+
+    def reversed_orders(p, qs, parts, laws):
+        out = []
+        for i, order in enumerate(right(p, qs, parts, laws)):
+            pieces = [order[np.isin(order, part)][::-1] for part in parts]
+            out.append(np.concatenate(pieces))
+        return out[0], out[1]
+
+    instances = _short_instances(20)
+    monkeypatch.setattr(_ordered_split, "_orders", reversed_orders)
+    short = 0
+    for p, q1, q2, one in instances:
+        x1, x2, value = ordered_split(p, (q1, q2), _parts(len(p), one.certificate), (one.law1, one.law2), one.optimum)
+        assert _gr_violation(x1, x2, q1, q2) <= 1e-9
+        short += value < one.optimum - 1e-9
+    assert short > 0
+
+
+def test_prefix_pair_violation_finds_the_worst_pair():
+    """The separation (worst m for every k, worst k for every m) against all prefix pairs."""
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        n = int(rng.integers(2, 8))
+        q1, q2 = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(n))
+        x1, x2 = q1 * rng.random(n), q2 * rng.random(n)
+        orders = (np.argsort(-x1 / q1, kind="stable"), np.argsort(-x2 / q2, kind="stable"))
+        _, worst = _ordered_split.prefix_pair_violation((q1, q2), orders, (x1, x2))
+        a, b = (np.concatenate([[0.0], np.cumsum(q[o])]) for q, o in zip((q1, q2), orders))
+        c1, c2 = (np.concatenate([[0.0], np.cumsum(x[o])]) for x, o in zip((x1, x2), orders))
+        brute = (c1[:, None] + c2[None, :] - (a[:, None] + b[None, :] - np.outer(a, b))).max()
+        assert worst == pytest.approx(brute, abs=1e-15)
+
+
+def test_zipf_pair_the_staircase_misses():
+    """n = 4096, Zipf(1.1) target, drafts at 0.8 & 2.0: the staircase alternation alone stalls
+    > 1e-2 short of P*; with the ordered split (on by default at this size) one path reaches P*
+    to 1e-9, and ``acceptance`` is the rule's own."""
+    p = zipf(4096, 1.1, np.random.default_rng(0))
+    q1, q2 = softmax(np.log(p), 0.8), softmax(np.log(p), 2.0)
+    optimum = optimal_acceptance(p, Independent([q1, q2])).value
+    alone = fit_independent_rule(p, q1, q2, split=False)
+    assert alone.acceptance < optimum - 1e-2
+    rule = fit_independent_rule(p, q1, q2)
+    assert rule.path == "staircase" and abs(rule.acceptance - optimum) <= 1e-9
+    assert rule.acceptance == float(np.minimum(p, rule.law1 + rule.law2).sum())
+
+
+@pytest.mark.parametrize("split", [1, "yes", 0.5], ids=["int", "string", "float"])
+def test_bad_split_is_refused(split):
+    with pytest.raises(ValueError, match="split: the ordered split is switched by True, False or None"):
+        fit_independent_rule(np.array([0.5, 0.5]), np.array([0.2, 0.8]), np.array([0.9, 0.1]), split=split)

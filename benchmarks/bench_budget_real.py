@@ -93,8 +93,9 @@ def run(args: argparse.Namespace) -> None:
     target, draft = _models(data["draft"])
     prompts = bundled_prompts()
     mine = [i for i in range(len(prompts.prompts)) if i % args.parts == args.part]
+    shapes = {label: data["shapes"][label] for label in args.shapes or data["shapes"]}
     done = _read([args.out])
-    blocks = {label: sum(len(u["accepted"]) for u in done if u["shape"] == label) for label in data["shapes"]}
+    blocks = {label: sum(len(u["accepted"]) for u in done if u["shape"] == label) for label in shapes}
     finished = {(u["shape"], u["round"], u["prompt"]) for u in done}
     until = None if args.until is None else datetime.datetime.fromisoformat(args.until).timestamp()
     goal = args.blocks / args.parts
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> None:
             for index in mine:
                 if min(blocks.values()) >= goal or (until is not None and time.time() > until):
                     return
-                for label, parents in data["shapes"].items():
+                for label, parents in shapes.items():
                     if (label, round_, index) in finished:
                         continue
                     units = run_units(
@@ -146,6 +147,7 @@ def main() -> None:
     r.add_argument("--blocks", type=int, default=2000, help="blocks per shape over all parts")
     r.add_argument("--rounds", type=int, default=20, help="seed rounds at most")
     r.add_argument("--max-new-tokens", type=int, default=128)
+    r.add_argument("--shapes", nargs="+", default=None, help="the plan's shapes to draft (default: all; one process a shape)")
     r.add_argument(
         "--verifiers", nargs="+", default=list(BLOCK_VERIFIERS),
         help="verifiers scored per block, the driving one first (default: all four; token:optimal and selective cost "

@@ -98,14 +98,15 @@ def run(args: argparse.Namespace) -> None:
     blocks = {label: sum(len(u["accepted"]) for u in done if u["shape"] == label) for label in shapes}
     finished = {(u["shape"], u["round"], u["prompt"]) for u in done}
     until = None if args.until is None else datetime.datetime.fromisoformat(args.until).timestamp()
-    goal = args.blocks / args.parts
+    matched = None if args.match is None else {(u["round"], u["prompt"]) for u in _read(args.match)}
+    goal = args.blocks / args.parts if matched is None else float("inf")
     with cpu_threads(1), open(args.out, "a") as out:
         for round_ in range(args.rounds):
             for index in mine:
                 if min(blocks.values()) >= goal or (until is not None and time.time() > until):
                     return
                 for label, parents in shapes.items():
-                    if (label, round_, index) in finished:
+                    if (label, round_, index) in finished or (matched is not None and (round_, index) not in matched):
                         continue
                     units = run_units(
                         target, draft, TreeShape.static(parents), prompts, [(round_, index)], max_new_tokens=args.max_new_tokens,
@@ -149,9 +150,13 @@ def main() -> None:
     r.add_argument("--max-new-tokens", type=int, default=128)
     r.add_argument("--shapes", nargs="+", default=None, help="the plan's shapes to draft (default: all; one process a shape)")
     r.add_argument(
+        "--match", nargs="+", default=None, metavar="OUT",
+        help="draft exactly the units (round, prompt) of these --out files not yet in --out, whatever --blocks says "
+        "(a shape catching up with another's units: only common units are paired)",
+    )  # fmt: skip
+    r.add_argument(
         "--verifiers", nargs="+", default=list(BLOCK_VERIFIERS),
-        help="verifiers scored per block, the driving one first (default: all four; token:optimal and selective cost "
-        "seconds a node where a node has many iid children at V = 49152)",
+        help="verifiers scored per block, the driving one first (default: all four)",
     )  # fmt: skip
     r.add_argument("--until", default=None, help="start no unit after this ISO time (e.g. 2026-11-28T18:10+00:00)")
     s = steps.add_parser("summary")

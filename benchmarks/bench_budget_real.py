@@ -23,6 +23,12 @@ Usage (the bundled model drafting for itself; ``--draft 15`` for its first 15 la
     python benchmarks/bench_budget_real.py plan --draft self --plan /tmp/self.json
     python benchmarks/bench_budget_real.py run --plan /tmp/self.json --part 0 --parts 2 --blocks 2000 --out /tmp/self0.jsonl
     python benchmarks/bench_budget_real.py summary --plan /tmp/self.json --out /tmp/self0.jsonl /tmp/self1.jsonl
+
+or one process a shape, the second catching up with the first's units at the end::
+
+    python benchmarks/bench_budget_real.py run --plan /tmp/self.json --shapes dp --out /tmp/dp.jsonl
+    python benchmarks/bench_budget_real.py run --plan /tmp/self.json --shapes chains --out /tmp/chains.jsonl
+    python benchmarks/bench_budget_real.py run --plan /tmp/self.json --shapes chains --out /tmp/chains.jsonl --match /tmp/dp.jsonl
 """
 
 from __future__ import annotations

@@ -23,6 +23,12 @@ Usage (the bundled model drafting for itself; ``--draft 15`` for its first 15 la
     python benchmarks/bench_budget_real.py plan --draft self --plan /tmp/self.json
     python benchmarks/bench_budget_real.py run --plan /tmp/self.json --part 0 --parts 2 --blocks 2000 --out /tmp/self0.jsonl
     python benchmarks/bench_budget_real.py summary --plan /tmp/self.json --out /tmp/self0.jsonl /tmp/self1.jsonl
+
+or one process a shape, the second catching up with the first's units at the end::
+
+    python benchmarks/bench_budget_real.py run --plan /tmp/self.json --shapes dp --out /tmp/dp.jsonl
+    python benchmarks/bench_budget_real.py run --plan /tmp/self.json --shapes chains --out /tmp/chains.jsonl
+    python benchmarks/bench_budget_real.py run --plan /tmp/self.json --shapes chains --out /tmp/chains.jsonl --match /tmp/dp.jsonl
 """
 
 from __future__ import annotations
@@ -93,18 +99,20 @@ def run(args: argparse.Namespace) -> None:
     target, draft = _models(data["draft"])
     prompts = bundled_prompts()
     mine = [i for i in range(len(prompts.prompts)) if i % args.parts == args.part]
+    shapes = {label: data["shapes"][label] for label in args.shapes or data["shapes"]}
     done = _read([args.out])
-    blocks = {label: sum(len(u["accepted"]) for u in done if u["shape"] == label) for label in data["shapes"]}
+    blocks = {label: sum(len(u["accepted"]) for u in done if u["shape"] == label) for label in shapes}
     finished = {(u["shape"], u["round"], u["prompt"]) for u in done}
     until = None if args.until is None else datetime.datetime.fromisoformat(args.until).timestamp()
-    goal = args.blocks / args.parts
+    matched = None if args.match is None else {(u["round"], u["prompt"]) for u in _read(args.match)}
+    goal = args.blocks / args.parts if matched is None else float("inf")
     with cpu_threads(1), open(args.out, "a") as out:
         for round_ in range(args.rounds):
             for index in mine:
                 if min(blocks.values()) >= goal or (until is not None and time.time() > until):
                     return
-                for label, parents in data["shapes"].items():
-                    if (label, round_, index) in finished:
+                for label, parents in shapes.items():
+                    if (label, round_, index) in finished or (matched is not None and (round_, index) not in matched):
                         continue
                     units = run_units(
                         target, draft, TreeShape.static(parents), prompts, [(round_, index)], max_new_tokens=args.max_new_tokens,
@@ -146,10 +154,15 @@ def main() -> None:
     r.add_argument("--blocks", type=int, default=2000, help="blocks per shape over all parts")
     r.add_argument("--rounds", type=int, default=20, help="seed rounds at most")
     r.add_argument("--max-new-tokens", type=int, default=128)
+    r.add_argument("--shapes", nargs="+", default=None, help="the plan's shapes to draft (default: all; one process a shape)")
+    r.add_argument(
+        "--match", nargs="+", default=None, metavar="OUT",
+        help="draft exactly the units (round, prompt) of these --out files not yet in --out, whatever --blocks says "
+        "(a shape catching up with another's units: only common units are paired)",
+    )  # fmt: skip
     r.add_argument(
         "--verifiers", nargs="+", default=list(BLOCK_VERIFIERS),
-        help="verifiers scored per block, the driving one first (default: all four; token:optimal and selective cost "
-        "seconds a node where a node has many iid children at V = 49152)",
+        help="verifiers scored per block, the driving one first (default: all four)",
     )  # fmt: skip
     r.add_argument("--until", default=None, help="start no unit after this ISO time (e.g. 2026-11-28T18:10+00:00)")
     s = steps.add_parser("summary")

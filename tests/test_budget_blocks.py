@@ -175,6 +175,7 @@ def test_live_check_and_the_report_part_on_a_tiny_model(tmp_path):
               "draft_temperature": 1.0}, "provenance": {"commit": "0123456789abcdef", "date": "2026-11-28T18:00:00+00:00"}}}  # fmt: skip
     with_runs = render_markdown(Document("t", (Section("s", tuple(budget._blocks_part(live, stored))),)))
     assert "live run" in with_runs and "commit 0123456789" in with_runs and "(committed run)" in with_runs
+    assert "Caveat: token:optimal's row is the positional model's approximation; on the drafted trees (N = 4" in with_runs
     without = render_markdown(Document("t", (Section("s", tuple(budget._blocks_part(live, None))),)))
     assert "No committed long run" in without and "(committed run)" not in without
     assert committed(tmp_path / "absent.json") is None

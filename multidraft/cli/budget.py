@@ -104,10 +104,14 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens, target_temperature=args.target_temperature,
             draft_temperature=args.draft_temperature, seed=args.seed,
         )  # fmt: skip
+    from multidraft.report.budget_blocks import token_optimal_caveat
+
+    result["caveat"] = token_optimal_caveat(result)
     if args.json:
         print(json.dumps(result))
         return 0
     print(answer_text(result))
+    print(result["caveat"])
     if args.drafted is not None:
         drafted = result["drafted_trees"]
         print(f"drafted trees, N = {drafted['budget']} (DP shape for {drafted['dp_walk']}; predicted: the positional model)")

@@ -189,7 +189,7 @@ def _real_part(real: dict) -> list:
 def _blocks_part(live: dict, stored: dict | None) -> list:
     """The check on trees drafted by the model: the short live run, then the committed long runs
     of ``benchmarks/bench_budget_real.py`` with their provenance (absent: said so)."""
-    from multidraft.report.budget_blocks import blocks_table  # noqa: PLC0415
+    from multidraft.report.budget_blocks import blocks_table, token_optimal_caveat  # noqa: PLC0415
 
     def table(answer: dict, predicted: dict, caption: str) -> list:
         headers, rows = blocks_table(answer, predicted)
@@ -214,6 +214,7 @@ def _blocks_part(live: dict, stored: dict | None) -> list:
             "prompts gives intervals that are too narrow):"
         ),
         *table(answer, live["predicted"], f"Drafted trees, N = {live['budget']}, live run"),
+        Paragraph(token_optimal_caveat({"drafted_trees": live}).replace("caveat: ", "Caveat: ", 1) + "."),
     ]
     if stored is None:
         return [*parts, Paragraph("No committed long run for this model (benchmarks/bench_budget_real.py writes one).")]

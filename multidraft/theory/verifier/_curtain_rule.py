@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from multidraft.theory.verifier._curtain import curtain_fit
+from multidraft.theory.verifier._curtain_choice import group_density_cdf
 from multidraft.theory.verifier._support import OutsideTarget, draw_levels, every_token, support_index
 
 __all__ = ["CurtainRule", "Layout", "fit_curtain_rule", "fit_support_rule", "FIT_TOLERANCE"]
@@ -316,22 +317,13 @@ class CurtainRule:
         left, width = edges[:-1], np.diff(edges)
         offset = 0.5 * width[:, None] * (nodes + 1.0)  # [intervals, nodes per interval]
         dt = (0.5 * width[:, None] * weights).ravel()
-        start, end = self.piece_start[:, None], self.piece_end[:, None]
-        lengths = self.piece_end - self.piece_start
         groups = len(self.group_first)
         owner = np.repeat(np.arange(groups), self.group_last - self.group_first)
-        size = np.bincount(owner, lengths, minlength=groups)
+        size = np.bincount(owner, self.piece_end - self.piece_start, minlength=groups)
         point = size <= 0
         location = self.piece_start[self.group_last - 1]  # a point group's position
-        scale = np.where(point, 1.0, size)[owner][:, None, None]
         # The edges hold every piece end, so each interval lies inside a piece or outside it.
-        inside = (start <= left) & (left < end)  # [pieces, intervals]
-        below = np.where(end <= left, lengths[:, None], np.where(inside, left - start, 0.0))
-        covered = below[:, :, None] + inside[:, :, None] * offset  # [pieces, intervals, nodes]
-        density = np.zeros((groups, dt.size))
-        cdf = np.zeros((groups, dt.size))
-        np.add.at(density, owner, np.broadcast_to(inside[:, :, None] / scale, covered.shape).reshape(len(owner), -1))
-        np.add.at(cdf, owner, (covered / scale).reshape(len(owner), -1))
+        density, cdf = group_density_cdf(left, offset, self.piece_start, self.piece_end, owner, np.where(point, 1.0, size))
         # A point group has no density, and its drafts lie below every node right of the point.
         density[point] = 0.0
         cdf[point] = np.repeat(left[None, :] >= location[point, None], len(nodes), axis=1)

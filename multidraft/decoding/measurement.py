@@ -40,7 +40,8 @@ from multidraft.decoding.drafting import DraftSpec, Sampling
 from multidraft.decoding.generation import check_specs, clock, sample_autoregressive, speculative_generate, warm_up
 from multidraft.decoding.models import LoadedModel, load_model
 from multidraft.decoding.prompts import PromptSet
-from multidraft.decoding.results import BlockRecord, PositionRecord, Results, Tally, aggregate, merge_tallies
+from multidraft.decoding.results import BlockRecord, PositionRecord, Results
+from multidraft.decoding.tally import Tally, aggregate, merge_tallies
 from multidraft.decoding.verification import BlockOutcome, NodeStep, spec_groups
 from multidraft.theory.laws import DraftLaw, WithoutReplacement
 from multidraft.theory.optimum import optimal_acceptance
@@ -316,7 +317,7 @@ def measure_shard(
 
 def merge_shards(config: MeasureConfig, target: LoadedModel, specs: Sequence[DraftSpec], shards: Sequence[Shard]) -> Results:
     """The :class:`Results` of ``shards`` that together ran every prompt once: each verifier's
-    per-prompt tallies are joined in prompt order (:func:`~multidraft.decoding.results.merge_tallies`,
+    per-prompt tallies are joined in prompt order (:func:`~multidraft.decoding.tally.merge_tallies`,
     block numbers running over the prompts), so the records do not depend on how the prompts
     were split; times and warm-up are summed over the shards."""
     draft = specs[0].model

@@ -365,3 +365,33 @@ def test_u_at_p_star_one_is_not_always_one_chain():
     np.testing.assert_allclose(enumerated_law(rule, law), p, rtol=0, atol=1e-12)
     chain = optimal_selection_rule(np.array([0.15, 0.80, 0.05]), law)
     assert (chain.group_last - chain.group_first).tolist() == [1, 2, 2]  # the twin
+
+
+@pytest.mark.parametrize("k", [3, 4, 8])
+def test_block_starts_from_a_guess_on_either_side(k):
+    """The chain's Newton solves start from a guess inside the bracket (``two_sided``): from a
+    guess above or below the root, the start comes out at the root of W(α, α + c) = c·d to
+    1e-13, as :func:`solo` finds it from its own start; the twin, the one-sided solve from the
+    same guesses, leaves the lanes guessed below the root where they are and is caught."""
+    from multidraft.theory.verifier import _curtain_kernels as kernels
+    from multidraft.theory.verifier._curtain import interval_weight
+
+    rng = np.random.default_rng(k)
+    n = 200
+    mass = 10.0 ** rng.uniform(-7, -0.5, n)
+    chosen = rng.uniform(0.0, 1.0 - mass)
+    level = interval_weight(chosen, chosen + mass, k) / mass  # the root: α* ≈ chosen
+    root = np.array([kernels.solo(c, c * d, k, 0.0, 1.0, np.nan) for c, d in zip(mass, level)])
+    np.testing.assert_allclose(root, chosen, rtol=0, atol=1e-8)
+    x_root = 1.0 - root
+    guess = np.clip(x_root + rng.choice([-1.0, 1.0], n) * rng.uniform(0.1, 0.5, n) * mass, mass, 1.0)
+    starts = {}
+    for two_sided in (True, False):
+        block = np.zeros((11, n))
+        block[10] = 1.0  # x = 1 - lo: a bracket from above
+        x = guess.copy()
+        kernels.block_starts(x, mass, level, k, 0.0, 1.0, n, block, two_sided)
+        starts[two_sided] = x
+    np.testing.assert_allclose(starts[True], root, rtol=0, atol=1e-13)
+    below = guess < x_root
+    assert below.sum() > 20 and np.abs(starts[False] - root)[below].min() > 1e-13  # the twin

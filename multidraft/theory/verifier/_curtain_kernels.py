@@ -572,7 +572,7 @@ def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, gr
 def settle_ties(packed, shift, key, order):
     """``order`` from ``packed`` (keys truncated to their top bits, index in the low ``shift``
     bits, sorted): the index bits, with every run of equal truncated keys sorted by the
-    exact key (insertion sort; runs are short unless keys agree to ~2^-(52 - shift))."""
+    exact key (a stable insertion sort; runs are short unless keys agree in their top bits)."""
     mask = (np.uint64(1) << np.uint64(shift)) - np.uint64(1)
     n = packed.shape[0]
     for i in range(n):
@@ -587,7 +587,7 @@ def settle_ties(packed, shift, key, order):
             stop += 1
         if stop - start > 64:
             run = order[start:stop].copy()
-            order[start:stop] = run[np.argsort(key[run])]
+            order[start:stop] = run[np.argsort(key[run], kind="mergesort")]  # stable: exact ties by index
         else:
             for i in range(start + 1, stop):
                 item = order[i]

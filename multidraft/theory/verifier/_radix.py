@@ -22,28 +22,32 @@ __all__ = ["radix_sort", "new_counts", "DIGIT_BITS"]
 DIGIT_BITS = 11
 
 
-def radix_sort(keys: np.ndarray, scratch: np.ndarray, counts: np.ndarray) -> None:
-    """Sort ``keys`` (uint64 [s]) in place: for each 11-bit digit from the lowest, a stable
-    counting scatter between ``keys`` and ``scratch`` (uint64, at least s long), digits in the
-    same order as the sort by the digits below them; ``counts`` (int64 [6, 2048]) holds every
-    digit's histogram, taken in one read. A digit equal in every key orders nothing and is
-    skipped. O(6 s): each digit pass is one read and one scattered write."""
+def radix_sort(keys: np.ndarray, scratch: np.ndarray, counts: np.ndarray, start: int = 0, stop: int = 64) -> None:
+    """Sort ``keys`` (uint64 [s]) in place by their bits ``start .. stop - 1`` (all keys below
+    2^stop), stably: for each 11-bit digit from bit ``start`` up, a stable counting scatter
+    between ``keys`` and ``scratch`` (uint64, at least s long), digits in the same order as the
+    sort by the digits below them; ``counts`` (int64 [6, 2048]) holds every digit's histogram,
+    taken in one read. A digit equal in every key orders nothing and is skipped. Keys equal in
+    those bits keep their input order, so when the input is in increasing order of the bits
+    below ``start`` (an index there) the result is ``numpy.sort``'s. O(⌈(stop - start)/11⌉ s):
+    each digit pass is one read and one scattered write."""
+    if not 0 <= start < stop <= 64:
+        raise ValueError(f"radix_sort: expected 0 <= start < stop <= 64, got start={start}, stop={stop}")
     _compile()
-    _radix_sort(keys, scratch[: len(keys)], counts)
+    _radix_sort(keys, scratch[: len(keys)], counts, start, -(-(stop - start) // DIGIT_BITS))
 
 
-def _radix_sort(keys, scratch, counts):
+def _radix_sort(keys, scratch, counts, start, passes):
     size = keys.shape[0]
-    passes = counts.shape[0]
     mask = np.uint64((1 << DIGIT_BITS) - 1)
-    counts[:] = 0
+    counts[:passes] = 0
     for i in range(size):
-        key = keys[i]
+        key = keys[i] >> np.uint64(start)
         for d in range(passes):
             counts[d, (key >> np.uint64(d * DIGIT_BITS)) & mask] += 1
     source, target, moved = keys, scratch, False
     for d in range(passes):
-        shift = np.uint64(d * DIGIT_BITS)
+        shift = np.uint64(start + d * DIGIT_BITS)
         if size == 0 or counts[d, (source[0] >> shift) & mask] == size:
             continue  # one digit value: the order by the lower digits stands
         total = 0

@@ -102,7 +102,6 @@ class _Workspace:
             setattr(self, name, np.empty(size, dtype=np.int64))
         self.packed = np.empty(size, dtype=np.uint64)
         self.packed_scratch = np.empty(size, dtype=np.uint64)
-        self.index = np.arange(size, dtype=np.uint64)
         self.counts = _radix().new_counts()
 
 
@@ -139,9 +138,7 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
         return order
     shift = int(size - 1).bit_length()
     packed = work.packed[:size]
-    np.right_shift(key.view(np.uint64), np.uint64(64 - _KEY_BITS), out=packed)
-    packed <<= np.uint64(shift)
-    packed |= work.index[:size]
+    _radix().pack_keys(key, packed, shift, _KEY_BITS)
     # by the key's top bits, index order among equal ones (the input's): numpy.sort's result
     _radix().radix_sort(packed, work.packed_scratch, work.counts, shift, shift + _KEY_BITS)
     _kernels().settle_ties(packed, shift, key, order)

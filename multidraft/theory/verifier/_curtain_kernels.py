@@ -11,10 +11,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-#: ``error_model="numpy"``: a float division by zero gives inf or nan (IEEE) rather than raising, so
-#: numba inserts no zero test before each division and the lane loops vectorise (the same bits:
-#: no kernel here divides by zero on valid input, and a rule whose densities or acceptance are
-#: not finite falls back, :func:`~multidraft.theory.verifier._curtain_rule.fit_support_rule`).
+#: ``error_model="numpy"``: a float division by zero gives inf or nan (IEEE) rather than raising, so numba
+#: inserts no zero test before each division and the lane loops vectorise (the same bits: no kernel here divides
+#: by zero on valid input; a rule whose densities or acceptance are not finite falls back, ``fit_support_rule``).
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 
@@ -377,7 +376,7 @@ def integer_power(x: float, k: int) -> float:
 def cut_scan(p, q, key, order, ps, qs, ds, k):
     """Gathers p, q and p/q into the order (``ps``, ``qs``, ``ds``) and, in the same pass, the
     min-cut scan over the prefixes T_j of the order: ``p(T_j) + 1 - q(T_j)^K``; returns (j*,
-    value) at the first minimum (j = 0: the empty set, value 1)."""
+    value) at the first minimum (j = 0: the empty set, value 1) and q summed in order."""
     best, best_value = 0, 1.0
     cp, cq = 0.0, 0.0
     for j in range(order.shape[0]):
@@ -388,7 +387,7 @@ def cut_scan(p, q, key, order, ps, qs, ds, k):
         value = cp + 1.0 - integer_power(min(cq, 1.0), k)
         if value < best_value:
             best, best_value = j + 1, value
-    return best, best_value
+    return best, best_value, cq
 
 
 @jit
@@ -490,11 +489,12 @@ def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, tar
     """
     s = order.shape[0]
     group_of = sorted_group
-    best, best_value = cut_scan(p, q, key, order, ps, qs, ds, k)
+    best, best_value, boundary = cut_scan(p, q, key, order, ps, qs, ds, k)
     optimum = min(best_value, 1.0)
-    boundary = 0.0
-    for i in range(best, s):
-        boundary += qs[i]  # q(U): U's sets tile [0, q(U)), T*'s [q(U), 1)
+    if best > 0:  # q(U), where U's sets tile [0, q(U)) (T* = ∅: the scan's own sum, the same bits)
+        boundary = 0.0
+        for i in range(best, s):
+            boundary += qs[i]
     groups = 0
     sizes = [0, 0]
     for part in range(2):

@@ -98,8 +98,11 @@ class CurtainRule:
 
     @cached_property
     def support_law(self) -> np.ndarray:
-        """r on the support: ``q(y) ·`` its group's density."""
-        return self.support_draft * self.group_density[self.group]
+        """r on the support: ``q(y) ·`` its group's density (one compiled pass, the numpy
+        expression's bits)."""
+        out = np.empty(len(self.support))
+        _select().support_law(self.support_draft, self.group_density, self.group, out)
+        return out
 
     @cached_property
     def outside(self) -> OutsideTarget:

@@ -16,7 +16,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["radix_sort", "new_counts", "DIGIT_BITS"]
+__all__ = ["radix_sort", "pack_keys", "new_counts", "DIGIT_BITS"]
 
 #: Bits per digit: 6 passes over 64 bits, each counting into 2^11 buckets (16 KiB, in L1).
 DIGIT_BITS = 11
@@ -65,10 +65,27 @@ def _radix_sort(keys, scratch, counts, start, passes):
         keys[:] = source
 
 
+def pack_keys(key: np.ndarray, packed: np.ndarray, shift: int, bits: int) -> None:
+    """``packed = (top `bits` bits of key) << shift | index`` (uint64 [s], the index below
+    ``2^shift``) for non-negative doubles ``key`` [s], in one compiled pass: a non-negative
+    double orders like its bit pattern, so sorting ``packed`` by its bits ``shift .. shift +
+    bits - 1`` orders the keys by their top bits, index order among equal ones."""
+    if not (0 < bits and 0 <= shift and shift + bits <= 64 and len(key) <= 1 << shift):
+        raise ValueError(f"pack_keys: {bits} key bits above a {shift}-bit index of {len(key)} entries do not fit 64 bits")
+    _compile()
+    _pack_keys(key.view(np.uint64), packed, shift, bits)
+
+
+def _pack_keys(key_bits, packed, shift, bits):
+    drop, up = np.uint64(64 - bits), np.uint64(shift)
+    for i in range(key_bits.shape[0]):
+        packed[i] = ((key_bits[i] >> drop) << up) | np.uint64(i)
+
+
 def new_counts() -> np.ndarray:
     """The histogram array :func:`radix_sort` takes (int64 [6, 2048])."""
     return np.empty((-(-64 // DIGIT_BITS), 1 << DIGIT_BITS), dtype=np.int64)
 
 
 def _compile() -> None:
-    compile_in_place(globals(), ["_radix_sort"])
+    compile_in_place(globals(), ["_radix_sort", "_pack_keys"])

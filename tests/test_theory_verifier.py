@@ -395,3 +395,34 @@ def test_block_starts_from_a_guess_on_either_side(k):
     np.testing.assert_allclose(starts[True], root, rtol=0, atol=1e-13)
     below = guess < x_root
     assert below.sum() > 20 and np.abs(starts[False] - root)[below].min() > 1e-13  # the twin
+
+
+def _masked_power_sums(x: float, y: float, k: int, steps: int) -> tuple[float, float]:
+    """WRONG twin of the unrolled power sums: the masked loop with its mask off by one
+    (``j <= k``: one step too many)."""
+    last, current, power = 0.0, 1.0, 1.0
+    for j in range(1, steps):
+        if j <= k:
+            power *= y
+            last, current = current, x * current + power
+    return last, current
+
+
+@pytest.mark.parametrize("k", range(1, 11))
+def test_block_power_sums_unrolled_and_stepped_are_the_scalar_sums(k):
+    """``block_power_sums`` (unrolled in registers for K <= UNROLLED_K, stepped through memory
+    above) gives :func:`power_sums` of every lane bit for bit, K = 1..10 on 300 lanes of x >= y
+    (both paths); the twin, the masked loop stepping once too often, is caught."""
+    from multidraft.theory.verifier import _curtain_kernels as kernels
+
+    rng = np.random.default_rng(k)
+    n = 300
+    x = rng.uniform(0.0, 1.0, n)
+    y = x - x * 10.0 ** rng.uniform(-14, 0, n)
+    previous, current, scratch = np.empty(n), np.empty(n), np.empty(n)
+    kernels.block_power_sums(x, y, k, n, previous, current, scratch)
+    expected = np.array([kernels.power_sums(a, b, k) for a, b in zip(x, y)])
+    np.testing.assert_array_equal(previous, expected[:, 0])
+    np.testing.assert_array_equal(current, expected[:, 1])
+    twin = np.array([_masked_power_sums(a, b, k, kernels.UNROLLED_K + 3) for a, b in zip(x, y)])
+    assert not np.array_equal(twin[:, 1], current)

@@ -325,7 +325,7 @@ def test_density_order_settles_ratios_equal_in_their_top_bits(monkeypatch):
     values = ratios * masses
     expected = np.argsort(values / masses, kind="stable")
     np.testing.assert_array_equal(density_order(values, masses), expected)
-    kernels = curtain._kernels()
+    kernels = curtain._radix()
     unsettled = lambda packed, shift, key, order: order.__setitem__(slice(None), packed & np.uint64((1 << shift) - 1))
     monkeypatch.setattr(kernels, "settle_ties", unsettled)
     assert not np.array_equal(density_order(values, masses), expected)  # the twin

@@ -141,7 +141,7 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
     _radix().pack_keys(key, packed, shift, _KEY_BITS)
     # by the key's top bits, index order among equal ones (the input's): numpy.sort's result
     _radix().radix_sort(packed, work.packed_scratch, work.counts, shift, shift + _KEY_BITS)
-    _kernels().settle_ties(packed, shift, key, order)
+    _radix().settle_ties(packed, shift, key, order)
     return order
 
 
@@ -155,9 +155,9 @@ def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
     sorted by :func:`~multidraft.theory.verifier._radix.radix_sort` on the key's bits alone
     (three digit passes; the index, in increasing order already, breaks ties by the sort's
     stability, so the result is ``numpy.sort``'s on the packed keys); runs of equal truncated
-    keys are then put in exact order (``settle_ties`` in
-    :mod:`~multidraft.theory._curtain_kernels`, stable: exact ties stay in index order). Same
-    order as ``argsort`` up to ties, about 8x faster at s = 49152.
+    keys are then put in exact order (:func:`~multidraft.theory.verifier._radix.settle_ties`,
+    stable: exact ties stay in index order). Same order as ``argsort`` up to ties, about 8x
+    faster at s = 49152.
     """
     with _workspace(len(values)) as work:
         return _order(values, masses, work).copy()

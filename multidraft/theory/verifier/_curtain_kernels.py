@@ -272,9 +272,11 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
         for i in range(n):
             q_sum = mass[first + i] + q_sum  # the order push adds in: c += hull mass
             r_sum = target[first + i] + r_sum
-            cq[i], cr[i], level[i] = q_sum, r_sum, r_sum / q_sum
-            bracket[i] = min(anchor_x + (q_sum - anchor_mass), x_high)
-            x[i] = max(min(anchor_x + ratio * (q_sum - anchor_mass), bracket[i]), 1.0 - hi + q_sum)
+            cq[i], cr[i] = q_sum, r_sum
+        for i in range(n):  # apart from the running sums: this loop vectorises
+            level[i] = cr[i] / cq[i]
+            bracket[i] = min(anchor_x + (cq[i] - anchor_mass), x_high)
+            x[i] = max(min(anchor_x + ratio * (cq[i] - anchor_mass), bracket[i]), 1.0 - hi + cq[i])
         block_starts(x, cq, level, k, lo, hi, n, block, True)
         links = 0
         before = anchor_start
@@ -303,8 +305,11 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
                 length = piece_end[count + 2 * i + side] - piece_start[count + 2 * i + side]
                 total_weight[i] += length * current[i]  # weight(): (b - a) S_K(1 - a, 1 - b)
                 total_length[i] += length
+        for i in range(links):  # weight / length (vectorises); a set of length zero: realised_density
+            density[offset + first + i] = total_weight[i] / total_length[i] if total_length[i] > 0.0 else -1.0
         for i in range(links):
-            density[offset + first + i] = realised_density(total_weight[i], total_length[i], x[i], k)
+            if total_length[i] <= 0.0:
+                density[offset + first + i] = realised_density(total_weight[i], total_length[i], x[i], k)
         last = links - 1
         if last >= 0 and cq[last] > anchor_mass:  # x holds the starts α now
             ratio = min(max(((1.0 - x[last]) - anchor_x) / (cq[last] - anchor_mass), 0.0), 1.0)

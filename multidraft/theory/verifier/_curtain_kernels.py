@@ -391,20 +391,31 @@ def integer_power(x: float, k: int) -> float:
 
 
 @jit
-def cut_scan(p, q, key, order, ps, qs, ds, k):
-    """Gathers p, q and p/q into the order (``ps``, ``qs``, ``ds``) and, in the same pass, the
-    min-cut scan over the prefixes T_j of the order: ``p(T_j) + 1 - q(T_j)^K``; returns (j*,
-    value) at the first minimum (j = 0: the empty set, value 1) and q summed in order."""
-    best, best_value = 0, 1.0
+def cut_scan(p, q, key, order, ps, qs, ds, k, prefix_p, prefix_q):
+    """Gathers p, q and p/q into the order (``ps``, ``qs``, ``ds``) and the min-cut scan over the
+    prefixes T_j of the order: ``p(T_j) + 1 - q(T_j)^K``; returns (j*, value) at the first
+    minimum (j = 0: the empty set, value 1) and q summed in order. Three passes: the running
+    sums (sequential, into ``prefix_p``, ``prefix_q``), the values (:func:`integer_power`'s steps
+    for K < 64, masked: the pass vectorises; into ``prefix_p``) and the first minimum."""
+    s = order.shape[0]
     cp, cq = 0.0, 0.0
-    for j in range(order.shape[0]):
+    for j in range(s):
         token = order[j]
         ps[j], qs[j], ds[j] = p[token], q[token], key[token]
         cp += ps[j]
         cq += qs[j]
-        value = cp + 1.0 - integer_power(min(cq, 1.0), k)
-        if value < best_value:
-            best, best_value = j + 1, value
+        prefix_p[j], prefix_q[j] = cp, cq
+    for j in range(s):
+        x, power = min(prefix_q[j], 1.0), 1.0
+        for bit in range(6):
+            if (k >> bit) & 1:
+                power *= x
+            x *= x
+        prefix_p[j] = prefix_p[j] + 1.0 - (power if k < 64 else integer_power(min(prefix_q[j], 1.0), k))
+    best, best_value = 0, 1.0
+    for j in range(s):
+        if prefix_p[j] < best_value:
+            best, best_value = j + 1, prefix_p[j]
     return best, best_value, cq
 
 
@@ -507,7 +518,7 @@ def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, tar
     """
     s = order.shape[0]
     group_of = sorted_group
-    best, best_value, boundary = cut_scan(p, q, key, order, ps, qs, ds, k)
+    best, best_value, boundary = cut_scan(p, q, key, order, ps, qs, ds, k, scratch, mass)  # both free until below
     optimum = min(best_value, 1.0)
     if best > 0:  # q(U), where U's sets tile [0, q(U)) (T* = ∅: the scan's own sum, the same bits)
         boundary = 0.0

@@ -351,6 +351,17 @@ def test_residual_weights_in_one_pass_are_the_numpy_expression():
     assert not np.array_equal(weights, np.maximum(rule.support_target - rule.support_draft, 0.0))  # the twin
 
 
+def test_support_law_in_one_pass_is_the_numpy_expression():
+    """r on the support, ``support_law`` (one compiled pass), is ``q · density[group]`` bit for
+    bit at n = 49152, K = 4; the twin, r = q, is told apart."""
+    n = 49152
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(4))
+    q = softmax(np.log(p) / 0.7 + np.random.default_rng(5).normal(0.0, 0.5, n))
+    rule = optimal_selection_rule(p, IID(q, 4))
+    np.testing.assert_array_equal(rule.support_law, rule.support_draft * rule.group_density[rule.group])
+    assert not np.array_equal(rule.support_law, rule.support_draft)  # the twin
+
+
 def test_u_at_p_star_one_is_not_always_one_chain():
     """docs/optimal_verifier.md §8: at P* = 1 (T* empty) U's groups need not form one chain.
     p = (0.19, 0.79, 0.02), q = (0.1, 0.8, 0.1), K = 2: the second group's set lies behind the

@@ -16,7 +16,8 @@ Goals (per block, CPU): verify <= 2 ms for traversal and the token walk with Spe
 **Before/after in the same run.** The same measurement runs first on the code of ``--before``
 (default: the merge base with ``main``; exported with ``git archive`` to a temporary directory and
 run in a subprocess) and then on the working tree, on the same trees; E[τ | tree] must agree to
-1e-12. Every timing is also given as a ratio to one ``np.argsort`` of a 49152-token row measured
+:data:`AGREE` (``agrees``: a rule's realised layout may move by rounding, e.g. Newton's roots by an
+ulp; the law computed stays that rule's exact law, which the tests check against enumeration). Every timing is also given as a ratio to one ``np.argsort`` of a 49152-token row measured
 in the same process (the machine is shared; absolute times move with its load, recorded with the
 result). Writes ``benchmarks/results/tree_speed.json``.
 
@@ -50,6 +51,8 @@ VERIFIERS = ("traversal", "token:specinfer", "token:rrs-wor", "token:optimal", "
 TREES = ("chains(8,8)", "expansion[8,7] iid", "expansion[8,7] wor", "static-64 wor", "dynamic-64 top-k")
 #: At most this many seconds of timed calls per (verifier, tree, operation) after the warm-up.
 TIME_CAP = 3.0
+#: Largest accepted change of E[τ | tree] against the ``--before`` code.
+AGREE = 1e-10
 
 
 def build(name: str, n: int, seed: int):
@@ -182,8 +185,9 @@ def main() -> None:
                 largest_change_of_expected=o and float(np.max(np.abs(np.subtract(r["expected"], o["expected"])))),
             )
         )
+        rows[-1]["agrees"] = o is not None and rows[-1]["largest_change_of_expected"] <= AGREE
     print_table(rows, ["tree", "verifier", "verify_before_ms", "verify_ms", "verify_met", "law_before_ms", "law_ms", "law_met",
-                       "speedup_law", "law_in_argsorts", "expected", "largest_change_of_expected"])  # fmt: skip
+                       "speedup_law", "law_in_argsorts", "expected", "largest_change_of_expected", "agrees"])  # fmt: skip
     print(f"np.argsort of one row: before {old['argsort_ms']:.2f} ms, after {new['argsort_ms']:.2f} ms; load {os.getloadavg()}")
     data = {
         "provenance": provenance(),

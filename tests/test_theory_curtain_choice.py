@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import multidraft.theory.verifier._curtain_choice as curtain_choice
+import multidraft.theory.verifier._curtain_rule as curtain_rule
 from multidraft.theory import IID, softmax, zipf
 from multidraft.theory.verifier import optimal_selection_rule
 from multidraft.theory.verifier._curtain_choice import group_density_cdf
@@ -116,6 +117,7 @@ def test_choice_probabilities_equal_the_piece_table(n, k, seed, monkeypatch):
     """``choice_probabilities`` (the sweep) against the pieces × intervals table on tuples
     without point sets: equal to 1e-15, bit for bit where no set wraps. A sweep fed the pieces
     in stored order (the sort removed) is caught where sets wrap."""
+    monkeypatch.setattr(curtain_rule, "_TABLE_PIECES", 10**9)  # the table path (the row path: below)
     rule, rng, q = _rule(n, k, seed)
     solid = q.copy()
     solid[-2:] = 0.0
@@ -128,6 +130,31 @@ def test_choice_probabilities_equal_the_piece_table(n, k, seed, monkeypatch):
         return
     monkeypatch.setattr(curtain_choice.np, "lexsort", lambda keys: np.arange(len(keys[0])))
     assert np.abs(rule.choice_probabilities(tuples) - old).max() > 1e-6
+
+
+@pytest.mark.parametrize("n, k, seed", CASES)
+def test_row_kernel_is_the_piece_table(n, k, seed, monkeypatch):
+    """The row path of a large rule (one compiled call per row, ``row_choice``; forced here on
+    every rule) against the pieces × intervals table on tuples without point sets, to 1e-15 and
+    summing to one, sets that wrap round the curtain included; a row with a point set (taken by
+    the restricted rule where the kernel declines it) equals the table path to 1e-15. WRONG twin: the row kernel with
+    one Gauss-Legendre node per interval (the midpoint rule, not exact for degree K - 1 >= 2)
+    is off by more than 1e-6 at K >= 3."""
+    rule, rng, q = _rule(n, k, seed)
+    solid = q.copy()
+    solid[-2:] = 0.0
+    tuples = rng.choice(n, size=(40, k), p=solid / solid.sum())
+    pointed = tuples.copy()
+    pointed[:, 0] = n - 1  # a point set (q = 1e-300) in every row
+    old, table_pointed = _table_choice(rule, tuples), rule.restricted(pointed[0])._choice_table(pointed[:1])
+    monkeypatch.setattr(curtain_rule, "_TABLE_PIECES", 0)
+    rows = rule.choice_probabilities(tuples)
+    np.testing.assert_allclose(rows, old, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(rule.choice_probabilities(pointed[:1]), table_pointed, rtol=0, atol=1e-15)
+    monkeypatch.setattr(curtain_rule, "_gauss_legendre", lambda count: np.polynomial.legendre.leggauss(1))
+    if k >= 3:  # at K = 2 the integrand is linear and the midpoint rule exact
+        assert np.abs(rule.choice_probabilities(tuples) - old).max() > 1e-6  # the twin
 
 
 def test_some_case_wraps():

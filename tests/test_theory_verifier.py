@@ -351,6 +351,17 @@ def test_residual_weights_in_one_pass_are_the_numpy_expression():
     assert not np.array_equal(weights, np.maximum(rule.support_target - rule.support_draft, 0.0))  # the twin
 
 
+def test_support_law_in_one_pass_is_the_numpy_expression():
+    """r on the support, ``support_law`` (one compiled pass), is ``q · density[group]`` bit for
+    bit at n = 49152, K = 4; the twin, r = q, is told apart."""
+    n = 49152
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(4))
+    q = softmax(np.log(p) / 0.7 + np.random.default_rng(5).normal(0.0, 0.5, n))
+    rule = optimal_selection_rule(p, IID(q, 4))
+    np.testing.assert_array_equal(rule.support_law, rule.support_draft * rule.group_density[rule.group])
+    assert not np.array_equal(rule.support_law, rule.support_draft)  # the twin
+
+
 def test_u_at_p_star_one_is_not_always_one_chain():
     """docs/optimal_verifier.md §8: at P* = 1 (T* empty) U's groups need not form one chain.
     p = (0.19, 0.79, 0.02), q = (0.1, 0.8, 0.1), K = 2: the second group's set lies behind the
@@ -365,3 +376,64 @@ def test_u_at_p_star_one_is_not_always_one_chain():
     np.testing.assert_allclose(enumerated_law(rule, law), p, rtol=0, atol=1e-12)
     chain = optimal_selection_rule(np.array([0.15, 0.80, 0.05]), law)
     assert (chain.group_last - chain.group_first).tolist() == [1, 2, 2]  # the twin
+
+
+@pytest.mark.parametrize("k", [3, 4, 8])
+def test_block_starts_from_a_guess_on_either_side(k):
+    """The chain's Newton solves start from a guess inside the bracket (``two_sided``): from a
+    guess above or below the root, the start comes out at the root of W(α, α + c) = c·d to
+    1e-13, as :func:`solo` finds it from its own start; the twin, the one-sided solve from the
+    same guesses, leaves the lanes guessed below the root where they are and is caught."""
+    from multidraft.theory.verifier import _curtain_kernels as kernels
+    from multidraft.theory.verifier._curtain import interval_weight
+
+    rng = np.random.default_rng(k)
+    n = 200
+    mass = 10.0 ** rng.uniform(-7, -0.5, n)
+    chosen = rng.uniform(0.0, 1.0 - mass)
+    level = interval_weight(chosen, chosen + mass, k) / mass  # the root: α* ≈ chosen
+    root = np.array([kernels.solo(c, c * d, k, 0.0, 1.0, np.nan) for c, d in zip(mass, level)])
+    np.testing.assert_allclose(root, chosen, rtol=0, atol=1e-8)
+    x_root = 1.0 - root
+    guess = np.clip(x_root + rng.choice([-1.0, 1.0], n) * rng.uniform(0.1, 0.5, n) * mass, mass, 1.0)
+    starts = {}
+    for two_sided in (True, False):
+        block = np.zeros((11, n))
+        block[10] = 1.0  # x = 1 - lo: a bracket from above
+        x = guess.copy()
+        kernels.block_starts(x, mass, level, k, 0.0, 1.0, n, block, two_sided)
+        starts[two_sided] = x
+    np.testing.assert_allclose(starts[True], root, rtol=0, atol=1e-13)
+    below = guess < x_root
+    assert below.sum() > 20 and np.abs(starts[False] - root)[below].min() > 1e-13  # the twin
+
+
+def _masked_power_sums(x: float, y: float, k: int, steps: int) -> tuple[float, float]:
+    """WRONG twin of the unrolled power sums: the masked loop with its mask off by one
+    (``j <= k``: one step too many)."""
+    last, current, power = 0.0, 1.0, 1.0
+    for j in range(1, steps):
+        if j <= k:
+            power *= y
+            last, current = current, x * current + power
+    return last, current
+
+
+@pytest.mark.parametrize("k", range(1, 11))
+def test_block_power_sums_unrolled_and_stepped_are_the_scalar_sums(k):
+    """``block_power_sums`` (unrolled in registers for K <= UNROLLED_K, stepped through memory
+    above) gives :func:`power_sums` of every lane bit for bit, K = 1..10 on 300 lanes of x >= y
+    (both paths); the twin, the masked loop stepping once too often, is caught."""
+    from multidraft.theory.verifier import _curtain_kernels as kernels
+
+    rng = np.random.default_rng(k)
+    n = 300
+    x = rng.uniform(0.0, 1.0, n)
+    y = x - x * 10.0 ** rng.uniform(-14, 0, n)
+    previous, current, scratch = np.empty(n), np.empty(n), np.empty(n)
+    kernels.block_power_sums(x, y, k, n, previous, current, scratch)
+    expected = np.array([kernels.power_sums(a, b, k) for a, b in zip(x, y)])
+    np.testing.assert_array_equal(previous, expected[:, 0])
+    np.testing.assert_array_equal(current, expected[:, 1])
+    twin = np.array([_masked_power_sums(a, b, k, kernels.UNROLLED_K + 3) for a, b in zip(x, y)])
+    assert not np.array_equal(twin[:, 1], current)

@@ -290,6 +290,47 @@ def test_radix_sort_is_numpy_sort_and_the_twin_is_caught(size):
             np.testing.assert_array_equal(density_order(p, q), by_numpy)
 
 
+def test_radix_sort_from_a_bit_keeps_the_input_order_below_it():
+    """``radix_sort(keys, ..., start, stop)`` sorts by bits start..stop - 1 alone and stably: on
+    keys in increasing order of their low ``start`` bits it is ``numpy.sort``; the twin, the same
+    keys with their low bits shuffled, is not. Bad bit ranges are refused."""
+    from multidraft.theory.verifier._radix import new_counts, pack_keys, radix_sort
+
+    rng = np.random.default_rng(7)
+    size, start = 49152, 16
+    high = (rng.integers(0, 3000, size, dtype=np.uint64) * np.uint64(2**20 + 12345)) << np.uint64(start)  # all 3 digits, ties
+    keys = high | np.arange(size, dtype=np.uint64)
+    for low, caught in ((np.arange(size, dtype=np.uint64), False), (rng.permutation(size).astype(np.uint64), True)):
+        out = high | low
+        radix_sort(out, np.empty(size, dtype=np.uint64), new_counts(), start, start + 33)
+        assert np.array_equal(out, np.sort(high | low)) != caught
+        np.testing.assert_array_equal(np.sort(out >> np.uint64(start)), out >> np.uint64(start))
+    assert len(np.unique(keys >> np.uint64(start))) < size  # ties above the index: the twin can fail
+    with pytest.raises(ValueError, match="start < stop"):
+        radix_sort(keys, np.empty(size, dtype=np.uint64), new_counts(), 40, 40)
+    with pytest.raises(ValueError, match="do not fit 64 bits"):
+        pack_keys(np.ones(size), np.empty(size, dtype=np.uint64), 15, 33)  # 49152 entries need 16 index bits
+
+
+def test_density_order_settles_ratios_equal_in_their_top_bits(monkeypatch):
+    """Ratios equal in the top bits the radix sort reads (within ~5e-7) but not exactly, and exact
+    ties, in a row of 49152: :func:`density_order` is ``argsort(kind="stable")``. WRONG twin: the
+    order read off the radix-sorted keys without settling the runs is caught."""
+    import multidraft.theory.verifier._curtain as curtain
+
+    rng = np.random.default_rng(8)
+    n = 49152
+    masses = rng.uniform(0.5, 1.0, n)
+    ratios = rng.choice(1.0 + rng.uniform(0, 1e-3, 300), n) * (1.0 + rng.integers(0, 4, n) * 1e-12)
+    values = ratios * masses
+    expected = np.argsort(values / masses, kind="stable")
+    np.testing.assert_array_equal(density_order(values, masses), expected)
+    kernels = curtain._radix()
+    unsettled = lambda packed, shift, key, order: order.__setitem__(slice(None), packed & np.uint64((1 << shift) - 1))
+    monkeypatch.setattr(kernels, "settle_ties", unsettled)
+    assert not np.array_equal(density_order(values, masses), expected)  # the twin
+
+
 @pytest.mark.parametrize("keep", [1000, None])
 def test_pointwise_conditional_is_the_dense_row_there(keep):
     """The optimal iid plan's :meth:`conditional_at` (what the token walk's E[τ] reads at a real

@@ -39,6 +39,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from multidraft.theory.laws import law_class
+from multidraft.trees._residual import scaled_residual
 from multidraft.trees._rows_rule import rows_rule
 from multidraft.trees.base import BatchVerification, Tree, TreeLaw, TreeVerifier, sample_index
 from multidraft.trees.token import node_law
@@ -181,11 +182,9 @@ class Selective(TreeVerifier):
     def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, Callable[[], np.ndarray]]:
         """``(a', () -> norm([a B - r]_+))`` after the selected child failed (``a`` kept, and B, when
         S + 1 - a = 0 or S = 0: states of probability zero, as in traversal). The residual law is
-        normalised only when asked (a draw from it, or the next-token rows): E[τ] needs a' alone."""
-        weights = budget * residual
-        weights -= r
-        np.maximum(weights, 0.0, out=weights)
-        total = float(weights.sum())
+        normalised only when asked (a draw from it, or the next-token rows): E[τ] needs a' alone.
+        The weights and their sum in one compiled pass (:func:`~multidraft.trees._residual.scaled_residual`)."""
+        weights, total = scaled_residual(residual, budget, r, 1.0)
         following = total / (total + 1.0 - budget) if total + 1.0 - budget > 0 else budget
         return following, ((lambda: weights / total) if total > 0 else (lambda: residual))
 

@@ -46,6 +46,10 @@ __all__ = ["interval_weight", "density_order", "curtain_fit", "CurtainFit"]
 
 #: Below this many tokens :func:`density_order` calls ``numpy.argsort`` directly.
 _PACKED_SORT_FROM = 4096
+#: The ratio's top bits that :func:`density_order` sorts by radix (sign, exponent and 21 bits of
+#: the mantissa: three 11-bit digits); ratios equal there (within ~5e-7 relative) are put in
+#: exact order afterwards, a short insertion sort per run.
+_KEY_BITS = 33
 #: numpy backs an array of 4 MiB and more by huge pages (8-byte words); :func:`_kept_arrays`
 #: rounds its buffer up to that size from a quarter of it on.
 _HUGE_WORDS = (4 << 20) // 8
@@ -98,7 +102,6 @@ class _Workspace:
             setattr(self, name, np.empty(size, dtype=np.int64))
         self.packed = np.empty(size, dtype=np.uint64)
         self.packed_scratch = np.empty(size, dtype=np.uint64)
-        self.index = np.arange(size, dtype=np.uint64)
         self.counts = _radix().new_counts()
 
 
@@ -135,11 +138,10 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
         return order
     shift = int(size - 1).bit_length()
     packed = work.packed[:size]
-    np.right_shift(key.view(np.uint64), np.uint64(shift), out=packed)
-    packed <<= np.uint64(shift)
-    packed |= work.index[:size]
-    _radix().radix_sort(packed, work.packed_scratch, work.counts)  # distinct keys: numpy.sort's result
-    _kernels().settle_ties(packed, shift, key, order)
+    _radix().pack_keys(key, packed, shift, _KEY_BITS)
+    # by the key's top bits, index order among equal ones (the input's): numpy.sort's result
+    _radix().radix_sort(packed, work.packed_scratch, work.counts, shift, shift + _KEY_BITS)
+    _radix().settle_ties(packed, shift, key, order)
     return order
 
 
@@ -149,11 +151,13 @@ def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
     For the iid verifier this is the decreasing-q/p order of the min-cut scan (p/q ascending)
     and, read backwards, the decreasing-density order of the layout. Large inputs sort one
     uint64 array instead of calling ``argsort``: the ratio's bits (a non-negative double orders
-    like its bit pattern) with the low ``⌈log2 s⌉`` bits replaced by the index, sorted by
-    :func:`~multidraft.theory.verifier._radix.radix_sort` (the keys are distinct, so this is
-    ``numpy.sort``'s result); runs of equal truncated keys are then put in exact order
-    (``settle_ties`` in :mod:`~multidraft.theory._curtain_kernels`). Same order as ``argsort``
-    up to ties, about 5x faster.
+    like its bit pattern): its top :data:`_KEY_BITS` bits above a ``⌈log2 s⌉``-bit index,
+    sorted by :func:`~multidraft.theory.verifier._radix.radix_sort` on the key's bits alone
+    (three digit passes; the index, in increasing order already, breaks ties by the sort's
+    stability, so the result is ``numpy.sort``'s on the packed keys); runs of equal truncated
+    keys are then put in exact order (:func:`~multidraft.theory.verifier._radix.settle_ties`,
+    stable: exact ties stay in index order). Same order as ``argsort`` up to ties, about 8x
+    faster at s = 49152.
     """
     with _workspace(len(values)) as work:
         return _order(values, masses, work).copy()

@@ -22,10 +22,10 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["group_density_cdf"]
+__all__ = ["group_density_cdf", "row_choice"]
 
-#: The compiled kernel, module-level so that numba's disk cache finds it in the next process.
-KERNELS = ("_sweep",)
+#: The compiled kernels, module-level so that numba's disk cache finds them in the next process.
+KERNELS = ("_sweep", "_row_choice")
 
 
 def _sweep(left, offset, start, end, bounds, scale, density, cdf):  # pragma: no cover - compiled
@@ -74,3 +74,87 @@ def group_density_cdf(
         bounds, np.ascontiguousarray(scale, dtype=np.float64), density, cdf,
     )  # fmt: skip
     return density, cdf
+
+
+def _row_choice(row_group, group_first, group_last, piece_start, piece_end, nodes, weights, out):  # pragma: no cover - compiled
+    """``out[i] = P(draft i is selected)`` for one row whose drafts belong to the groups
+    ``row_group [K]`` (:func:`row_choice`); returns False, leaving ``out`` unset, when one of
+    those groups has length zero (a point set: the caller's)."""
+    k = row_group.shape[0]
+    distinct, slot = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
+    count = 0
+    for i in range(k):
+        slot[i] = -1
+        for d in range(count):
+            if distinct[d] == row_group[i]:
+                slot[i] = d
+        if slot[i] < 0:
+            distinct[count], slot[i] = row_group[i], count
+            count += 1
+    bounds = np.zeros(count + 1, dtype=np.int64)
+    for d in range(count):
+        bounds[d + 1] = bounds[d] + group_last[distinct[d]] - group_first[distinct[d]]
+    start, end, scale = np.empty(bounds[count]), np.empty(bounds[count]), np.zeros(count)
+    for d in range(count):
+        for j in range(bounds[d], bounds[d + 1]):  # stored order: the set's length as np.bincount sums it
+            piece = group_first[distinct[d]] + j - bounds[d]
+            start[j], end[j] = piece_start[piece], piece_end[piece]
+            scale[d] += end[j] - start[j]
+        if scale[d] <= 0.0:
+            return False
+        for j in range(bounds[d] + 1, bounds[d + 1]):  # insertion sort by (start, end), as np.lexsort
+            a, b, i = start[j], end[j], j - 1
+            while i >= bounds[d] and (start[i] > a or (start[i] == a and end[i] > b)):
+                start[i + 1], end[i + 1] = start[i], end[i]
+                i -= 1
+            start[i + 1], end[i + 1] = a, b
+    edges = np.empty(2 * bounds[count] + 2)
+    edges[0], edges[1] = 0.0, 1.0
+    edges[2 : 2 + bounds[count]], edges[2 + bounds[count] :] = start, end
+    edges = np.unique(edges)
+    piece, below, density, cdf = bounds[:count].copy(), np.zeros(count), np.zeros(count), np.zeros(count)
+    for i in range(k):
+        out[i] = 0.0
+    for j in range(edges.shape[0] - 1):
+        left = edges[j]
+        half = 0.5 * (edges[j + 1] - left)
+        for d in range(count):  # the sweep of _sweep, one group at a time
+            while piece[d] < bounds[d + 1] and end[piece[d]] <= left:
+                below[d] += (end[piece[d]] - start[piece[d]]) / scale[d]
+                piece[d] += 1
+        for t in range(nodes.shape[0]):
+            offset = half * (nodes[t] + 1.0)
+            for d in range(count):
+                inside = piece[d] < bounds[d + 1] and start[piece[d]] <= left
+                density[d] = 1.0 / scale[d] if inside else 0.0
+                cdf[d] = below[d] + ((left - start[piece[d]]) + offset) / scale[d] if inside else below[d]
+            for i in range(k):
+                if density[slot[i]] > 0.0:
+                    others = 1.0
+                    for j2 in range(k):
+                        if j2 != i:
+                            others *= 1.0 - cdf[slot[j2]]
+                    out[i] += density[slot[i]] * others * (half * weights[t])
+    return True
+
+
+def row_choice(row_group, group_first, group_last, piece_start, piece_end, nodes, weights) -> np.ndarray | None:
+    """``P(draft i is selected | X = x)`` [K] for one row of drafts in the groups ``row_group``
+    [K] of a rule with pieces ``piece_start``/``piece_end`` (group g's are
+    ``group_first[g]:group_last[g]``): ``Σ_intervals Σ_t w_t (b - a)/2 · g_{x_i}(t) Π_{j≠i}
+    (1 - G_{x_j}(t))`` at the Gauss-Legendre ``nodes``/``weights`` of every interval [a, b)
+    between the row's piece ends (module docstring), in one compiled call; None when a group of
+    the row has length zero (a point set, which :meth:`~multidraft.theory.verifier.CurtainRule.choice_probabilities`
+    handles on the restricted rule).
+
+    Source: the same integral as :meth:`~multidraft.theory.verifier.CurtainRule._choice_table`
+    on the rule restricted to the row's groups (same edges, nodes and sweep; the sum over the
+    nodes is sequential where the table's is a dot product, so the two differ by rounding).
+    O(P log P + P · K² · nodes) for the P pieces of the row's groups; no array of the
+    vocabulary's size, where the restricted rule costs ~25 numpy calls."""
+    compile_in_place(globals(), KERNELS)
+    out = np.empty(len(row_group))
+    done = _row_choice(
+        np.ascontiguousarray(row_group, dtype=np.int64), group_first, group_last, piece_start, piece_end, nodes, weights, out
+    )  # fmt: skip
+    return out if done else None

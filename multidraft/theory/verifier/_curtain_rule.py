@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from multidraft.theory.verifier._curtain import curtain_fit
-from multidraft.theory.verifier._curtain_choice import group_density_cdf
+from multidraft.theory.verifier._curtain_choice import group_density_cdf, row_choice
 from multidraft.theory.verifier._support import OutsideTarget, draw_levels, every_token, support_index
 
 __all__ = ["CurtainRule", "Layout", "fit_curtain_rule", "fit_support_rule", "FIT_TOLERANCE"]
@@ -98,8 +98,11 @@ class CurtainRule:
 
     @cached_property
     def support_law(self) -> np.ndarray:
-        """r on the support: ``q(y) ·`` its group's density."""
-        return self.support_draft * self.group_density[self.group]
+        """r on the support: ``q(y) ·`` its group's density (one compiled pass, the numpy
+        expression's bits)."""
+        out = np.empty(len(self.support))
+        _select().support_law(self.support_draft, self.group_density, self.group, out)
+        return out
 
     @cached_property
     def outside(self) -> OutsideTarget:
@@ -274,17 +277,23 @@ class CurtainRule:
 
         The integrand involves only the drafted tokens' sets, so a rule with more than
         ``_TABLE_PIECES`` pieces (a real vocabulary: tens of thousands, whose pieces × intervals
-        table would take gigabytes) works row by row on its restriction to the row's tokens
-        (:meth:`restricted`, at most K groups): cost O(K · pieces of those groups) per row.
-        A small rule (enumeration at small n) integrates all rows at once, O(m · K · pieces).
+        table would take gigabytes) works row by row on the pieces of the row's groups alone (at
+        most K groups), in one compiled call per row
+        (:func:`~multidraft.theory.verifier._curtain_choice.row_choice`), or, where one of them
+        is a point, on the rule's restriction to the row's tokens (:meth:`restricted`): cost
+        O(K · pieces of those groups) per row. A small rule (enumeration at small n) integrates
+        all rows at once, O(m · K · pieces).
         """
         tuples = np.asarray(tuples, dtype=np.int64)
         if len(self.piece_start) <= _TABLE_PIECES:
             return self._choice_table(tuples)
         rows = tuples.reshape(-1, self.k)
+        groups = self.group[self._local(rows)]
+        nodes, weights = _gauss_legendre(self.k // 2 + 2)
         out = np.empty(rows.shape)
         for index, row in enumerate(rows):
-            out[index] = self.restricted(row)._choice_table(row[None])[0]
+            row_out = row_choice(groups[index], self.group_first, self.group_last, self.piece_start, self.piece_end, nodes, weights)
+            out[index] = self.restricted(row)._choice_table(row[None])[0] if row_out is None else row_out
         return out.reshape(tuples.shape)
 
     def restricted(self, tokens: np.ndarray) -> CurtainRule:

@@ -64,3 +64,11 @@ def excess(support_target, support_draft, group_density, group, out):
     for i in range(out.shape[0]):
         difference = support_target[i] - support_draft[i] * group_density[group[i]]
         out[i] = difference if difference > 0.0 else 0.0
+
+
+@jit
+def support_law(support_draft, group_density, group, out):
+    """``out = q · density of the token's group`` on the support (r there), entry by entry the
+    numpy expression ``support_draft * group_density[group]`` without its gathered temporary."""
+    for i in range(out.shape[0]):
+        out[i] = support_draft[i] * group_density[group[i]]

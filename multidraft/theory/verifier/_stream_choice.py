@@ -177,7 +177,9 @@ def stream_choice_probabilities(layout, groups: np.ndarray, masses: np.ndarray, 
     masses = np.ascontiguousarray(masses, dtype=np.float64)
     in_u = np.ascontiguousarray(in_u, dtype=np.bool_)
     if groups.ndim != 2 or masses.shape != groups.shape or in_u.shape != groups.shape:
-        raise ValueError(f"stream_choice_probabilities: groups, masses, in_u must share one shape [m, K]; got {groups.shape}, {masses.shape}, {in_u.shape}")
+        raise ValueError(
+            f"stream_choice_probabilities: groups, masses, in_u must share one shape [m, K]; got {groups.shape}, {masses.shape}, {in_u.shape}"
+        )
     if len(groups) and not in_u.any(axis=1).all():
         raise ValueError("stream_choice_probabilities: every row must draft a U token (the T* rows are the front/back rule's)")
     if (groups[in_u] < 0).any() or (groups[in_u] >= len(layout.group_first)).any():

@@ -4,9 +4,10 @@ front/back rule on T* (U merged into one token), each with its exact law.
 **Target** (docs/optimal_verifier.md §7). T* = the min-cut prefix (pruned exact scan,
 :func:`~multidraft.theory.optimum._wor_race.optimal_cut`), U = Ω ∖ T*, L = q(U), g(T*) = P(set(X) ⊆ T*).
 The optimal law is the clipped form r* = min(p, λq) on U (r*(U) = h(U) = 1 - g(T*)) and
-max(p, μq) on T* (r*(T*) = g(T*)); Σ min(p, r*) = P*. U is tight, so the two sides decouple: a
-rule selects from U whenever a U token is drafted, and from T* otherwise, and its acceptance is
-the sum of the two sides' Σ min(p, r).
+max(p, μq) on T* (r*(T*) = g(T*)); Σ min(p, r*) = P*. At P* = 1 the empty cut (also a
+min-cut) is taken instead whenever its rule reaches acceptance 1 (§8b; :func:`wor_selection_rule`).
+U is tight, so the two sides decouple: a rule selects from U whenever a U token is drafted, and
+from T* otherwise, and its acceptance is the sum of the two sides' Σ min(p, r).
 
 **U side.** The J-curtain (§8): rebuild the iid stream of the drafts (between the j-th and the
 (j+1)-th new token, Geometric repeats of the tokens already drawn), count the U-points J up to
@@ -15,7 +16,9 @@ token's set of a layout of [0, 1) for the weight G(x) = E[x^J], and select the s
 is exact (the layout tiles), and the layout is fitted to the best law of the class
 (:func:`~multidraft.theory.verifier._wor_curtain.clipped_layout`), which is r* on U exactly when the
 J-condition holds. Where it falls short of h(U) the front/back rule's U side is computed too
-and the better is kept.
+and the better is kept. Its choice law given the drafts is a closed form
+(:mod:`~multidraft.theory.verifier._stream_choice`: the marks' generating function, integrated
+piece by piece).
 
 **T\\* side.** The front/back rule restricted to T* (positions by decreasing p/q, coins fitted
 to p, first "front" else the last drafted), whose law depends on U only through its first

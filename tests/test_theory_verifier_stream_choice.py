@@ -16,20 +16,7 @@ from multidraft.theory import WithoutReplacement, softmax
 from multidraft.theory.optimum._wor_race import OptimalCut, optimal_cut
 from multidraft.theory.verifier import _stream_choice
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
-from multidraft.theory.verifier._wor_curtain import point_win_probabilities
-from multidraft.theory.verifier._wor_rule import _rule_for_cut, _stream_outcomes
-
-
-def _enumerated_choice(rule, tuples: np.ndarray) -> np.ndarray:
-    """P(draft i selected) on rows drafting a U token: Σ over the stream's outcomes of their
-    probability times the winner law of their marks (the independent reference)."""
-    out = np.zeros(tuples.shape)
-    for index, row in enumerate(tuples):
-        for marks, weight in _stream_outcomes(row, rule._in_u(row), rule.draft, rule.k):
-            win = point_win_probabilities(rule.layout, rule.group[np.array(marks)][None, :])[0]
-            for token, share in zip(marks, win):
-                out[index, int(np.flatnonzero(row == token)[0])] += weight * share
-    return out
+from multidraft.theory.verifier._wor_rule import _enumerated_choice, _rule_for_cut
 
 
 def _curtain_rules(seed: int, count: int):

@@ -46,7 +46,7 @@ import numpy as np
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
-from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, pool_split
+from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -235,6 +235,21 @@ def _stream_outcomes(tuple_, in_u, draft, k):
 
     walk(0, (), 0, 0.0, 0.0, 1.0)
     return outcomes
+
+
+def _enumerated_choice(rule: WithoutReplacementRule, tuples: np.ndarray) -> np.ndarray:
+    """The J-curtain's ``P(draft i selected)`` on rows of ``tuples`` that draft a U token, by
+    enumeration: Σ over the rebuilt stream's outcomes (:func:`_stream_outcomes`) of their
+    probability times the winner law of their marks
+    (:func:`~multidraft.theory.verifier._wor_curtain.point_win_probabilities`). The previous exact
+    path, kept as the independent reference of the closed form (tests, benchmark)."""
+    out = np.zeros(tuples.shape)
+    for index, row in enumerate(tuples):
+        for marks, weight in _stream_outcomes(row, rule._in_u(row), rule.draft, rule.k):
+            win = point_win_probabilities(rule.layout, rule.group[np.array(marks)][None, :])[0]
+            for token, share in zip(marks, win):
+                out[index, int(np.flatnonzero(row == token)[0])] += weight * share
+    return out
 
 
 def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained: float, hint: np.ndarray | None = None) -> np.ndarray:

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from multidraft.theory import softmax
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout
 
 
@@ -276,3 +277,62 @@ def test_compile_in_place_builds_no_decorator_once_every_kernel_is_compiled(monk
     assert len(built) == 1
     compile_in_place(namespace, ["first", "second"])  # the twin: a plain name builds it again
     assert isinstance(namespace["second"], Dispatcher) and len(built) == 2
+
+
+def _p_star_one(seed: int, count: int):
+    """Small instances (n <= 7) with P* = 1 whose scan finds a non-empty T* (Ω, by the rounding
+    of Σ p): targets Dirichlet(0.6), drafts a hotter, noisier copy, as in the tree benchmark."""
+    from multidraft.theory.optimum._wor_race import optimal_cut
+
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = int(rng.integers(3, 8))
+        k = int(rng.integers(2, min(n, 4) + 1))
+        p = rng.dirichlet(np.full(n, 0.6))
+        q = softmax((np.log(p) + 0.5 * rng.standard_normal(n)) / rng.uniform(1.0, 2.5))
+        cut = optimal_cut(p, q, k)
+        if cut.size and cut.value >= 1.0 - 1e-10:
+            yield p, q, k, cut
+
+
+def test_p_star_one_takes_the_empty_cut_when_it_reaches_one():
+    """P* = 1 (docs/optimal_verifier.md §8b): where the rule of T* = ∅ (the iid curtain of the
+    whole vocabulary) reaches acceptance 1 it is the rule -- its law and output by enumeration,
+    lossless -- and never below the rule of the scan's cut; that rule (the twin without the
+    path) falls short of P* on some of these instances."""
+    from rule_checks import enumerated_law, enumerated_output
+
+    from multidraft.theory import WithoutReplacement
+    from multidraft.theory.verifier import optimal_selection_rule
+    from multidraft.theory.verifier._wor_rule import _rule_for_cut
+
+    taken = twin_short = 0
+    for p, q, k, cut in _p_star_one(seed=30, count=700):
+        law = WithoutReplacement(q, k)
+        rule, scanned = optimal_selection_rule(p, law), _rule_for_cut(p, q, k, cut)
+        assert len(rule.certificate) == 0 and rule.acceptance >= 1.0 - 1e-10
+        assert rule.acceptance >= scanned.acceptance - 1e-12
+        if taken < 12:
+            np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+        taken += 1
+        twin_short += scanned.acceptance < 1.0 - 1e-10
+    assert taken >= 30 and twin_short >= 1, (taken, twin_short)
+
+
+def test_p_star_one_keeps_the_scans_cut_when_the_empty_cut_falls_short():
+    """The guard: p = (2, 4, 1, 8)/15 (scaled by 1 - 2^-52: Σ p rounds below 1, so the scan
+    finds Ω), q = (2, 2, 7, 4)/15, K = 2 has P* = 1 without replacement but 21/25 for iid drafts
+    (§9); the rule of T* = ∅ reaches 0.974 < 1, so the scan's cut is kept (a rule always taking
+    T* = ∅, the twin, would have an empty certificate)."""
+    from multidraft.theory.optimum._wor_race import OptimalCut, optimal_cut
+    from multidraft.theory.verifier._wor_rule import _rule_for_cut, wor_selection_rule
+
+    p, q, k = np.array([2.0, 4.0, 1.0, 8.0]) / 15 * (1.0 - 2.0**-52), np.array([2.0, 2.0, 7.0, 4.0]) / 15, 2
+    cut = optimal_cut(p, q, k)
+    assert cut.size == 4 and cut.value >= 1.0 - 1e-10
+    empty = _rule_for_cut(p, q, k, OptimalCut(cut.order, 0, cut.value, 0.0, cut.candidates))
+    assert empty.acceptance < 0.98
+    rule = wor_selection_rule(p, q, k)
+    assert len(rule.certificate) == cut.size
+    np.testing.assert_array_equal(rule.selection_law, _rule_for_cut(p, q, k, cut).selection_law)

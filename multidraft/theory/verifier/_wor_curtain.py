@@ -224,8 +224,8 @@ def point_win_probabilities(layout: Layout, groups: np.ndarray) -> np.ndarray:
     are read: between consecutive ends of those pieces it is a polynomial of degree J - 1,
     integrated by Gauss-Legendre with ⌊J/2⌋ + 2 nodes (exact). G_j at the nodes comes from one
     binary search in the group's pieces sorted by start (covered length before the piece plus
-    the part of the piece below t). For enumeration, and per draft tuple in
-    :meth:`~multidraft.theory._wor_rule.WithoutReplacementRule.choice_probabilities`.
+    the part of the piece below t). For enumeration: per outcome of the rebuilt stream, the
+    reference that the closed form of :mod:`~multidraft.theory.verifier._stream_choice` is tested against.
 
     Cost: O(P log P) time and O(u · P) memory, P the pieces and u the distinct groups of
     ``groups`` (at most m·J), not the layout's (a whole layout at n = 49152 has ~10^5 pieces:

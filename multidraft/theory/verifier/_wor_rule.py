@@ -4,9 +4,10 @@ front/back rule on T* (U merged into one token), each with its exact law.
 **Target** (docs/optimal_verifier.md §7). T* = the min-cut prefix (pruned exact scan,
 :func:`~multidraft.theory.optimum._wor_race.optimal_cut`), U = Ω ∖ T*, L = q(U), g(T*) = P(set(X) ⊆ T*).
 The optimal law is the clipped form r* = min(p, λq) on U (r*(U) = h(U) = 1 - g(T*)) and
-max(p, μq) on T* (r*(T*) = g(T*)); Σ min(p, r*) = P*. U is tight, so the two sides decouple: a
-rule selects from U whenever a U token is drafted, and from T* otherwise, and its acceptance is
-the sum of the two sides' Σ min(p, r).
+max(p, μq) on T* (r*(T*) = g(T*)); Σ min(p, r*) = P*. At P* = 1 the empty cut (also a
+min-cut) is taken instead whenever its rule reaches acceptance 1 (§8b; :func:`wor_selection_rule`).
+U is tight, so the two sides decouple: a rule selects from U whenever a U token is drafted, and
+from T* otherwise, and its acceptance is the sum of the two sides' Σ min(p, r).
 
 **U side.** The J-curtain (§8): rebuild the iid stream of the drafts (between the j-th and the
 (j+1)-th new token, Geometric repeats of the tokens already drawn), count the U-points J up to
@@ -15,7 +16,9 @@ token's set of a layout of [0, 1) for the weight G(x) = E[x^J], and select the s
 is exact (the layout tiles), and the layout is fitted to the best law of the class
 (:func:`~multidraft.theory.verifier._wor_curtain.clipped_layout`), which is r* on U exactly when the
 J-condition holds. Where it falls short of h(U) the front/back rule's U side is computed too
-and the better is kept.
+and the better is kept. Its choice law given the drafts is a closed form
+(:mod:`~multidraft.theory.verifier._stream_choice`: the marks' generating function, integrated
+piece by piece).
 
 **T\\* side.** The front/back rule restricted to T* (positions by decreasing p/q, coins fitted
 to p, first "front" else the last drafted), whose law depends on U only through its first
@@ -42,9 +45,10 @@ import numpy as np
 
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
+from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
 from multidraft.theory.optimum._wor_moments import LIGHT
-from multidraft.theory.optimum._wor_race import j_law, optimal_cut
+from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
 from multidraft.theory.laws import canonical_step
 from multidraft.theory.verifier._selection_rule import FrontBackRule
@@ -172,8 +176,10 @@ class WithoutReplacementRule(FrontBackRule):
         return marks[np.arange(len(marks)), np.argmin(position, axis=-1)]
 
     def choice_probabilities(self, tuples: np.ndarray) -> np.ndarray:
-        """``P(draft i is selected | X = x)`` for every row of ``tuples [m, K]``, exactly (the
-        J-curtain's by enumerating the rebuilt stream's U-points: for enumeration at small n)."""
+        """``P(draft i is selected | X = x)`` for every row of ``tuples [m, K]``, exactly: the
+        J-curtain's rows by the closed form over the rebuilt stream's U-marks
+        (:func:`~multidraft.theory.verifier._stream_choice.stream_choice_probabilities`, O(K³)
+        per piece of the drafts' groups), the others by the front/back rule's product."""
         tuples = np.asarray(tuples, dtype=np.int64)
         out = super().choice_probabilities(tuples)
         if self.first_draft:
@@ -186,18 +192,18 @@ class WithoutReplacementRule(FrontBackRule):
             out = np.where(in_tail, spread / np.maximum(count, 1), out)
         if self.u_rule != "j-curtain":
             return out
-        for row in np.flatnonzero(self._in_u(tuples).any(axis=-1)):
-            out[row] = 0.0
-            for marks, weight in _stream_outcomes(tuples[row], self._in_u(tuples[row]), self.draft, self.k):
-                win = point_win_probabilities(self.layout, self.group[np.array(marks)][None, :])[0]
-                for token, share in zip(marks, win):
-                    out[row, int(np.flatnonzero(tuples[row] == token)[0])] += weight * share
+        rows = np.flatnonzero(self._in_u(tuples).any(axis=-1))
+        if len(rows):
+            drafted = tuples[rows]
+            out[rows] = stream_choice_probabilities(self.layout, self.group[drafted], self.draft[drafted], self._in_u(drafted))
         return out
 
 
 def _stream_outcomes(tuple_, in_u, draft, k):
     """Every U-point sequence of the rebuilt stream of one ordered draft tuple, with its
-    probability (the branches of :meth:`WithoutReplacementRule._stream_marks`)."""
+    probability (the branches of :meth:`WithoutReplacementRule._stream_marks`): the
+    enumeration that the closed form of :mod:`~multidraft.theory.verifier._stream_choice` and
+    the J-law are tested against (exponential in K: for tests at small K)."""
     outcomes = []
 
     def walk(j, marks, count, arrived_u, arrived_t, weight):
@@ -229,6 +235,21 @@ def _stream_outcomes(tuple_, in_u, draft, k):
 
     walk(0, (), 0, 0.0, 0.0, 1.0)
     return outcomes
+
+
+def _enumerated_choice(rule: WithoutReplacementRule, tuples: np.ndarray) -> np.ndarray:
+    """The J-curtain's ``P(draft i selected)`` on rows of ``tuples`` that draft a U token, by
+    enumeration: Σ over the rebuilt stream's outcomes (:func:`_stream_outcomes`) of their
+    probability times the winner law of their marks
+    (:func:`~multidraft.theory.verifier._wor_curtain.point_win_probabilities`). The previous exact
+    path, kept as the independent reference of the closed form (tests, benchmark)."""
+    out = np.zeros(tuples.shape)
+    for index, row in enumerate(tuples):
+        for marks, weight in _stream_outcomes(row, rule._in_u(row), rule.draft, rule.k):
+            win = point_win_probabilities(rule.layout, rule.group[np.array(marks)][None, :])[0]
+            for token, share in zip(marks, win):
+                out[index, int(np.flatnonzero(row == token)[0])] += weight * share
+    return out
 
 
 def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained: float, hint: np.ndarray | None = None) -> np.ndarray:
@@ -342,9 +363,25 @@ def _order_search(p, tokens, current, short, target, fit, pass_size):
 
 def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplacementRule:
     """The rule of the module docstring for target p (a validated distribution) and K drafts
-    without replacement from q."""
-    n = len(p)
+    without replacement from q.
+
+    **P\\* = 1** (docs/optimal_verifier.md §8b): the empty cut, value p(∅) + 1 - g(∅) = 1, is
+    then a min-cut as well as the one the scan found (often Ω, by the rounding of Σ p), and with
+    T* = ∅ the rule is the J-curtain with J ≡ K, the iid curtain of the whole vocabulary (O(n)
+    after a sort, no front/back pass). When that rule reaches acceptance 1 - :data:`SIDE_TOLERANCE`
+    no rule can do better (P* <= 1), so it is taken; otherwise the scan's cut is fitted as
+    before."""
     cut = optimal_cut(p, q, k)
+    if cut.size and cut.value >= 1.0 - SIDE_TOLERANCE:
+        empty = _rule_for_cut(p, q, k, OptimalCut(cut.order, 0, cut.value, 0.0, cut.candidates))
+        if not empty.first_draft and empty.acceptance >= 1.0 - SIDE_TOLERANCE:
+            return empty
+    return _rule_for_cut(p, q, k, cut)
+
+
+def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> WithoutReplacementRule:
+    """:func:`wor_selection_rule` for a given min-cut prefix ``cut`` of the scan order."""
+    n = len(p)
     in_cut = np.zeros(n, dtype=bool)
     in_cut[cut.order[: cut.size]] = True
     certificate = np.flatnonzero(in_cut)

@@ -352,3 +352,20 @@ def test_selective_draws_the_live_draft_by_the_rules_positions():
     bound = (k - 1) + 6 * np.sqrt(2 * (k - 1)) + 20
     assert statistic(rule) < bound
     assert statistic(ByWeights(lambda tuples: np.full(np.shape(tuples), 1.0 / k))) > bound  # the twin
+
+
+def test_selective_on_a_wor_node_beyond_the_transport_lp_uses_the_wor_rule():
+    """A node drafted without replacement at n = 400, K = 3 is beyond the transport LP, so
+    selective takes the optimal verifier's wor rule (not a curtain: no ``support`` of its own);
+    on a tree of depth one its E[τ] is the rule's acceptance of the drafted tuple, which the
+    token walk computes by its own route."""
+    rng = np.random.default_rng(5)
+    n = 400
+    p = rng.dirichlet(np.full(n, 0.3), size=4)
+    q = rng.dirichlet(np.full(n, 0.3), size=4)
+    drawn = tuple(int(t) for t in np.argsort(-(np.log(q[0]) + rng.gumbel(size=n)))[:3])
+    tree = ShapedTree([-1, 0, 0, 0], [-1, *drawn], [drawn, (), (), ()], p, q, "without-replacement")
+    selective = get_verifier("selective").law(tree, next_token=False).expected_accepted
+    walk = get_verifier("token:optimal").law(tree, next_token=False).expected_accepted
+    assert 0.0 < selective <= 1.0
+    assert selective == pytest.approx(walk, abs=1e-12)

@@ -155,7 +155,7 @@ class Selective(TreeVerifier):
             r = on / on.sum() if on.sum() > 0 else law.draft_set / law.draft_set.sum()
             return r, ByWeights(lambda tuples: r[tuples])
         from multidraft.theory.laws import ProblemTooLargeError
-        from multidraft.theory.verifier import optimal_selection_rule
+        from multidraft.theory.verifier import CurtainRule, optimal_selection_rule
 
         if isinstance(law, WithoutReplacement):
             from multidraft.lp import importance_from_coupling, transport_lp
@@ -173,7 +173,7 @@ class Selective(TreeVerifier):
             more_rows = rows_rule(law.draft, law.k, rule.selection_law)
             if more_rows is not None:
                 return more_rows[0], ByWeights(more_rows[1])
-        if len(rule.support) == rule.n - 1 and rule.support[-1] == rule.n - 2:
+        if isinstance(rule, CurtainRule) and len(rule.support) == rule.n - 1 and rule.support[-1] == rule.n - 2:
             # every token but the appended one: r on them is the support's law (no dense scatter)
             return rule.support_law, rule
         return rule.selection_law, rule

@@ -244,14 +244,9 @@ def as_distribution(
 
 
 def checked_row(
-    values: object,
-    name: str,
-    *,
-    normalize: bool = False,
-    tolerance: float | None = None,
-    batched: bool = False,
+    values: object, name: str, *, normalize: bool = False, tolerance: float | None = None, batched: bool = False,
     copy: bool = True,
-) -> tuple[np.ndarray, np.ndarray | None]:
+) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """``(as_distribution(values, ...), support)``: the same checks and result, and the support
     (ascending ids of the positive entries, int64) when the checks found it on the way -- a
     sparse float64 row (a top-k or top-p draft) -- else None. A draft law keeps it, so that a

@@ -40,6 +40,7 @@ sampling applies before a token is drawn; the random families (:func:`dirichlet`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from fractions import Fraction
@@ -334,26 +335,28 @@ def _fast_path(
         if np.count_nonzero(positive) <= len(values) // SPARSE_SHARE:
             support = np.flatnonzero(positive)
             inside = values[support]
-            total = inside.sum(keepdims=True)
-            return _sparse_scaled(len(values), support, inside, total[0]) if _sum_passes(total, normalize, tolerance) else None
-    total = values.sum(axis=-1, keepdims=True)
-    if not _sum_passes(total, normalize, tolerance):
+            total = float(inside.sum())
+            return _sparse_scaled(len(values), support, inside, total) if _sum_passes(total, total, normalize, tolerance) else None
+    total = values.sum(axis=-1, keepdims=True)  # one row: its sum as a float, bounds without small-array ufuncs
+    low, high = (float(total[0]),) * 2 if values.ndim == 1 else (float(total.min()), float(total.max()))
+    if not _sum_passes(low, high, normalize, tolerance):
         return None
     # x / 1.0 == x: a row sum of exactly one (common) needs a copy, not a division (~3x slower),
     # and no copy at all where the caller allows it and the floor changes nothing
-    unit, clear = bool((total == 1.0).all()), bool(least >= MASS_FLOOR * total.max())
+    unit, clear = low == high == 1.0, bool(least >= MASS_FLOOR * high)
     if unit and clear and not copy:
         return values, None
     out = values.copy() if unit else values / total
     return (out if clear else _floored(out)), None
 
 
-def _sum_passes(total: np.ndarray, normalize: bool, tolerance: float) -> bool:
-    """Whether row sums ``total`` are finite and, for :func:`_fast_path`, positive (to rescale)
-    or within ``tolerance`` of one."""
-    if not np.isfinite(total).all():
+def _sum_passes(low: float, high: float, normalize: bool, tolerance: float) -> bool:
+    """Whether row sums between ``low`` and ``high`` (the least and the largest) are finite and,
+    for :func:`_fast_path`, positive (to rescale) or within ``tolerance`` of one (a NaN sum
+    fails every comparison)."""
+    if not (-math.inf < low and high < math.inf):
         return False
-    return bool((total > 0).all()) if normalize else bool((np.abs(total - 1.0) <= tolerance).all())
+    return low > 0 if normalize else (abs(low - 1.0) <= tolerance and abs(high - 1.0) <= tolerance)
 
 
 #: A 1-D input with at most 1/SPARSE_SHARE of its entries positive is scaled on those entries

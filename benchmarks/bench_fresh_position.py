@@ -9,7 +9,9 @@ sample), and the acceptance of every fitted rule and the tokens drawn with a fix
 compare versions: the same numbers to 1e-12, the same tokens).
 
 ``--before COMMIT`` runs the same measurement on that commit too (``git archive`` into a
-temporary directory, a child process each), in the same run, for the ratio.
+temporary directory, a child process each), in the same run, for the ratio: ``--rounds`` times
+each, the two versions alternating, every timing the least over the rounds (the round a shared
+CPU disturbed least).
 
 Writes ``benchmarks/results/fresh_position.json`` (machine, versions, date, commit, load).
 
@@ -90,10 +92,19 @@ def _run(tree: Path, positions: int) -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _least_over_rounds(rounds: list[list[dict]]) -> list[dict]:
+    """The first round's rows with every timing (a key ending in "ms") the least over the rounds."""
+    return [
+        {key: min(r[key] for r in same) if key.endswith(" ms") else value for key, value in same[0].items()}
+        for same in zip(*rounds)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="also run on this commit (git archive), in the same run")
     parser.add_argument("--positions", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each version, alternating")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -101,13 +112,18 @@ def main() -> None:
         return
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as scratch:
-        versions = {}
+        trees = {}
         if args.before:
             archive = subprocess.run(["git", "archive", args.before], cwd=ROOT, capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", scratch], input=archive, check=True)
             (Path(scratch) / "benchmarks" / Path(__file__).name).write_text(Path(__file__).read_text())
-            versions["before"] = _run(Path(scratch), args.positions)
-        versions["after"] = _run(ROOT, args.positions)
+            trees["before"] = Path(scratch)
+        trees["after"] = ROOT
+        runs = {label: [] for label in trees}
+        for _ in range(args.rounds):
+            for label, tree in trees.items():
+                runs[label].append(_run(tree, args.positions))
+        versions = {label: _least_over_rounds(rounds) for label, rounds in runs.items()}
     rows = []
     for label, table in versions.items():
         for row in table:
@@ -121,7 +137,7 @@ def main() -> None:
             rows.append(row)
     columns = [c for c in rows[-1] if c not in ("acceptance", "tokens")]
     print_table(rows, columns)
-    path = write_results("fresh_position", rows, n=N, top=TOP, target_ms=TARGET_MS, before=args.before,
+    path = write_results("fresh_position", rows, n=N, top=TOP, target_ms=TARGET_MS, before=args.before, rounds=args.rounds,
                          load_before=load_before, load_after=os.getloadavg())  # fmt: skip
     print(f"wrote {path}")
 

@@ -476,10 +476,12 @@ class Scheme(ABC):
 
     # -- plans ---------------------------------------------------------------------------------
 
-    def prepare(self, target: object, law: DraftLaw, exact: bool = False) -> Plan:
+    def prepare(self, target: object, law: DraftLaw, exact: bool = False, copy: bool = True) -> Plan:
         """The plan of this scheme for ``(target, law)``: the law checked against the scheme
         and the target against the law, once.
 
+        ``copy=False``: the plan may hold the caller's target array itself
+        (:meth:`DraftLaw.check_target`), for a plan dropped before the array can change.
         ``exact=True`` (a scheme with an exact acceptance, an exact law and a target given as
         Fractions or ``"a/b"``) gives an exact plan: Fraction arithmetic throughout.
         """
@@ -491,7 +493,7 @@ class Scheme(ABC):
                 f"scheme {self.name!r} supports the {', '.join(cls.name for cls in self.capabilities.laws)} "
                 f"laws{rule}; got the {law.name} law with k={law.k}"
             )
-        return self._prepare(law.check_target(target, exact), law, exact)
+        return self._prepare(law.check_target(target, exact, copy), law, exact)
 
     def _prepare_output(self, target: object, law: DraftLaw, exact: bool) -> Plan:
         if exact and not self.capabilities.exact_output:
@@ -540,7 +542,7 @@ class Scheme(ABC):
         Vectorised over the rows; ``accepted`` is ``token ∈ set(row)``.
         """
         _check_rng(rng)
-        plan = self.prepare(target, law)
+        plan = self.prepare(target, law, copy=False)  # used here and dropped: no copy of the target
         tuples, _ = _check_tuples(law, drafts, require_rows=True)
         tokens = plan.sample(tuples, rng)
         return tokens, (tuples == tokens[:, None]).any(axis=-1)

@@ -137,10 +137,11 @@ class DraftLaw(ABC):
             raise ValueError(f"drafts: the {cls.name} law needs at least one draft distribution")
         return cls(drafts[0], len(drafts) if k is None else k, normalize=normalize)
 
-    def check_target(self, target: object, exact: bool = False) -> np.ndarray:
+    def check_target(self, target: object, exact: bool = False, copy: bool = True) -> np.ndarray:
         """The target p checked against this law: a distribution of length n.
 
-        Returns a float64 array, or with ``exact`` an object array of Fractions (the target
+        Returns a float64 array (with ``copy=False``, the target itself where
+        :func:`as_distribution` leaves it unchanged), or with ``exact`` an object array of Fractions (the target
         given as Fractions, integers or ``"a/b"`` strings, and the law exact). The one check of
         a target against a law; every entry point that takes ``(target, law)`` calls it.
 
@@ -154,7 +155,7 @@ class DraftLaw(ABC):
             p = np.array(as_exact_distribution(target, "target"), dtype=object)
             self._require_exact()
         else:
-            p = as_distribution(target, "target")
+            p = as_distribution(target, "target", copy=copy)
         if len(p) != self.n:
             raise ValueError(f"target: length {len(p)} does not match the draft law's vocabulary n={self.n}")
         return p

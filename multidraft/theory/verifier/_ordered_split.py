@@ -23,6 +23,15 @@ over a cell is at a corner). So the linear programme
 generated lazily (for each k the worst m is where ``d_2`` crosses ``1 - a_k``, a binary search),
 and HiGHS's dual simplex solves it. Its value is a lower bound on P* that one staircase path reaches.
 
+**Blocks.** Draft 1's density is one variable per *block* of consecutive tokens of its order
+(:func:`blocks`: single tokens at both ends of each part, doubling blocks between), draft 2's one
+per token, ``z`` one per token. Inside a block ``C_1`` is affine in the prefix mass, so Lemma 5's
+cell argument runs over the block-end grid: the pairs at block ends imply (GR), and every
+solution is still a pair of rule laws. It is a restriction of the programme (value at most the
+per-token one's) with about 3n variables and far fewer pair rows: on the Zipf pairs the optimal
+draft-1 density is free only on the most and least likely tokens (n = 4096, 0.8/2.0: 51 levels
+on the 51 likeliest tokens, 1 on the other 4045), which the single tokens at the ends cover.
+
 **Orders.** Round 0 orders each draft's tokens by decreasing ``p / q_i`` inside each part (the
 iid curtain's order); every later round by the residual key ``(p - x_o) / q_i`` of the best laws
 so far (the seed's or a round's: the order of the staircase step's own fit, ties by ``p / q_i``).
@@ -233,10 +242,11 @@ def ordered_split(
 
     ``parts`` = (U, T*) as token ids; ``optimum`` = P* (the rounds stop there, to 1e-12).
     A staircase from the returned ``x_1`` (:func:`._staircase.fit_staircase`) reaches at least
-    their acceptance (docs/nonidentical_verifier.md §4c-§4d). Complexity: one sparse LP with
-    5n variables per pass (CPU 0.3 s at n = 4096, 1.8 s at 8192, 28 s at 16384: HiGHS's dual simplex,
-    about n^2.5 to n^4; the first round at n = 49152 had not finished after 20 minutes of wall time,
-    about 6 of CPU, on the shared machine).
+    their acceptance (docs/nonidentical_verifier.md §4c-§4d). ``head``: draft 1's blocks
+    (:func:`blocks`; ``None``: a density per token, the unrestricted programme).
+
+    Complexity: one sparse LP with about 3n variables per pass (HiGHS's dual simplex); a whole fit
+    took 1.2 s CPU at n = 8192 and 41 s at 16384 on 0.8/2.0 (per token: 4.5 s and 225 s).
 
     The instance where the fitted path stops at 0.772285 < P* = 0.78 (T* = {1, 2}):
 

@@ -236,7 +236,8 @@ def ordered_split(
     p: np.ndarray, qs: tuple, parts: tuple, laws: tuple, optimum: float, rounds: int = ROUNDS, head: int | None = HEAD
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-draft laws ``(x_1, x_2, Σ min(p, x_1 + x_2))`` that satisfy (GR) (to the LP's
-    tolerance), from the fixed-order linear programme of the module docstring over at most
+    tolerance; where HiGHS's rounding leaves a row violated beyond :data:`SLACK`, the laws as they
+    are: the staircase's own law is exact either way), from the fixed-order linear programme of the module docstring over at most
     ``rounds`` rounds of orders (``p / q_i``, then the residual keys); ``laws`` (a rule's
     per-draft laws, U first) seed the prefix pairs and are returned when no round beats them.
 
@@ -272,7 +273,7 @@ def ordered_split(
             if solved is None:
                 break
             new, violation = prefix_pair_violation(qs, orders, solved, starts=starts)
-            if violation <= SLACK:
+            if violation <= SLACK or new <= pairs:  # every violated pair is a row already: HiGHS's rounding
                 break
             pairs |= new
         else:

@@ -19,8 +19,9 @@ Writes benchmarks/results/verifier_independent.json.
 
 Run: ``python benchmarks/bench_verifier_independent.py [--repeats R] [--sizes N ...] [--rounds R]
 [--split | --no-split] [--pairs T1/T2 ...] [--output NAME]``. ``--split`` forces the ordered split
-(docs/nonidentical_verifier.md §4d) on where the staircase falls short: 28 s per LP at
-n = 16384 and more than 20 minutes at 49152, so run it at mid sizes on the pairs that need it
+(docs/nonidentical_verifier.md §4d, with draft 1's blocks) on where the staircase falls short:
+about 40 s per fit at n = 16384 and tens of CPU minutes at 49152 (the benchmark's warm-up call
+doubles that), so run it at mid sizes on the pairs that need it
 (``--sizes 4096 8192 --pairs 0.5/1.2 0.8/1.6 0.8/2 --output verifier_independent_split``).
 """
 
@@ -112,7 +113,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="column-generation rounds (default: the rule's)")
     parser.add_argument("--instances", type=int, default=300, help="random small instances")
     parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=None,
-                        help="force the ordered split on (28 s per LP at n = 16384, > 20 min at 49152) or off (default: n <= 8192)")
+                        help="force the ordered split on (~40 s per fit at n = 16384, tens of minutes at 49152) or off (default: n <= 8192)")
     parser.add_argument("--pairs", nargs="+", default=None, metavar="T1/T2", help="only these temperature pairs, e.g. 0.8/1.6")
     parser.add_argument("--output", default="verifier_independent", help="results name under benchmarks/results/")
     args = parser.parse_args()

@@ -42,12 +42,12 @@ def _gr_violation(x1: np.ndarray, x2: np.ndarray, q1: np.ndarray, q2: np.ndarray
     return float((s1[:, None] + s2[None, :] - (a[:, None] + b[None, :] - np.outer(a, b))).max())
 
 
-def _short_instances(count: int, seed: int = 33) -> list[tuple]:
-    """Small Dirichlet instances on which the fitted single path falls short of P* (> 1e-9)."""
+def _short_instances(count: int, seed: int = 33, sizes: tuple = (3, 8)) -> list[tuple]:
+    """Small Dirichlet instances (n in ``range(*sizes)``) on which the fitted single path falls short of P* (> 1e-9)."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < count:
-        n = int(rng.integers(3, 8))
+        n = int(rng.integers(*sizes))
         alpha = float(rng.choice([0.1, 0.3, 1.0]))
         p, q1, q2 = (rng.dirichlet(np.full(n, alpha)) for _ in range(3))
         one = fit_path_curtain(p, q1, q2)
@@ -142,3 +142,63 @@ def test_zipf_pair_the_staircase_misses():
 def test_bad_split_is_refused(split):
     with pytest.raises(ValueError, match="split: the ordered split is switched by True, False or None"):
         fit_independent_rule(np.array([0.5, 0.5]), np.array([0.2, 0.8]), np.array([0.9, 0.1]), split=split)
+
+
+def test_blocked_split_is_a_rule_and_stays_below_the_full_split():
+    """Draft 1's density shared on blocks (``head=1``: one single token at each end of a part,
+    doubling blocks between, so blocks of 2 and 4 occur): the laws still satisfy (GR) for
+    every pair of sets (brute force, n = 8..10: prefix pairs at block ends suffice, Lemma 5), the value is
+    at most the full split's (a restriction of the same programme), and the staircase from them
+    is exact (law against enumeration, output p). That these blocks matter is the twin's test
+    below (free densities inside them break (GR))."""
+    for p, q1, q2, one in _short_instances(20, seed=5, sizes=(8, 11)):
+        parts = _parts(len(p), one.certificate)
+        seed = (one.law1, one.law2)
+        x1, x2, value = ordered_split(p, (q1, q2), parts, seed, one.optimum, head=1)
+        _, _, full = ordered_split(p, (q1, q2), parts, seed, one.optimum, head=None)
+        assert _gr_violation(x1, x2, q1, q2) <= 1e-9
+        assert abs(x1.sum() + x2.sum() - 1.0) <= 1e-9
+        assert value <= full + 1e-9
+        rule = staircase_rule(one, laws=(x1, x2))
+        assert rule.acceptance >= value - 1e-9
+        law = Independent([q1, q2])
+        np.testing.assert_allclose(enumerated_law(rule, law), rule.selection_law, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
+
+
+def test_density_constant_inside_blocks_is_needed(monkeypatch):
+    """Broken twin: the blocked programme's draft-1 mass spread inside each block in proportion to
+    p instead of q_1 (the same block masses, so every prefix pair at a block end still holds, but
+    the density is no longer constant inside the block, which Lemma 5 needs for the prefixes
+    inside it). The brute-force (GR) check catches a violation on some instance."""
+    right = _ordered_split._solve
+
+    def spread_by_p(p, qs, orders, starts, pairs):
+        solved = right(p, qs, orders, starts, pairs)
+        if solved is None:
+            return None
+        x1 = solved[0].copy()
+        block = _ordered_split._block_of(starts[0], len(orders[0]))
+        mass = np.bincount(block, x1[orders[0]]) / np.bincount(block, p[orders[0]])
+        x1[orders[0]] = mass[block] * p[orders[0]]
+        return x1, solved[1]
+
+    monkeypatch.setattr(_ordered_split, "_solve", spread_by_p)
+    worst = 0.0
+    for p, q1, q2, one in _short_instances(20, seed=5, sizes=(8, 11)):
+        x1, x2, _ = ordered_split(p, (q1, q2), _parts(len(p), one.certificate), (one.law1, one.law2), one.optimum, head=1)
+        worst = max(worst, _gr_violation(x1, x2, q1, q2))
+    assert worst > 1e-6
+
+
+def test_blocks_layout():
+    """Single tokens at both ends of each part, doubling blocks between, every start inside its
+    part; ``head=None`` is every token; bad heads refused."""
+    starts = _ordered_split.blocks(40, (3, 37), 2)
+    assert starts.tolist()[:4] == [0, 1, 2, 3] and {38, 39} <= set(starts.tolist())
+    lengths = np.diff(np.append(starts, 40))
+    assert lengths.sum() == 40 and lengths.max() <= 16 and len(starts) < 20
+    np.testing.assert_array_equal(_ordered_split.blocks(5, (5,), None), np.arange(5))
+    for head in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="head: single tokens at each end of a part"):
+            _ordered_split.blocks(5, (5,), head)

@@ -23,6 +23,15 @@ over a cell is at a corner). So the linear programme
 generated lazily (for each k the worst m is where ``d_2`` crosses ``1 - a_k``, a binary search),
 and HiGHS's dual simplex solves it. Its value is a lower bound on P* that one staircase path reaches.
 
+**Blocks.** Draft 1's density is one variable per *block* of consecutive tokens of its order
+(:func:`blocks`: single tokens at both ends of each part, doubling blocks between), draft 2's one
+per token, ``z`` one per token. Inside a block ``C_1`` is affine in the prefix mass, so Lemma 5's
+cell argument runs over the block-end grid: the pairs at block ends imply (GR), and every
+solution is still a pair of rule laws. It is a restriction of the programme (value at most the
+per-token one's) with about 3n variables and far fewer pair rows: on the Zipf pairs the optimal
+draft-1 density is free only on the most and least likely tokens (n = 4096, 0.8/2.0: 51 levels
+on the 51 likeliest tokens, 1 on the other 4045), which the single tokens at the ends cover.
+
 **Orders.** Round 0 orders each draft's tokens by decreasing ``p / q_i`` inside each part (the
 iid curtain's order); every later round by the residual key ``(p - x_o) / q_i`` of the best laws
 so far (the seed's or a round's: the order of the staircase step's own fit, ties by ``p / q_i``).
@@ -45,6 +54,9 @@ PASSES = 12
 SLACK = 1e-9
 #: A round that gains less than this ends the rounds.
 GAIN = 1e-13
+#: Draft 1's density is free on this many tokens at each end of each part of its order, and
+#: shared by blocks of doubling length between (:func:`blocks`); draft 2's is free on every token.
+HEAD = 64
 
 
 def _h(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -68,15 +80,68 @@ def _orders(p: np.ndarray, qs: tuple, parts: tuple, laws: tuple | None) -> tuple
     return out[0], out[1]
 
 
-def prefix_pair_violation(qs: tuple, orders: tuple, laws: tuple, tol: float = SLACK) -> tuple[set, float]:
-    """The prefix pairs ``(k, m)`` whose constraint ``C_1[k] + C_2[m] <= h(a_k, b_m)`` is violated
+def blocks(size: int, part_sizes: tuple, head: int | None) -> np.ndarray:
+    """Block starts along an order of ``size`` tokens, part after part (``part_sizes``): single
+    tokens at the first and last ``head`` positions of each part, and between them blocks that
+    double in length towards the part's middle; all single tokens for ``head=None``. Raises
+    ValueError for ``head`` < 1.
+
+    >>> blocks(12, (12,), 2).tolist()
+    [0, 1, 2, 3, 5, 7, 9, 10, 11]
+    """
+    if head is not None and (isinstance(head, bool) or not isinstance(head, (int, np.integer)) or head < 1):
+        raise ValueError(f"head: single tokens at each end of a part, an integer >= 1 or None, got {head!r}")
+    if head is None:
+        return np.arange(size, dtype=np.int64)
+    starts, lo = [], 0
+    for count in part_sizes:
+        hi = lo + count
+        # doubling lengths 1, 2, 4, ... from both ends of the part's middle, single tokens outside
+        steps = lo + head + np.cumsum(np.concatenate([[0], 2 ** np.arange(max(count, 1).bit_length())]))
+        back = hi - head - np.cumsum(np.concatenate([[0], 2 ** np.arange(max(count, 1).bit_length())]))
+        middle = (lo + hi) / 2
+        starts += [np.arange(lo, min(lo + head, hi)), np.arange(max(hi - head, lo), hi), steps[steps < middle], back[back > middle]]
+        lo = hi
+    return np.unique(np.concatenate(starts).astype(np.int64))
+
+
+def _block_means(laws: tuple, qs: tuple, orders: tuple, starts: tuple) -> tuple:
+    """``laws`` with each draft's density replaced by its mean on each block (the same block
+    masses and law masses: a seed for the prefix pairs of the blocked programme)."""
+    out = []
+    for i in range(2):
+        q = qs[i][orders[i]]
+        block_of = _block_of(starts[i], len(orders[i]))
+        law = np.zeros(len(laws[i]))
+        law[orders[i]] = (_sums(laws[i][orders[i]], starts[i]) / _sums(q, starts[i]))[block_of] * q
+        out.append(law)
+    return out[0], out[1]
+
+
+def _block_of(starts: np.ndarray, size: int) -> np.ndarray:
+    """The block index of each of ``size`` positions (blocks from ``starts``)."""
+    return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, size)))
+
+
+def _sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per-block sums of ``values`` (blocks from ``starts``)."""
+    return np.add.reduceat(values, starts) if len(values) else np.zeros(0)
+
+
+def prefix_pair_violation(qs: tuple, orders: tuple, laws: tuple, tol: float = SLACK, starts: tuple | None = None) -> tuple[set, float]:
+    """The prefix pairs ``(k, m)`` (block ends: k-th of draft 1, m-th of draft 2; every token its own
+    block for ``starts=None``) whose constraint ``C_1[k] + C_2[m] <= h(a_k, b_m)`` is violated
     beyond ``-tol`` at the worst m for every k and the worst k for every m (module docstring),
     and the largest violation. Exact for laws whose densities are non-increasing along the
-    orders (the worst m for k is the count of ``d_2 > 1 - a_k``); O(n log n)."""
-    masses = [qs[i][orders[i]] for i in range(2)]
-    dens = [laws[i][orders[i]] / masses[i] for i in range(2)]
+    orders and constant on the blocks (the worst m for k is the count of blocks with
+    ``d_2 > 1 - a_k``; interior prefixes are implied, Lemma 5); O(n log n)."""
+    if starts is None:
+        starts = tuple(np.arange(len(o), dtype=np.int64) for o in orders)
+    masses = [_sums(qs[i][orders[i]], starts[i]) for i in range(2)]
+    mass_laws = [_sums(laws[i][orders[i]], starts[i]) for i in range(2)]
+    dens = [mass_laws[i] / masses[i] for i in range(2)]
     a, b = (np.concatenate([[0.0], np.cumsum(m)]) for m in masses)
-    c1, c2 = (np.concatenate([[0.0], np.cumsum(laws[i][orders[i]])]) for i in range(2))
+    c1, c2 = (np.concatenate([[0.0], np.cumsum(m)]) for m in mass_laws)
     m = np.searchsorted(-dens[1], -(1.0 - a), side="left")  # count of d_2 > 1 - a_k (d_2 non-increasing)
     k = np.searchsorted(-dens[0], -(1.0 - b), side="left")
     first = c1 + c2[m] - _h(a, b[m])
@@ -86,28 +151,31 @@ def prefix_pair_violation(qs: tuple, orders: tuple, laws: tuple, tol: float = SL
     return pairs, float(max(first.max(), second.max()))
 
 
-def _solve(p: np.ndarray, qs: tuple, orders: tuple, pairs: set) -> tuple | None:
-    """The linear programme of the module docstring for fixed orders and prefix pairs (HiGHS):
-    the two laws, or None when HiGHS does not report an optimum."""
+def _solve(p: np.ndarray, qs: tuple, orders: tuple, starts: tuple, pairs: set) -> tuple | None:
+    """The linear programme of the module docstring for fixed orders, blocks (``starts``: each
+    draft's block starts along its order; a density per block) and prefix pairs (block ends)
+    (HiGHS): the two laws, or None when HiGHS does not report an optimum."""
     import scipy.sparse as sparse
     from scipy.optimize import linprog
 
     n = len(p)
-    s = [len(o) for o in orders]
-    # variables: d_1 [s1], d_2 [s2], C_1 [s1 + 1], C_2 [s2 + 1], z [n]
+    s = [len(b) for b in starts]
+    # variables: D_1 [s1], D_2 [s2] (block densities), C_1 [s1 + 1], C_2 [s2 + 1] (at block ends), z [n]
     od = (0, s[0])
     oc = (s[0] + s[1], s[0] + s[1] + s[0] + 1)
     oz = oc[1] + s[1] + 1
     size = oz + n
     masses = [qs[i][orders[i]] for i in range(2)]
-    cum = [np.concatenate([[0.0], np.cumsum(m)]) for m in masses]
+    block_masses = [_sums(masses[i], starts[i]) for i in range(2)]
+    cum = [np.concatenate([[0.0], np.cumsum(m)]) for m in block_masses]
+    block_of = [_block_of(starts[i], len(orders[i])) for i in range(2)]
     rows, cols, vals, rhs = [], [], [], []
     row = 0
-    for i in range(2):  # C_i[0] = 0; C_i[k] - C_i[k - 1] - q d[k - 1] = 0
+    for i in range(2):  # C_i[0] = 0; C_i[k] - C_i[k - 1] - q(block) D[k - 1] = 0
         k = np.arange(1, s[i] + 1)
         rows += [np.array([row]), row + k, row + k, row + k]
         cols += [np.array([oc[i]]), oc[i] + k, oc[i] + k - 1, od[i] + k - 1]
-        vals += [np.ones(1), np.ones(s[i]), -np.ones(s[i]), -masses[i]]
+        vals += [np.ones(1), np.ones(s[i]), -np.ones(s[i]), -block_masses[i]]
         rhs.append(np.zeros(s[i] + 1))
         row += s[i] + 1
     rows.append(np.array([row, row]))  # totals 1
@@ -119,20 +187,20 @@ def _solve(p: np.ndarray, qs: tuple, orders: tuple, pairs: set) -> tuple | None:
     b_eq = np.concatenate(rhs)
     rows, cols, vals, rhs = [], [], [], []
     row = 0
-    for i in range(2):  # d[k + 1] - d[k] <= 0
+    for i in range(2):  # D[k + 1] - D[k] <= 0
         k = np.arange(s[i] - 1)
         rows += [row + k, row + k]
         cols += [od[i] + k + 1, od[i] + k]
         vals += [np.ones(len(k)), -np.ones(len(k))]
         rhs.append(np.zeros(len(k)))
         row += len(k)
-    t = np.arange(n)  # z - q_1 d_1 - q_2 d_2 <= 0
+    t = np.arange(n)  # z - q_1 D_1[block] - q_2 D_2[block] <= 0, per token
     rows.append(row + t)
     cols.append(oz + t)
     vals.append(np.ones(n))
     for i in range(2):
         rows.append(row + orders[i])
-        cols.append(od[i] + np.arange(s[i]))
+        cols.append(od[i] + block_of[i])
         vals.append(-masses[i])
     rhs.append(np.zeros(n))
     row += n
@@ -159,25 +227,27 @@ def _solve(p: np.ndarray, qs: tuple, orders: tuple, pairs: set) -> tuple | None:
     for i in range(2):
         law = np.zeros(n)
         density = np.minimum.accumulate(np.clip(result.x[od[i] : od[i] + s[i]], 0.0, 1.0))  # non-increasing
-        law[orders[i]] = density * masses[i]
+        law[orders[i]] = density[block_of[i]] * masses[i]
         laws.append(law)
     return laws[0], laws[1]
 
 
 def ordered_split(
-    p: np.ndarray, qs: tuple, parts: tuple, laws: tuple, optimum: float, rounds: int = ROUNDS
+    p: np.ndarray, qs: tuple, parts: tuple, laws: tuple, optimum: float, rounds: int = ROUNDS, head: int | None = HEAD
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-draft laws ``(x_1, x_2, Σ min(p, x_1 + x_2))`` that satisfy (GR) (to the LP's
-    tolerance), from the fixed-order linear programme of the module docstring over at most
+    tolerance; where HiGHS's rounding leaves a row violated beyond :data:`SLACK`, the laws as they
+    are: the staircase's own law is exact either way), from the fixed-order linear programme of the module docstring over at most
     ``rounds`` rounds of orders (``p / q_i``, then the residual keys); ``laws`` (a rule's
     per-draft laws, U first) seed the prefix pairs and are returned when no round beats them.
 
     ``parts`` = (U, T*) as token ids; ``optimum`` = P* (the rounds stop there, to 1e-12).
     A staircase from the returned ``x_1`` (:func:`._staircase.fit_staircase`) reaches at least
-    their acceptance (docs/nonidentical_verifier.md §4c-§4d). Complexity: one sparse LP with
-    5n variables per pass (CPU 0.3 s at n = 4096, 1.8 s at 8192, 28 s at 16384: HiGHS's dual simplex,
-    about n^2.5 to n^4; the first round at n = 49152 had not finished after 20 minutes of wall time,
-    about 6 of CPU, on the shared machine).
+    their acceptance (docs/nonidentical_verifier.md §4c-§4d). ``head``: draft 1's blocks
+    (:func:`blocks`; ``None``: a density per token, the unrestricted programme).
+
+    Complexity: one sparse LP with about 3n variables per pass (HiGHS's dual simplex); a whole fit
+    took 1.2 s CPU at n = 8192 and 41 s at 16384 on 0.8/2.0 (per token: 4.5 s and 225 s).
 
     The instance where the fitted path stops at 0.772285 < P* = 0.78 (T* = {1, 2}):
 
@@ -193,14 +263,17 @@ def ordered_split(
     source = None
     for index in range(rounds):
         orders = _orders(p, qs, parts, source)
-        pairs, _ = prefix_pair_violation(qs, orders, source if source is not None else laws, tol=1e-3)
+        sizes = tuple(int((qs[0][part] > 0).sum()) for part in parts)
+        starts = (blocks(len(orders[0]), sizes, head), np.arange(len(orders[1]), dtype=np.int64))
+        seed = source if source is not None else laws
+        pairs, _ = prefix_pair_violation(qs, orders, _block_means(seed, qs, orders, starts), tol=1e-3, starts=starts)
         solved = None
         for _ in range(PASSES):
-            solved = _solve(p, qs, orders, pairs)
+            solved = _solve(p, qs, orders, starts, pairs)
             if solved is None:
                 break
-            new, violation = prefix_pair_violation(qs, orders, solved)
-            if violation <= SLACK:
+            new, violation = prefix_pair_violation(qs, orders, solved, starts=starts)
+            if violation <= SLACK or new <= pairs:  # every violated pair is a row already: HiGHS's rounding
                 break
             pairs |= new
         else:

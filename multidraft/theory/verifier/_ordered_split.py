@@ -97,8 +97,8 @@ def blocks(size: int, part_sizes: tuple, head: int | None) -> np.ndarray:
     for count in part_sizes:
         hi = lo + count
         # doubling lengths 1, 2, 4, ... from both ends of the part's middle, single tokens outside
-        steps = lo + head + np.cumsum(np.concatenate([[0], 2 ** np.arange(max(count, 1).bit_length())]))
-        back = hi - head - np.cumsum(np.concatenate([[0], 2 ** np.arange(max(count, 1).bit_length())]))
+        offsets = np.cumsum(np.concatenate([[0], 2 ** np.arange(max(count, 1).bit_length())]))
+        steps, back = lo + head + offsets, hi - head - offsets
         middle = (lo + hi) / 2
         starts += [np.arange(lo, min(lo + head, hi)), np.arange(max(hi - head, lo), hi), steps[steps < middle], back[back > middle]]
         lo = hi
@@ -261,10 +261,11 @@ def ordered_split(
     """
     best = (float(np.minimum(p, laws[0] + laws[1]).sum()), laws[0], laws[1])
     source = None
+    # every round orders the same tokens (those each draft can propose, part after part): one block layout
+    sizes = [tuple(int((qs[i][part] > 0).sum()) for part in parts) for i in range(2)]
+    starts = (blocks(sum(sizes[0]), sizes[0], head), np.arange(sum(sizes[1]), dtype=np.int64))
     for index in range(rounds):
         orders = _orders(p, qs, parts, source)
-        sizes = tuple(int((qs[0][part] > 0).sum()) for part in parts)
-        starts = (blocks(len(orders[0]), sizes, head), np.arange(len(orders[1]), dtype=np.int64))
         seed = source if source is not None else laws
         pairs, _ = prefix_pair_violation(qs, orders, _block_means(seed, qs, orders, starts), tol=1e-3, starts=starts)
         solved = None

@@ -94,6 +94,7 @@ CLI_CASES = [
     CliCase("an acceptance above one", ("speedup", "--acceptance", "1.2", "--length", "4", "--cost-ratio", "0.1"), "acceptance: values must lie in [0, 1]"),
     CliCase("a draft length of zero", ("speedup", "--acceptance", "0.5", "--length", "0", "--cost-ratio", "0.1"), "length: must be an integer >= 1"),
     CliCase("a negative cost ratio", ("speedup", "--acceptance", "0.5", "--length", "2", "--cost-ratio", "-1"), "cost_ratio: must be a finite number >= 0"),
+    CliCase("an acceptance list with a word", ("speedup", "--acceptance", "0.5,x", "--length", "2", "--cost-ratio", "0.1"), "expected a number or comma-separated numbers a1,a2,... in [0, 1], got '0.5,x'"),
     CliCase("fewer acceptances than drafts", ("speedup", "--acceptance", "0.5,0.6", "--k", "3", "--length", "2", "--cost-ratio", "0.1"), "acceptance: --k 3 needs 3 values"),
     CliCase("a draft length search far beyond any useful one", ("speedup", "--acceptance", "0.8", "--length", "4", "--cost-ratio", "0.05", "--max-length", "100000000"), "exceed the limit MAX_GRID_POINTS=100,000"),
     # budget

@@ -16,12 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from multidraft.cli._lists import comma_list
 
-def _integers(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+_integers = comma_list(int, "comma-separated integers")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

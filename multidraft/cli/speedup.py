@@ -17,14 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from multidraft.cli._lists import comma_list
 
-def _acceptances(text: str) -> list[float]:
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number or comma-separated numbers a1,a2,... in [0, 1], got {text!r}"
-        ) from None
+_acceptances = comma_list(float, "a number or comma-separated numbers a1,a2,... in [0, 1]")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -48,6 +48,7 @@ from numbers import Rational
 
 import numpy as np
 
+from multidraft.theory.laws._row_scan import least_and_support
 from multidraft.theory.laws._tolerance import SUM_TOLERANCE, UNIT_ROUNDOFF, check_row_sums, dtype_name, sum_tolerance
 
 __all__ = [
@@ -312,7 +313,7 @@ def _plain(values: object, name: str) -> object:
 def _fast_path(
     values: object, batched: bool, normalize: bool, tolerance: float, copy: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """The checks of :func:`as_distribution` in three passes for a float64 array that passes
+    """The checks of :func:`as_distribution` in two passes for a float64 array that passes
     them (None otherwise, and the full checks name the defect): a minimum >= 0 excludes NaN
     and negative entries, and a finite sum excludes infinities. This keeps validation cheap on
     the per-position hot paths at a 10⁵-token vocabulary; the floor costs nothing more when the
@@ -322,21 +323,20 @@ def _fast_path(
     draft) is summed over its positive entries only: with the minimum >= 0 every other entry is
     exactly zero, so that is the same sum up to the order of the additions (within the
     tolerance policy's rounding bound, which holds for any order), and the row's support comes
-    with it (:func:`checked_row`). Returns ``(row, support or None)``."""
+    with it (:func:`checked_row`; the minimum and the support of a long row in one compiled
+    pass, :mod:`~multidraft.theory.laws._row_scan`). Returns ``(row, support or None)``."""
     if not (isinstance(values, np.ndarray) and values.dtype == np.float64 and values.size):
         return None
     if values.ndim != 1 and not (batched and values.ndim > 1):
         return None
-    least = values.min()
+    # a 1-D row: its least entry and sparse support in one compiled pass (_row_scan)
+    least, support = least_and_support(values, len(values) // SPARSE_SHARE) if values.ndim == 1 else (values.min(), None)
     if not least >= 0:  # also False for NaN
         return None
-    if least == 0.0 and values.ndim == 1:
-        positive = values > 0.0
-        if np.count_nonzero(positive) <= len(values) // SPARSE_SHARE:
-            support = np.flatnonzero(positive)
-            inside = values[support]
-            total = float(inside.sum())
-            return _sparse_scaled(len(values), support, inside, total) if _sum_passes(total, total, normalize, tolerance) else None
+    if support is not None:
+        inside = values[support]
+        total = float(inside.sum())
+        return _sparse_scaled(len(values), support, inside, total) if _sum_passes(total, total, normalize, tolerance) else None
     total = values.sum(axis=-1, keepdims=True)  # one row: its sum as a float, bounds without small-array ufuncs
     low, high = (float(total[0]),) * 2 if values.ndim == 1 else (float(total.min()), float(total.max()))
     if not _sum_passes(low, high, normalize, tolerance):

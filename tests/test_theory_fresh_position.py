@@ -20,7 +20,7 @@ import pytest
 
 from multidraft.theory import IID, as_distribution, softmax, top_k, zipf
 from multidraft.theory.laws import MASS_FLOOR
-from multidraft.theory.verifier import fit_curtain_rule
+from multidraft.theory.verifier import BLOCK, OutsideTarget, fit_curtain_rule
 
 
 #: Relative difference allowed between a row divided by its sum over the support and by its
@@ -153,3 +153,76 @@ def test_a_tie_of_positions_goes_to_the_first_column_as_argmin():
     uniforms = np.array([[0.3, 0.3, 0.0, 0.5]])  # acceptance uniform 0: always accepted
     assert rule.run(np.array([[first, second]]), uniforms)[0] == first
     assert rule.run(np.array([[second, first]]), uniforms)[0] == second
+
+
+def _numpy_outside(target, support, uniforms):
+    """:class:`OutsideTarget`'s mass, running block sums and block-by-block draws as numpy
+    computed them before the compiled steps (``reduceat`` less ``bincount``, clipped, ``cumsum``;
+    per draw one block's masked ``cumsum`` and a binary search)."""
+    blocks = np.add.reduceat(target, np.arange(0, len(target), BLOCK))
+    blocks -= np.bincount(support // BLOCK, target[support], minlength=len(blocks))
+    ends = np.cumsum(np.maximum(blocks, 0.0))
+    mass = float(ends[-1])
+
+    def weights(block):
+        out = target[block * BLOCK : (block + 1) * BLOCK].copy()
+        held = support[(support >= block * BLOCK) & (support < (block + 1) * BLOCK)]
+        out[held - block * BLOCK] = 0.0
+        return out
+
+    levels = np.minimum(uniforms * mass, np.nextafter(mass, 0.0))
+    drawn = []
+    for level, block in zip(levels, np.searchsorted(ends, levels, side="right")):
+        offset = level - (ends[block - 1] if block else 0.0)
+        within = np.cumsum(weights(block))
+        if within[-1] <= 0:  # rounding residue: the nearest block that holds mass
+            block = next(b for b in [*range(block + 1, len(ends)), *range(block - 1, -1, -1)] if weights(b).sum() > 0)
+            within, offset = np.cumsum(weights(block)), 0.0
+        drawn.append(block * BLOCK + int(np.searchsorted(within, min(offset, np.nextafter(within[-1], 0.0)), side="right")))
+    return mass, ends, np.array(drawn)
+
+
+def _residue_case() -> tuple[np.ndarray, np.ndarray]:
+    """A target whose block 1 holds only support tokens whose ``reduceat`` sum exceeds their
+    ``bincount`` sum by rounding: that block keeps a residue of mass and no token to draw (block
+    0 is empty, block 2 holds the mass outside the support)."""
+    rng = np.random.default_rng(11)
+    while True:
+        target = np.zeros(3 * BLOCK)
+        support = np.sort(rng.choice(np.arange(BLOCK, 2 * BLOCK), 40, replace=False))
+        target[support] = rng.random(40)
+        target[2 * BLOCK + 5 :: 7] = rng.random(len(target[2 * BLOCK + 5 :: 7]))
+        target /= target.sum()
+        if np.add.reduceat(target, [0, BLOCK, 2 * BLOCK])[1] > np.bincount(support // BLOCK, target[support])[1]:
+            return target, support
+
+
+def test_outside_target_is_the_numpy_formula_and_a_twin_is_caught():
+    """The compiled block sums and draws of :class:`OutsideTarget`: mass and running sums bit for
+    bit, and every draw token for token, against the numpy formula -- Zipf targets with zeros,
+    supports of every size, levels at 0 and just below 1, and a block of rounding residue (the
+    fallback to the nearest block with mass); the twin (each draw one token later) differs."""
+    rng = np.random.default_rng(34)
+    cases = [_residue_case()]
+    for n in (1, BLOCK, 5 * BLOCK + 7, 131_072):
+        p = zipf(n, 1.1, rng=rng)
+        p[1:][rng.random(n - 1) < 0.3] = 0.0
+        p /= p.sum()
+        for size in (0, 1, n // 3):
+            support = np.sort(rng.choice(n, size, replace=False)).astype(np.int64)
+            if p[np.setdiff1d(np.arange(n), support)].sum() > 0:
+                cases.append((p, support))
+    uniforms = np.concatenate([rng.random(20), [0.0, np.nextafter(1.0, 0.0)], np.linspace(0.3, 0.4, 9)])
+    for target, support in cases:
+        outside = OutsideTarget(target, support)
+        mass, ends, drawn = _numpy_outside(target, support, uniforms)
+        assert outside.mass == mass
+        np.testing.assert_array_equal(outside.ends, ends)
+        np.testing.assert_array_equal(outside.draw(uniforms), drawn)
+    target, support = cases[0]
+    residue = OutsideTarget(target, support)
+    assert residue.ends[0] == 0 < residue.ends[1]  # block 1: mass, and no token outside the support
+    level = residue.ends[1] / 2 / residue.mass
+    assert residue.draw(np.array([level]))[0] == 2 * BLOCK + 5 == _numpy_outside(target, support, np.array([level]))[2][0]
+    twin = _numpy_outside(*cases[-1], uniforms)[2] + 1
+    assert not np.array_equal(OutsideTarget(*cases[-1]).draw(uniforms), twin)

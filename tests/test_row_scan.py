@@ -24,7 +24,7 @@ def _numpy(values: np.ndarray, limit: int) -> tuple[float, np.ndarray | None]:
 def _rows(seed: int) -> list[tuple[np.ndarray, int]]:
     """Rows of both routes: sparse with positives at chunk edges, in the short last chunk and at
     the very ends; exactly ``limit`` positives and one more; dense ones with and without zeros;
-    subnormals; and rows with a NaN, an infinity, a negative entry or -0.0."""
+    subnormals; a strided view; and rows with a NaN, an infinity, a negative entry or -0.0."""
     rng = np.random.default_rng(seed)
     rows = []
     for n in (COMPILED_FROM, COMPILED_FROM + 1, 3 * CHUNK * 11 + 17, 50_257, 131_072):
@@ -43,6 +43,7 @@ def _rows(seed: int) -> list[tuple[np.ndarray, int]]:
         tiny = np.zeros(n)
         tiny[[1, n // 2, n - 2]] = [5e-324, 1e-310, 1.0]  # subnormal patterns are positive
         rows.append((tiny, limit))
+        rows.append((np.stack([tiny, dense], axis=1)[:, 0], limit))  # a strided view
         for defect in (np.nan, -np.nan, np.inf, -1e-3, -0.0):
             bad = tiny.copy()
             bad[n // 3] = defect

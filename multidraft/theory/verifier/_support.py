@@ -235,26 +235,27 @@ def _draw_in_blocks(target, support, ends, uniforms, mass, out):
         offset = level - (ends[block - 1] if block > 0 else 0.0)
         start, stop = block * BLOCK, min((block + 1) * BLOCK, n)
         first = np.searchsorted(support, start)
-        total, held = 0.0, first
-        for j in range(start, stop):
-            if held < support.shape[0] and support[held] == j:
-                held += 1
-            else:
-                total += target[j]
+        total = _running_sum(target, support, first, start, stop, np.inf)[1]
         if not total > 0.0:
             continue
-        offset = min(offset, np.nextafter(total, 0.0))
-        running, held = 0.0, first
-        for j in range(start, stop):
-            if held < support.shape[0] and support[held] == j:
-                held += 1
-            else:
-                running += target[j]
-                if running > offset:
-                    out[i] = j
-                    missing -= 1
-                    break
+        out[i] = _running_sum(target, support, first, start, stop, min(offset, np.nextafter(total, 0.0)))[0]
+        missing -= 1
     return missing
 
 
-KERNELS = ("_outside_blocks", "_draw_in_blocks")
+def _running_sum(target, support, first, start, stop, offset):
+    """The running sum of p over the tokens ``start:stop``, the support's entries (from
+    ``support[first]`` on) as zeros: ``(the first token where it exceeds offset, else -1; the
+    sum reached)``."""
+    running, held = 0.0, first
+    for j in range(start, stop):
+        if held < support.shape[0] and support[held] == j:
+            held += 1
+        else:
+            running += target[j]
+            if running > offset:
+                return j, running
+    return -1, running
+
+
+KERNELS = ("_outside_blocks", "_draw_in_blocks", "_running_sum")

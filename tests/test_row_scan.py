@@ -6,11 +6,19 @@ twin that must fail."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 from multidraft.theory.laws import _row_scan
 from multidraft.theory.laws._row_scan import CHUNK, COMPILED_FROM, least_and_support
+
+
+@pytest.fixture(autouse=True)
+def _numba_loaded():
+    """The compiled pass runs in a process that has loaded numba (the verifiers' kernels do)."""
+    _row_scan.compile_in_place(vars(_row_scan), _row_scan.KERNELS)
 
 
 def _numpy(values: np.ndarray, limit: int) -> tuple[float, np.ndarray | None]:
@@ -87,7 +95,6 @@ def test_a_scan_that_lets_a_nan_through_is_caught(monkeypatch):
 def test_a_scan_that_skips_the_last_chunk_is_caught(monkeypatch):
     """The twin of the chunk flags: a pass that never flags the short last chunk loses the
     positive entries there."""
-    _row_scan.compile_in_place(vars(_row_scan), _row_scan.KERNELS)
     compiled = _row_scan._chunk_bits
 
     def skipping(bits, flags):
@@ -100,3 +107,24 @@ def test_a_scan_that_skips_the_last_chunk_is_caught(monkeypatch):
     monkeypatch.setattr(_row_scan, "compile_in_place", lambda namespace, names: None)
     rows = _rows(0)
     assert any(not _same(least_and_support(row, limit), _numpy(row, limit)) for row, limit in rows)
+
+
+def test_validation_alone_never_imports_numba_and_the_twin_runs_the_compiled_pass(monkeypatch):
+    """A process without numba validates a long row by numpy's passes (validation never imports
+    numba: its start would dwarf a one-off check); with numba loaded, the same call runs the
+    compiled pass -- the same answer either way."""
+    compiled, calls = _row_scan._chunk_bits, []
+
+    def counting(bits, flags):
+        calls.append(len(bits))
+        return compiled(bits, flags)
+
+    monkeypatch.setattr(_row_scan, "_chunk_bits", counting)
+    monkeypatch.setattr(_row_scan, "compile_in_place", lambda namespace, names: None)
+    row, limit = _rows(0)[2]
+    loaded = least_and_support(row, limit)
+    assert calls == [len(row)]  # the twin: numba loaded, the compiled pass ran
+    monkeypatch.delitem(sys.modules, "numba")
+    alone = least_and_support(row, limit)
+    assert calls == [len(row)] and "numba" not in sys.modules
+    assert _same(alone, loaded) and _same(alone, _numpy(row, limit))

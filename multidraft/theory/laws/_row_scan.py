@@ -13,14 +13,19 @@ bit pattern is the least entry, and a chunk of ``CHUNK`` entries holds a positiv
 OR of its patterns is non-zero. A second, scalar pass visits only the chunks that hold one and
 lists their positive entries, stopping once there are more than ``limit``. A row with a sign bit
 set anywhere (a negative entry, -0.0, a NaN with its sign set), a NaN or an infinity is left to
-numpy's passes, which give the same answers for it; so is a row shorter than ``COMPILED_FROM``
-(numba is imported only for long rows).
+numpy's passes, which give the same answers for it; so is a row shorter than ``COMPILED_FROM``,
+and so is every row in a process that has not loaded numba yet: validation alone never imports
+it (its start, ~0.7 s, would dwarf a one-off check: ``optimal_acceptance`` of a dense iid law at
+n = 131072 takes ~30 ms without it), while the per-position paths, whose verifiers run numba
+kernels, get the compiled pass from their second position on.
 
 The answer is numpy's, exactly: ``least`` is ``row.min()`` and the support is
 ``flatnonzero(row > 0)`` whenever it is returned (tests/test_row_scan.py).
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -40,8 +45,9 @@ def least_and_support(values: np.ndarray, limit: int) -> tuple[float, np.ndarray
     """``(values.min(), support)`` for a 1-D float64 array: ``support = flatnonzero(values > 0)``
     (int64, ascending) when ``values.min() == 0`` and at most ``limit`` entries are positive,
     else None. One compiled pass plus a visit of the chunks that hold positive entries for a
-    row of at least :data:`COMPILED_FROM` finite non-negative entries; numpy's passes otherwise."""
-    if len(values) >= COMPILED_FROM:
+    row of at least :data:`COMPILED_FROM` finite non-negative entries in a process that has
+    loaded numba; numpy's passes otherwise."""
+    if len(values) >= COMPILED_FROM and "numba" in sys.modules:
         compile_in_place(globals(), KERNELS)
         bits = values.view(np.int64)
         flags = np.empty(-(-len(values) // CHUNK), dtype=np.uint8)

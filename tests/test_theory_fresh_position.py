@@ -8,7 +8,10 @@ what it replaced.
   every defect (NaN, infinity, a negative entry, a sum off by more than the tolerance) still
   refused with its message;
 * the compiled selection (:mod:`multidraft.theory.verifier._curtain_select`) against the numpy
-  formula it replaced, token for token.
+  formula it replaced, token for token;
+* :class:`OutsideTarget`'s compiled block sums and draws against the numpy formula, bit for bit;
+* a sparse draft's row written out only on request (the scheme fits on the support's values and
+  checks tuples against the support): the same row, the same rule and the same verdicts.
 
 Each check has a twin that must fail.
 """
@@ -226,3 +229,61 @@ def test_outside_target_is_the_numpy_formula_and_a_twin_is_caught():
     assert residue.draw(np.array([level]))[0] == 2 * BLOCK + 5 == _numpy_outside(target, support, np.array([level]))[2][0]
     twin = _numpy_outside(*cases[-1], uniforms)[2] + 1
     assert not np.array_equal(OutsideTarget(*cases[-1]).draw(uniforms), twin)
+
+
+def test_a_sparse_drafts_row_is_written_out_only_on_request_and_equals_the_dense_route():
+    """``IID(q)`` of a top-k row holds q on its support; ``law.draft``, written out on first use,
+    is ``as_distribution(q)`` bit for bit, and ``support_draft()`` is that row at the support.
+    One fresh position of the optimal scheme never writes the row out."""
+    from multidraft.schemes import get_scheme
+
+    p, q = _sparse_draft(131072, 100, seed=5)
+    law = IID(q, 4)
+    tuples = law.sample(np.random.default_rng(0), 3)  # IID.sample reads the row: a law of its own
+    law = IID(q, 4)
+    get_scheme("optimal").sample(p, law, tuples, np.random.default_rng(1))
+    assert "draft" not in vars(law)
+    np.testing.assert_array_equal(law.support_draft(), as_distribution(q)[law.support_tokens()])
+    np.testing.assert_array_equal(law.draft, as_distribution(q))
+    assert "draft" in vars(law) and not law.support_draft().flags.writeable
+
+
+def test_tuples_checked_on_the_support_as_on_the_row_and_a_twin_is_caught():
+    """A sparse draft's tuples are checked against its support (no row written): the same
+    verdict as ``q[x] > 0`` on the written-out row, for tokens inside, between and beyond the
+    support; the twin (a search that only asks whether the token lies below the support's
+    end) lets a token of probability zero through."""
+    _, q = _sparse_draft(8192, 40, seed=6)
+    law = IID(q, 2)
+    support = law.support_tokens()
+    candidates = [int(support[0]), int(support[-1]), int(support[3]) + 1, 0, 8191, int(support[-1]) + 1]
+    rows = [np.array([a, b]) for a in candidates for b in candidates]
+    verdicts = [law._tuple_possible(row) for row in rows]
+    assert verdicts == [bool((law.draft[row] > 0).all()) for row in rows]
+    assert any(verdicts) and not all(verdicts)
+
+    def twin(drafts):
+        return bool((np.searchsorted(support, drafts) < len(support)).all())
+
+    assert [twin(row) for row in rows] != verdicts
+
+
+def test_the_scheme_fits_on_the_support_the_rule_of_the_dense_route():
+    """The optimal plan's rule, fitted from the law's support values (no dense q), equals
+    ``fit_curtain_rule(p, q, k, support)`` on the written-out row array for array and draw for
+    draw; the twin (q of another temperature on the same support) does not."""
+    from multidraft.schemes import get_scheme
+
+    p, q = _sparse_draft(131072, 100, seed=7)
+    law = IID(q, 3)
+    plan = get_scheme("optimal").prepare(p, law)
+    rule, dense = plan.rule, fit_curtain_rule(plan.target, as_distribution(q), 3, law.support_tokens())
+    for name in ("support", "group", "group_density", "piece_start", "piece_end", "certificate"):
+        np.testing.assert_array_equal(getattr(rule, name), getattr(dense, name), err_msg=name)
+    assert rule.acceptance == dense.acceptance and rule.optimum == dense.optimum
+    tuples = law.sample(np.random.default_rng(3), 500)
+    uniforms = np.random.default_rng(4).random((500, 5))
+    np.testing.assert_array_equal(rule.run(tuples, uniforms), dense.run(tuples, uniforms))
+    other = as_distribution(top_k(softmax(np.log(p), temperature=0.7), 100))
+    twin = fit_curtain_rule(plan.target, other, 3, law.support_tokens())
+    assert not np.array_equal(twin.run(tuples, uniforms), rule.run(tuples, uniforms))

@@ -31,7 +31,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["least_and_support", "COMPILED_FROM", "CHUNK"]
+__all__ = ["least_and_support", "SparseRow", "COMPILED_FROM", "CHUNK"]
 
 #: Entries per chunk of the vectorised pass (128: fastest of 16-512 measured at n = 131072).
 CHUNK = 128
@@ -39,6 +39,23 @@ CHUNK = 128
 COMPILED_FROM = 4096
 #: The bit pattern of +inf: every finite non-negative double's pattern lies below it.
 _INFINITY_BITS = 0x7FF0000000000000
+
+
+class SparseRow:
+    """A validated row of ``n`` entries held on its support: ``values`` at the ascending ids
+    ``support`` (int64), zero elsewhere -- the sparse route of validation (a top-k or top-p
+    draft), for a caller that wants the row written out only on request (:meth:`dense`)."""
+
+    __slots__ = ("n", "support", "values")
+
+    def __init__(self, n: int, support: np.ndarray, values: np.ndarray) -> None:
+        self.n, self.support, self.values = n, support, values
+
+    def dense(self) -> np.ndarray:
+        """The row over the vocabulary [n] (a fresh array: zeros, ``values`` at ``support``)."""
+        out = np.zeros(self.n)
+        out[self.support] = self.values
+        return out
 
 
 def least_and_support(values: np.ndarray, limit: int) -> tuple[float, np.ndarray | None]:

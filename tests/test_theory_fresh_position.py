@@ -8,7 +8,10 @@ what it replaced.
   every defect (NaN, infinity, a negative entry, a sum off by more than the tolerance) still
   refused with its message;
 * the compiled selection (:mod:`multidraft.theory.verifier._curtain_select`) against the numpy
-  formula it replaced, token for token.
+  formula it replaced, token for token;
+* :class:`OutsideTarget`'s compiled block sums and draws against the numpy formula, bit for bit;
+* a sparse draft's row written out only on request (the scheme fits on the support's values and
+  checks tuples against the support): the same row, the same rule and the same verdicts.
 
 Each check has a twin that must fail.
 """
@@ -20,7 +23,7 @@ import pytest
 
 from multidraft.theory import IID, as_distribution, softmax, top_k, zipf
 from multidraft.theory.laws import MASS_FLOOR
-from multidraft.theory.verifier import fit_curtain_rule
+from multidraft.theory.verifier import BLOCK, OutsideTarget, fit_curtain_rule
 
 
 #: Relative difference allowed between a row divided by its sum over the support and by its
@@ -153,3 +156,134 @@ def test_a_tie_of_positions_goes_to_the_first_column_as_argmin():
     uniforms = np.array([[0.3, 0.3, 0.0, 0.5]])  # acceptance uniform 0: always accepted
     assert rule.run(np.array([[first, second]]), uniforms)[0] == first
     assert rule.run(np.array([[second, first]]), uniforms)[0] == second
+
+
+def _numpy_outside(target, support, uniforms):
+    """:class:`OutsideTarget`'s mass, running block sums and block-by-block draws as numpy
+    computed them before the compiled steps (``reduceat`` less ``bincount``, clipped, ``cumsum``;
+    per draw one block's masked ``cumsum`` and a binary search)."""
+    blocks = np.add.reduceat(target, np.arange(0, len(target), BLOCK))
+    blocks -= np.bincount(support // BLOCK, target[support], minlength=len(blocks))
+    ends = np.cumsum(np.maximum(blocks, 0.0))
+    mass = float(ends[-1])
+
+    def weights(block):
+        out = target[block * BLOCK : (block + 1) * BLOCK].copy()
+        held = support[(support >= block * BLOCK) & (support < (block + 1) * BLOCK)]
+        out[held - block * BLOCK] = 0.0
+        return out
+
+    levels = np.minimum(uniforms * mass, np.nextafter(mass, 0.0))
+    drawn = []
+    for level, block in zip(levels, np.searchsorted(ends, levels, side="right")):
+        offset = level - (ends[block - 1] if block else 0.0)
+        within = np.cumsum(weights(block))
+        if within[-1] <= 0:  # rounding residue: the nearest block that holds mass
+            block = next(b for b in [*range(block + 1, len(ends)), *range(block - 1, -1, -1)] if weights(b).sum() > 0)
+            within, offset = np.cumsum(weights(block)), 0.0
+        drawn.append(block * BLOCK + int(np.searchsorted(within, min(offset, np.nextafter(within[-1], 0.0)), side="right")))
+    return mass, ends, np.array(drawn)
+
+
+def _residue_case() -> tuple[np.ndarray, np.ndarray]:
+    """A target whose block 1 holds only support tokens whose ``reduceat`` sum exceeds their
+    ``bincount`` sum by rounding: that block keeps a residue of mass and no token to draw (block
+    0 is empty, block 2 holds the mass outside the support)."""
+    rng = np.random.default_rng(11)
+    while True:
+        target = np.zeros(3 * BLOCK)
+        support = np.sort(rng.choice(np.arange(BLOCK, 2 * BLOCK), 40, replace=False))
+        target[support] = rng.random(40)
+        target[2 * BLOCK + 5 :: 7] = rng.random(len(target[2 * BLOCK + 5 :: 7]))
+        target /= target.sum()
+        if np.add.reduceat(target, [0, BLOCK, 2 * BLOCK])[1] > np.bincount(support // BLOCK, target[support])[1]:
+            return target, support
+
+
+def test_outside_target_is_the_numpy_formula_and_a_twin_is_caught():
+    """The compiled block sums and draws of :class:`OutsideTarget`: mass and running sums bit for
+    bit, and every draw token for token, against the numpy formula -- Zipf targets with zeros,
+    supports of every size, levels at 0 and just below 1, and a block of rounding residue (the
+    fallback to the nearest block with mass); the twin (each draw one token later) differs."""
+    rng = np.random.default_rng(34)
+    cases = [_residue_case()]
+    for n in (1, BLOCK, 5 * BLOCK + 7, 131_072):
+        p = zipf(n, 1.1, rng=rng)
+        p[1:][rng.random(n - 1) < 0.3] = 0.0
+        p /= p.sum()
+        for size in (0, 1, n // 3):
+            support = np.sort(rng.choice(n, size, replace=False)).astype(np.int64)
+            if p[np.setdiff1d(np.arange(n), support)].sum() > 0:
+                cases.append((p, support))
+    uniforms = np.concatenate([rng.random(20), [0.0, np.nextafter(1.0, 0.0)], np.linspace(0.3, 0.4, 9)])
+    for target, support in cases:
+        outside = OutsideTarget(target, support)
+        mass, ends, drawn = _numpy_outside(target, support, uniforms)
+        assert outside.mass == mass
+        np.testing.assert_array_equal(outside.ends, ends)
+        np.testing.assert_array_equal(outside.draw(uniforms), drawn)
+    target, support = cases[0]
+    residue = OutsideTarget(target, support)
+    assert residue.ends[0] == 0 < residue.ends[1]  # block 1: mass, and no token outside the support
+    level = residue.ends[1] / 2 / residue.mass
+    assert residue.draw(np.array([level]))[0] == 2 * BLOCK + 5 == _numpy_outside(target, support, np.array([level]))[2][0]
+    twin = _numpy_outside(*cases[-1], uniforms)[2] + 1
+    assert not np.array_equal(OutsideTarget(*cases[-1]).draw(uniforms), twin)
+
+
+def test_a_sparse_drafts_row_is_written_out_only_on_request_and_equals_the_dense_route():
+    """``IID(q)`` of a top-k row holds q on its support; ``law.draft``, written out on first use,
+    is ``as_distribution(q)`` bit for bit, and ``support_draft()`` is that row at the support.
+    One fresh position of the optimal scheme never writes the row out."""
+    from multidraft.schemes import get_scheme
+
+    p, q = _sparse_draft(131072, 100, seed=5)
+    law = IID(q, 4)
+    tuples = law.sample(np.random.default_rng(0), 3)  # IID.sample reads the row: a law of its own
+    law = IID(q, 4)
+    get_scheme("optimal").sample(p, law, tuples, np.random.default_rng(1))
+    assert "draft" not in vars(law)
+    np.testing.assert_array_equal(law.support_draft(), as_distribution(q)[law.support_tokens()])
+    np.testing.assert_array_equal(law.draft, as_distribution(q))
+    assert "draft" in vars(law) and not law.support_draft().flags.writeable
+
+
+def test_tuples_checked_on_the_support_as_on_the_row_and_a_twin_is_caught():
+    """A sparse draft's tuples are checked against its support (no row written): the same
+    verdict as ``q[x] > 0`` on the written-out row, for tokens inside, between and beyond the
+    support; the twin (a search that only asks whether the token lies below the support's
+    end) lets a token of probability zero through."""
+    _, q = _sparse_draft(8192, 40, seed=6)
+    law = IID(q, 2)
+    support = law.support_tokens()
+    candidates = [int(support[0]), int(support[-1]), int(support[3]) + 1, 0, 8191, int(support[-1]) + 1]
+    rows = [np.array([a, b]) for a in candidates for b in candidates]
+    verdicts = [law._tuple_possible(row) for row in rows]
+    assert verdicts == [bool((law.draft[row] > 0).all()) for row in rows]
+    assert any(verdicts) and not all(verdicts)
+
+    def twin(drafts):
+        return bool((np.searchsorted(support, drafts) < len(support)).all())
+
+    assert [twin(row) for row in rows] != verdicts
+
+
+def test_the_scheme_fits_on_the_support_the_rule_of_the_dense_route():
+    """The optimal plan's rule, fitted from the law's support values (no dense q), equals
+    ``fit_curtain_rule(p, q, k, support)`` on the written-out row array for array and draw for
+    draw; the twin (q of another temperature on the same support) does not."""
+    from multidraft.schemes import get_scheme
+
+    p, q = _sparse_draft(131072, 100, seed=7)
+    law = IID(q, 3)
+    plan = get_scheme("optimal").prepare(p, law)
+    rule, dense = plan.rule, fit_curtain_rule(plan.target, as_distribution(q), 3, law.support_tokens())
+    for name in ("support", "group", "group_density", "piece_start", "piece_end", "certificate"):
+        np.testing.assert_array_equal(getattr(rule, name), getattr(dense, name), err_msg=name)
+    assert rule.acceptance == dense.acceptance and rule.optimum == dense.optimum
+    tuples = law.sample(np.random.default_rng(3), 500)
+    uniforms = np.random.default_rng(4).random((500, 5))
+    np.testing.assert_array_equal(rule.run(tuples, uniforms), dense.run(tuples, uniforms))
+    other = as_distribution(top_k(softmax(np.log(p), temperature=0.7), 100))
+    twin = fit_curtain_rule(plan.target, other, 3, law.support_tokens())
+    assert not np.array_equal(twin.run(tuples, uniforms), rule.run(tuples, uniforms))

@@ -53,6 +53,7 @@ from multidraft.theory.verifier import (
     FrontBackRule,
     IndependentRule,
     fit_curtain_rule,
+    fit_support_rule,
     has_verifier,
     optimal_selection_rule,
 )
@@ -88,10 +89,14 @@ class _VerifierPlan(_OptimumPlan):
 
     @cached_property
     def rule(self) -> CurtainRule | FrontBackRule:
-        p = np.asarray(self.target, dtype=np.float64)
-        if isinstance(self.law, IID):  # the target is the plan's, checked once by prepare
-            return fit_curtain_rule(p, self.law.draft, self.law.k, self.law.support_tokens())
-        return optimal_selection_rule(p, self.law)
+        p, law = np.asarray(self.target, dtype=np.float64), self.law
+        if not isinstance(law, IID):
+            return optimal_selection_rule(p, law)
+        support = law.support_tokens()  # the target is the plan's, checked once by prepare
+        if len(support) == law.n:
+            return fit_curtain_rule(p, law.draft, law.k, support)
+        # q on its support as validation left it: a sparse draft's row is never written out
+        return fit_support_rule(p[support], law.support_draft(), support, law.n, law.k, target=p)
 
     @cached_property
     def selection(self) -> _RuleSelection:

@@ -48,6 +48,7 @@ from numbers import Rational
 
 import numpy as np
 
+from multidraft.theory.laws._row_scan import SparseRow, least_and_support
 from multidraft.theory.laws._tolerance import SUM_TOLERANCE, UNIT_ROUNDOFF, check_row_sums, dtype_name, sum_tolerance
 
 __all__ = [
@@ -246,12 +247,13 @@ def as_distribution(
 
 def checked_row(
     values: object, name: str, *, normalize: bool = False, tolerance: float | None = None, batched: bool = False,
-    copy: bool = True,
-) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    copy: bool = True, sparse: bool = False,
+) -> tuple[np.ndarray | SparseRow, np.ndarray | None]:  # fmt: skip
     """``(as_distribution(values, ...), support)``: the same checks and result, and the support
     (ascending ids of the positive entries, int64) when the checks found it on the way -- a
     sparse float64 row (a top-k or top-p draft) -- else None. A draft law keeps it, so that a
-    verifier fitted on the support does not search the row for it again (O(n))."""
+    verifier fitted on the support does not search the row for it again (O(n)); with
+    ``sparse=True`` such a row comes as a :class:`SparseRow`, not written out (O(n) saved)."""
     if isinstance(values, str):
         values = parse_distribution(values, name)
     dtype = dtype_name(values)
@@ -260,7 +262,7 @@ def checked_row(
         tolerance = check_number(tolerance, "tolerance", ">= 0", lambda t: t >= 0)
     fast = _fast_path(values, batched, normalize, SUM_TOLERANCE if tolerance is None else tolerance, copy)
     if fast is not None:
-        return fast
+        return fast if sparse or fast[1] is None else (fast[0].dense(), fast[1])
     try:
         array = np.array(_to_float_list(values), dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -311,8 +313,8 @@ def _plain(values: object, name: str) -> object:
 
 def _fast_path(
     values: object, batched: bool, normalize: bool, tolerance: float, copy: bool = True
-) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """The checks of :func:`as_distribution` in three passes for a float64 array that passes
+) -> tuple[np.ndarray | SparseRow, np.ndarray | None] | None:
+    """The checks of :func:`as_distribution` in two passes for a float64 array that passes
     them (None otherwise, and the full checks name the defect): a minimum >= 0 excludes NaN
     and negative entries, and a finite sum excludes infinities. This keeps validation cheap on
     the per-position hot paths at a 10⁵-token vocabulary; the floor costs nothing more when the
@@ -322,21 +324,21 @@ def _fast_path(
     draft) is summed over its positive entries only: with the minimum >= 0 every other entry is
     exactly zero, so that is the same sum up to the order of the additions (within the
     tolerance policy's rounding bound, which holds for any order), and the row's support comes
-    with it (:func:`checked_row`). Returns ``(row, support or None)``."""
+    with it (:func:`checked_row`; the minimum and the support of a long row in one compiled
+    pass, :mod:`~multidraft.theory.laws._row_scan`). Returns ``(row, support or None)``, the
+    row of the sparse route a :class:`SparseRow`."""
     if not (isinstance(values, np.ndarray) and values.dtype == np.float64 and values.size):
         return None
     if values.ndim != 1 and not (batched and values.ndim > 1):
         return None
-    least = values.min()
+    # a 1-D row: its least entry and sparse support in one compiled pass (_row_scan)
+    least, support = least_and_support(values, len(values) // SPARSE_SHARE) if values.ndim == 1 else (values.min(), None)
     if not least >= 0:  # also False for NaN
         return None
-    if least == 0.0 and values.ndim == 1:
-        positive = values > 0.0
-        if np.count_nonzero(positive) <= len(values) // SPARSE_SHARE:
-            support = np.flatnonzero(positive)
-            inside = values[support]
-            total = float(inside.sum())
-            return _sparse_scaled(len(values), support, inside, total) if _sum_passes(total, total, normalize, tolerance) else None
+    if support is not None:
+        inside = values[support]
+        total = float(inside.sum())
+        return _sparse_scaled(len(values), support, inside, total) if _sum_passes(total, total, normalize, tolerance) else None
     total = values.sum(axis=-1, keepdims=True)  # one row: its sum as a float, bounds without small-array ufuncs
     low, high = (float(total[0]),) * 2 if values.ndim == 1 else (float(total.min()), float(total.max()))
     if not _sum_passes(low, high, normalize, tolerance):
@@ -364,19 +366,17 @@ def _sum_passes(low: float, high: float, normalize: bool, tolerance: float) -> b
 SPARSE_SHARE = 8
 
 
-def _sparse_scaled(n: int, positive: np.ndarray, inside: np.ndarray, total: float) -> tuple[np.ndarray, np.ndarray]:
+def _sparse_scaled(n: int, positive: np.ndarray, inside: np.ndarray, total: float) -> tuple[SparseRow, np.ndarray]:
     """``(row, support)`` for a row of n entries that is ``inside`` at the ids ``positive`` and
-    zero elsewhere: ``inside / total`` with the floor applied (zero stays zero), written into
-    zeros, so that the division and the floor's test touch the positive entries only (a
-    top-100 draft at n = 131072: a few µs instead of ~100 µs); the support is ``positive`` less
-    the entries the floor set to zero."""
-    out = np.zeros(n)
+    zero elsewhere: ``inside / total`` with the floor applied (zero stays zero) on the support,
+    so that the division and the floor's test touch the positive entries only (a top-100 draft
+    at n = 131072: a few µs instead of ~100 µs); the support is ``positive`` less the entries
+    the floor set to zero, and the row a :class:`SparseRow` there (:func:`checked_row`)."""
     scaled = inside / total
     kept = scaled >= MASS_FLOOR
     if not kept.all():
         positive, scaled = positive[kept], scaled[kept]
-    out[positive] = scaled
-    return out, positive
+    return SparseRow(n, positive, scaled), positive
 
 
 def _to_float_list(values: object) -> object:

@@ -24,6 +24,7 @@ from multidraft.theory.laws._distributions import (
     check_generator,
     is_exact_input,
 )
+from multidraft.theory.laws._row_scan import SparseRow
 from multidraft.theory.laws._limits import SUBSETS_LIMIT, SizeEstimate, check_size, optimum_advice
 
 #: Most draft tuples :meth:`DraftLaw.enumerate` will list before refusing.
@@ -53,11 +54,12 @@ def check_k(k: int) -> int:
 
 
 def validated_draft(
-    draft: object, name: str, normalize: bool
-) -> tuple[np.ndarray, tuple[Fraction, ...] | None, np.ndarray | None]:
+    draft: object, name: str, normalize: bool, sparse: bool = False
+) -> tuple[np.ndarray | SparseRow, tuple[Fraction, ...] | None, np.ndarray | None]:
     """Float copy of a draft distribution, its exact Fractions when given exactly, and its
     support (ascending token ids of the positive entries) when validation found it on the way
-    (a sparse float row, :func:`~multidraft.theory.laws._distributions.checked_row`), else None.
+    (a sparse float row, :func:`~multidraft.theory.laws._distributions.checked_row`), else None;
+    with ``sparse=True`` such a row comes as a :class:`SparseRow`, not written out.
 
     A positive exact entry below :data:`~multidraft.theory.laws.MASS_FLOOR` (1e-300)
     is kept as ``MASS_FLOOR`` in the float copy, so that every support
@@ -67,7 +69,7 @@ def validated_draft(
     if is_exact_input(draft) or (isinstance(draft, str) and "." not in draft):
         exact = as_exact_distribution(draft, name, normalize=normalize)
         return np.array([max(float(x), MASS_FLOOR) if x > 0 else 0.0 for x in exact]), exact, None
-    values, support = checked_row(draft, name, normalize=normalize)
+    values, support = checked_row(draft, name, normalize=normalize, sparse=sparse)
     return values, None, support
 
 

@@ -36,6 +36,7 @@ import math
 from abc import abstractmethod
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from multidraft.theory.laws._law_base import (
     validated_draft,
 )
 from multidraft.theory.laws._distributions import MASS_FLOOR
+from multidraft.theory.laws._row_scan import SparseRow
 
 __all__ = [
     "IID",
@@ -63,8 +65,17 @@ class _OneDistributionLaw(DraftLaw):
 
     def __init__(self, draft: object, k: int, *, normalize: bool = False) -> None:
         self.k = check_k(k)
-        self.draft, self._exact_draft, self._support_tokens = validated_draft(draft, "draft", normalize)
-        self.n = len(self.draft)
+        row, self._exact_draft, self._support_tokens = validated_draft(draft, "draft", normalize, sparse=True)
+        self._sparse = row if isinstance(row, SparseRow) else None
+        if self._sparse is None:
+            self.draft = row
+        self.n = len(row) if self._sparse is None else row.n
+
+    @cached_property
+    def draft(self) -> np.ndarray:
+        """q [n], float64: for a sparse draft (a top-k or top-p row) written out on first use --
+        validation held it on its support, and a verifier fitted there never asks for it."""
+        return self._sparse.dense()
 
     @property
     def exact(self) -> bool:
@@ -103,6 +114,13 @@ class _RatioPrefixLaw(_OneDistributionLaw):
             self._support_tokens = np.flatnonzero(self.support)
         self._support_tokens.flags.writeable = False
         return self._support_tokens
+
+    def support_draft(self) -> np.ndarray:
+        """q at :meth:`support_tokens` (float64, read-only): a sparse draft's validated values,
+        without writing out its row."""
+        out = self._sparse.values if self._sparse is not None else self.draft[self.support_tokens()]
+        out.flags.writeable = False
+        return out
 
     def marginal(self, position: int, exact: bool = False) -> np.ndarray:
         """q for the first draft (``X_1 ~ q`` under both laws); later positions: subclass."""
@@ -191,7 +209,10 @@ class IID(_RatioPrefixLaw):
         return EXACT.prefix_sums(self._q(True)[order]) ** self.k
 
     def _tuple_possible(self, drafts: np.ndarray) -> bool:
-        return bool((self.draft[drafts] > 0).all())
+        if self._sparse is None:
+            return bool((self.draft[drafts] > 0).all())
+        support = self._sparse.support  # a sparse draft: its support, not its row
+        return bool((np.take(support, np.searchsorted(support, drafts), mode="clip") == drafts).all())
 
 
 class Independent(DraftLaw):

@@ -67,7 +67,8 @@ class OptimalCut:
     contained : float
         g(T*) = P(set(X) ⊆ T*).
     candidates : int
-        Prefixes evaluated exactly (the rest were pruned by the bounds).
+        Prefixes the bounds leave as candidates (the rest were pruned); of these, only the
+        ones whose lower bound is within the tolerance of the best cut found are evaluated.
     """
 
     order: np.ndarray
@@ -251,12 +252,32 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
         chord = np.interp(prefix_q[: draftable + 1], known_q, known_g)
         lower = np.maximum(lower, prefix_p[: draftable + 1] + 1.0 - chord)
     candidates = np.flatnonzero(lower <= bound + tolerance)
-    inner = candidates[candidates > 0]
-    contained = np.zeros(len(candidates))
-    contained[candidates > 0] = containment_at(q_sorted, k, inner, basis=basis)
+    contained = _candidate_containment(q_sorted, k, candidates, lower[candidates], prefix_p, tolerance, basis)
     values = prefix_p[candidates] + 1.0 - contained
-    best = int(np.argmin(values))
+    best = int(np.nanargmin(values))
     return OptimalCut(order, int(candidates[best]), float(min(values[best], 1.0)), float(contained[best]), len(candidates))
+
+
+def _candidate_containment(q_sorted, k, candidates, lower, prefix_p, tolerance, basis):
+    """g at the candidates that can still hold the minimum, NaN at the others: one
+    :class:`PrefixRace` over all of them (so each g is what a race over all gives: a prefix's g
+    does not depend on which others are asked), first the candidate of least lower bound, then
+    those whose lower bound is within ``tolerance`` of its cut (any other's cut, at least its
+    bound less the race's error of ~1e-14, exceeds that one: it cannot be the minimum)."""
+    contained = np.full(len(candidates), np.nan)
+    contained[candidates == 0] = 0.0
+    inner = candidates[candidates > 0]
+    if len(inner) == 0:
+        return contained
+    race = PrefixRace(q_sorted, k, inner, basis=basis)
+    first = int(np.argmin(lower))
+    if candidates[first] > 0 and len(inner) > 2:
+        contained[first] = race.containment(candidates[first : first + 1])[0]
+    known = ~np.isnan(contained)
+    reach = float(np.min(prefix_p[candidates[known]] + 1.0 - contained[known])) if known.any() else np.inf
+    ask = np.flatnonzero(~known & (lower <= reach + tolerance))
+    contained[ask] = race.containment(candidates[ask])
+    return contained
 
 
 def full_scan_cut(target: np.ndarray, draft: np.ndarray, k: int) -> OptimalCut:

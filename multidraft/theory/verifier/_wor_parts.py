@@ -1,12 +1,13 @@
 """The without-replacement rule's bookkeeping over the vocabulary in compiled passes.
 
-:func:`~multidraft.theory.verifier._wor_rule.wor_selection_rule` orders U and T* both ways (by
-increasing p/q for r*, by decreasing p/q for the positions), gathers p, q and r* in T*'s
-position order, finds the T* side's uniform tail and writes the positions: with numpy that was
-~20 passes over n-sized arrays, each with a fresh temporary (2 ms at n = 49152, K = 8; issue 34).
-Here each is one pass that writes only what the rule keeps. Every output is what the numpy
-expressions gave, bit for bit (the same comparisons and copies, no arithmetic reordered):
-tests/test_wor_parts.py checks each against them, with a broken twin.
+:func:`~multidraft.theory.verifier._wor_rule.wor_selection_rule` sorts U and T* by increasing
+p/q for r* and by decreasing p/q for the positions, gathers p, q and r* in T*'s position order,
+finds the T* side's uniform tail, sums ``min(p, r)`` over parts and the vocabulary, and writes
+α, r and the positions: with numpy that was ~20 passes over n-sized arrays, each with a fresh
+temporary (2 ms at n = 49152, K = 8; issue 34). Here each is one pass that writes only what the
+rule keeps. Every output is what the numpy expressions gave, bit for bit: the same comparisons
+and copies, and sums in numpy's own order (:func:`pairwise_sum`); tests/test_wor_parts.py
+checks each against them, with a broken twin.
 """
 
 from __future__ import annotations
@@ -15,21 +16,46 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["descending_index", "side_arrays", "tail_start", "write_positions", "descending_values"]
+__all__ = [
+    "sorted_part", "descending_index", "side_arrays", "tail_start", "scatter", "write_positions",
+    "descending_values", "pairwise_sum", "min_sum",
+]  # fmt: skip
 
 
-def descending_index(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
-    """For a part sorted by increasing ``values/masses`` (p/q, q > 0), equal ratios by
-    increasing id: the index that orders it by *decreasing* ratio, equal ratios still by
-    increasing id -- reversed, then every run of equal ratios reversed back. ``tokens[index]``
-    is what ``sorted_tokens(tokens, -p/q)`` gives, in one pass over contiguous arrays.
+def sorted_part(hint: np.ndarray, target: np.ndarray, draft: np.ndarray):
+    """``(tokens, p, q, p/q)`` of the tokens ``hint`` (q > 0, about in increasing p/q) sorted by
+    increasing p/q, equal ratios by increasing id: what
+    ``sorted_tokens(hint, p[hint]/q[hint])`` and gathers from it give, with the ratios gathered
+    and divided once (one compiled pass; numpy's stable sort of them, linear on a nearly sorted
+    hint, then one pass applying it). Runs of equal ratios are put in id order by
+    :func:`~multidraft.theory.verifier._orders.sorted_tokens` itself."""
+    from multidraft.theory.verifier._orders import sorted_tokens
 
-    >>> descending_index(np.array([0.1, 0.1, 0.2, 0.6]), np.full(4, 0.25)).tolist()
+    hint = np.ascontiguousarray(hint, dtype=np.int64)
+    size = len(hint)
+    values, masses, key = np.empty(size), np.empty(size), np.empty(size)
+    _compiled()
+    _ratio_gather(hint, target, draft, values, masses, key)
+    sub = np.argsort(key, kind="stable")
+    out = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), np.empty(size)
+    if _apply_order(sub, hint, values, masses, key, *out):  # equal ratios: their ids in order
+        tokens = sorted_tokens(hint, key)
+        return tokens, target[tokens], draft[tokens], target[tokens] / draft[tokens]
+    return out
+
+
+def descending_index(key: np.ndarray) -> np.ndarray:
+    """For a part sorted by increasing ratio ``key`` (p/q), equal ratios by increasing id: the
+    index that orders it by *decreasing* ratio, equal ratios still by increasing id --
+    reversed, then every run of equal ratios reversed back. ``tokens[index]`` is what
+    ``sorted_tokens(tokens, -p/q)`` gives, in one pass.
+
+    >>> descending_index(np.array([0.4, 0.4, 0.8, 2.4])).tolist()
     [3, 2, 0, 1]
     """
-    out = np.empty(len(values), dtype=np.int64)
+    out = np.empty(len(key), dtype=np.int64)
     _compiled()
-    _descending_index(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64), out)
+    _descending_index(np.ascontiguousarray(key, dtype=np.float64), out)
     return out
 
 
@@ -54,6 +80,12 @@ def tail_start(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, t_max: float, l
     return int(_last_miss(p, q, r_star, float(t_max), float(light), float(slack))) + 1
 
 
+def scatter(tokens: np.ndarray, first: np.ndarray, second: np.ndarray, out_first: np.ndarray, out_second: np.ndarray) -> None:
+    """``out_first[tokens], out_second[tokens] = first, second`` in one pass."""
+    _compiled()
+    _scatter(np.ascontiguousarray(tokens, dtype=np.int64), first, second, out_first, out_second)
+
+
 def write_positions(first: np.ndarray, second: np.ndarray, n: int) -> np.ndarray:
     """``position[token] = its index in first + second`` (int64 [n]; the two hold every token once)."""
     out = np.empty(n, dtype=np.int64)
@@ -75,20 +107,60 @@ def descending_values(values: np.ndarray) -> np.ndarray:
     return out[:count]
 
 
+def pairwise_sum(values: np.ndarray) -> float:
+    """``np.sum(values)`` of a float64 vector, the same bits: numpy's pairwise summation (blocks of
+    at most 128 summed in eight interleaved partial sums, halves at multiples of 8 above that,
+    fewer than 8 one by one), added to 0.0, compiled.
+
+    >>> x = np.random.default_rng(0).random(1000)
+    >>> pairwise_sum(x) == x.sum()
+    True
+    """
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    _compiled()
+    return float(0.0 + _pairwise(values, values, 0, len(values), False))
+
+
+def min_sum(first: np.ndarray, second: np.ndarray) -> float:
+    """``np.minimum(first, second).sum()``, the same bits, without the temporary (finite entries)."""
+    first, second = np.ascontiguousarray(first, dtype=np.float64), np.ascontiguousarray(second, dtype=np.float64)
+    if first.shape != second.shape:
+        raise ValueError(f"min_sum: shapes {first.shape} and {second.shape} differ")
+    _compiled()
+    return float(0.0 + _pairwise(first, second, 0, len(first), True))
+
+
 def _compiled() -> None:
     """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
     compile_in_place(globals(), KERNELS)
 
 
-def _descending_index(values, masses, out):
-    m = values.shape[0]
+def _ratio_gather(hint, p, q, values, masses, key):
+    for i in range(hint.shape[0]):
+        token = hint[i]
+        values[i], masses[i] = p[token], q[token]
+        key[i] = values[i] / masses[i]
+
+
+def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses, out_key):
+    """Write the sorted arrays; True when two neighbours have equal ratios (ids to put in order)."""
+    tie = False
+    for i in range(sub.shape[0]):
+        j = sub[i]
+        tokens[i], out_values[i], out_masses[i], out_key[i] = hint[j], values[j], masses[j], key[j]
+        if i > 0 and out_key[i] == out_key[i - 1]:
+            tie = True
+    return tie
+
+
+def _descending_index(key, out):
+    m = key.shape[0]
     for i in range(m):
         out[i] = m - 1 - i
     start = 0
     while start < m:
-        key = values[out[start]] / masses[out[start]]
         stop = start + 1
-        while stop < m and values[out[stop]] / masses[out[stop]] == key:
+        while stop < m and key[out[stop]] == key[out[start]]:
             stop += 1
         low, high = start, stop - 1
         while low < high:
@@ -109,6 +181,11 @@ def _last_miss(p, q, r, t_max, light, slack):
         if not (q[i] > 0 and q[i] * t_max <= light and p[i] <= slack * r[i]):
             return i
     return -1
+
+
+def _scatter(tokens, first, second, out_first, out_second):
+    for i in range(tokens.shape[0]):
+        out_first[tokens[i]], out_second[tokens[i]] = first[i], second[i]
 
 
 def _write_positions(first, second, out):
@@ -137,5 +214,43 @@ def _descending_values(values, out, budget):
     return count
 
 
+def _item(a, b, i, smaller):
+    return min(a[i], b[i]) if smaller else a[i]
+
+
+def _pairwise(a, b, lo, n, smaller):
+    """numpy's ``pairwise_sum`` of entries ``lo .. lo + n - 1`` (of ``min(a, b)`` if ``smaller``)."""
+    if n < 8:
+        total = 0.0
+        for i in range(lo, lo + n):
+            total += _item(a, b, i, smaller)
+        return total
+    if n <= 128:
+        r0, r1, r2, r3 = _item(a, b, lo, smaller), _item(a, b, lo + 1, smaller), _item(a, b, lo + 2, smaller), _item(a, b, lo + 3, smaller)
+        r4, r5, r6, r7 = _item(a, b, lo + 4, smaller), _item(a, b, lo + 5, smaller), _item(a, b, lo + 6, smaller), _item(a, b, lo + 7, smaller)
+        i = 8
+        while i < n - n % 8:
+            r0 += _item(a, b, lo + i, smaller)
+            r1 += _item(a, b, lo + i + 1, smaller)
+            r2 += _item(a, b, lo + i + 2, smaller)
+            r3 += _item(a, b, lo + i + 3, smaller)
+            r4 += _item(a, b, lo + i + 4, smaller)
+            r5 += _item(a, b, lo + i + 5, smaller)
+            r6 += _item(a, b, lo + i + 6, smaller)
+            r7 += _item(a, b, lo + i + 7, smaller)
+            i += 8
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            total += _item(a, b, lo + i, smaller)
+            i += 1
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise(a, b, lo, half, smaller) + _pairwise(a, b, lo + half, n - half, smaller)
+
+
 #: The compiled kernels of this module.
-KERNELS = ("_descending_index", "_gather", "_last_miss", "_write_positions", "_descending_values")
+KERNELS = (
+    "_ratio_gather", "_apply_order", "_descending_index", "_gather", "_last_miss", "_scatter",
+    "_write_positions", "_descending_values", "_item", "_pairwise",
+)  # fmt: skip

@@ -48,7 +48,7 @@ from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, side_arrays, tail_start, write_positions
+from multidraft.theory.verifier._wor_parts import descending_index, min_sum, pairwise_sum, scatter, side_arrays, sorted_part, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -302,9 +302,8 @@ def _cut_parts(p, q, cut):
     drafted = q[rest] > 0
     parts = []
     for hint, clip, total in ((rest[drafted], "min", 1.0 - cut.contained), (cut.order[: cut.size], "max", cut.contained)):
-        tokens = sorted_tokens(hint, p[hint] / q[hint])
-        values, masses = p[tokens], q[tokens]
-        parts.append(_Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(values, masses)))
+        tokens, values, masses, key = sorted_part(hint, p, q)
+        parts.append(_Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key)))
     u_part = parts[0]
     u_tokens = u_part.tokens[u_part.index]
     if not drafted.all():
@@ -449,12 +448,12 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
     merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside)
     p_t, q_t = merged_p[lead:], merged_q[lead:]
-    t_target = float(np.minimum(p_t, r_star_t).sum())
+    t_target = min_sum(p_t, r_star_t)
     t_short = 0.0
     tail = n
     if len(t_tokens):
         a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t)
-        t_short = t_target - float(np.minimum(p_t, r_t).sum())
+        t_short = t_target - min_sum(p_t, r_t)
         if t_short > SIDE_TOLERANCE:  # front/back throughout (without the tail), other orders too
             a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(merged_p, merged_q, lead, k)[:2]
             plain_short = t_target - float(np.minimum(p_t, r_plain).sum())
@@ -467,7 +466,7 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
                 q_t = q[t_tokens]
         if start < len(t_tokens):
             tail = boundary + start
-        alpha[t_tokens], r[t_tokens] = a_t, r_t
+        scatter(t_tokens, a_t, r_t, alpha, r)
 
     # U side: the J-curtain at its best; the front/back U side (other orders too, for a small U)
     # where that falls short.
@@ -493,10 +492,11 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u
                 alpha[u_tokens], r[u_tokens] = a_u, r_u
     position = write_positions(u_tokens, t_tokens, n)
-    fitted = np.isfinite(r).all() and (r >= -1e-15).all() and abs(r.sum() - 1.0) <= 1e-9
+    total = pairwise_sum(r)
+    fitted = np.isfinite(total) and not (r < -1e-15).any() and abs(total - 1.0) <= 1e-9
     if not fitted:
-        note = f"without-replacement fit failed (its law sums to {r.sum():.6g}); fell back to the first draft (law q)"
-    first_draft = not fitted or np.minimum(p, q).sum() > np.minimum(p, r).sum()
+        note = f"without-replacement fit failed (its law sums to {total:.6g}); fell back to the first draft (law q)"
+    first_draft = not fitted or min_sum(p, q) > min_sum(p, r)
     if first_draft:
         r = q.copy()
     accept, residual = canonical_step(p, r)

@@ -38,6 +38,7 @@ by at most 2^K, so the tolerance is divided by 2^K), the ends where the integran
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -83,7 +84,7 @@ class OptimalCut:
 _PROBES, _FEW = 8, 64
 
 
-def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
+def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """The scan order of :func:`~multidraft.theory.laws._kernels.ratio_order` (decreasing q/p,
     p = 0 < q first, p = q = 0 last) by a radix sort of the keys ``-q/p``: their bits made
     order-preserving as unsigned integers (sign bit set for positives, all bits flipped for
@@ -91,7 +92,9 @@ def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     at n = 49152 took 2.3 ms, a quarter of the cut). Distinct keys have one order; where two
     keys tie, ``ratio_order`` itself is taken, so that the scan -- whose argmin over a tie
     class's prefixes can turn on the rounding of their sums (p = q: T* = ∅ or Ω, both at P* = 1)
-    -- is the one it always was.
+    -- is the one it always was. ``sort``: another stable ascending sort of the keys (NaN last)
+    to use instead of the radix sort here (the verifier passes a three-pass one,
+    :func:`~multidraft.theory.verifier._wor_parts.radix_order`; the result is the same).
 
     >>> scan_order(np.array([0.5, 0.25, 0.125, 0.0]), np.array([0.25, 0.25, 0.0, 0.5])).tolist()
     [3, 1, 0, 2]
@@ -99,8 +102,11 @@ def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         key = np.divide(draft, target)
     np.negative(key, out=key)
-    _compiled()
-    order = _radix_order(key)
+    if sort is None:
+        _compiled()
+        order = _radix_order(key)
+    else:
+        order = sort(key)
     ordered = key[order]
     if (ordered[1:] == ordered[:-1]).any() or np.isnan(ordered[-2:]).all():  # ties (NaN: p = q = 0 twice)
         return ratio_order(target, draft)
@@ -217,9 +223,12 @@ def containment_at(
     return PrefixRace(q_sorted, k, prefixes, split=split, basis=basis).containment(prefixes)
 
 
-def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: float = 1e-13) -> OptimalCut:
+def optimal_cut(
+    target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: float = 1e-13, sort: Callable[[np.ndarray], np.ndarray] | None = None
+) -> OptimalCut:
     """The optimal cut of drafts without replacement by the pruned exact scan (module
-    docstring). ``tolerance`` widens the candidate set against rounding of the bounds.
+    docstring). ``tolerance`` widens the candidate set against rounding of the bounds; ``sort``
+    as in :func:`scan_order`.
 
     Complexity: one radix sort (:func:`scan_order`), O(n K) for the bounds, a :class:`PrefixRace`
     per probe and one for the final candidates, each over the first m tokens (m = its last prefix: O(m L) for the light
@@ -227,7 +236,7 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
     for all would take its nodes out to the smallest outside mass of any initial candidate: no
     token is light then.)"""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
-    order = scan_order(p, q)
+    order = scan_order(p, q, sort)
     p_sorted, q_sorted = p[order], q[order]
     draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
     prefix_p, prefix_q, lower, upper = prefix_bounds(p_sorted, q_sorted, k)

@@ -18,7 +18,7 @@ from multidraft.theory._numba import compile_in_place
 
 __all__ = [
     "sorted_part", "descending_index", "side_arrays", "tail_start", "scatter", "write_positions",
-    "descending_values", "pairwise_sum", "min_sum",
+    "descending_values", "pairwise_sum", "min_sum", "radix_order", "KEY_BITS",
 ]  # fmt: skip
 
 
@@ -113,7 +113,7 @@ def pairwise_sum(values: np.ndarray) -> float:
     fewer than 8 one by one), added to 0.0, compiled.
 
     >>> x = np.random.default_rng(0).random(1000)
-    >>> pairwise_sum(x) == x.sum()
+    >>> pairwise_sum(x) == float(x.sum())
     True
     """
     values = np.ascontiguousarray(values, dtype=np.float64)
@@ -128,6 +128,35 @@ def min_sum(first: np.ndarray, second: np.ndarray) -> float:
         raise ValueError(f"min_sum: shapes {first.shape} and {second.shape} differ")
     _compiled()
     return float(0.0 + _pairwise(first, second, 0, len(first), True))
+
+
+def radix_order(key: np.ndarray) -> np.ndarray:
+    """The stable ascending order of the doubles ``key`` (NaN last), what the cut's scan takes
+    as ``sort`` (:func:`~multidraft.theory.optimum._wor_race.scan_order`): the keys' top
+    :data:`KEY_BITS` bits made order-preserving above the index
+    (:func:`~multidraft.theory.verifier._radix.pack_ordered_keys`), three counting passes
+    (:func:`~multidraft.theory.verifier._radix.radix_sort`), runs of equal truncated keys put
+    in exact order (:func:`~multidraft.theory.verifier._radix.settle_ties`); the cut's own
+    64-bit radix sort makes six passes.
+
+    >>> radix_order(np.array([-0.5, -np.inf, np.nan, -0.0, -0.75])).tolist()
+    [1, 4, 0, 3, 2]
+    """
+    from multidraft.theory.verifier import _radix
+
+    key = np.ascontiguousarray(key, dtype=np.float64)
+    size = len(key)
+    shift = max(int(size - 1).bit_length(), 1)
+    packed, order = np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.int64)
+    _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
+    _radix.radix_sort(packed, np.empty(size, dtype=np.uint64), _radix.new_counts(), shift, shift + KEY_BITS)
+    _radix.settle_ties(packed, shift, key, order)
+    return order
+
+
+#: The keys' top bits that :func:`radix_order` sorts by radix (sign, exponent and 21 bits of
+#: mantissa: three 11-bit digits).
+KEY_BITS = 33
 
 
 def _compiled() -> None:

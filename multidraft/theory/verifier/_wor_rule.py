@@ -48,7 +48,7 @@ from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, min_sum, pairwise_sum, scatter, side_arrays, sorted_part, tail_start, write_positions
+from multidraft.theory.verifier._wor_parts import descending_index, min_sum, pairwise_sum, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -418,7 +418,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     after a sort, no front/back pass). When that rule reaches acceptance 1 - :data:`SIDE_TOLERANCE`
     no rule can do better (P* <= 1), so it is taken; otherwise the scan's cut is fitted as
     before."""
-    cut = optimal_cut(p, q, k)
+    cut = optimal_cut(p, q, k, sort=radix_order)
     if cut.size and cut.value >= 1.0 - SIDE_TOLERANCE:
         empty = _rule_for_cut(p, q, k, OptimalCut(cut.order, 0, cut.value, 0.0, cut.candidates))
         if not empty.first_draft and empty.acceptance >= 1.0 - SIDE_TOLERANCE:

@@ -47,7 +47,7 @@ import numpy as np
 from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_order
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
-from multidraft.theory.optimum._wor_moments import ROUNDING, light_tokens, moment_order, stirling_weights
+from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
 from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
@@ -180,8 +180,7 @@ class PrefixRace:
     def _checkpoints(self, split: bool) -> tuple:
         """(light mask, scale, block, marks) of the split pass, or of the token-by-token one."""
         _compiled()
-        light = light_tokens(self.head, float(self.t[-1])) if split else np.zeros(len(self.head), dtype=bool)
-        scale = float(self.head[light].max()) if light.any() else 1.0
+        light, scale = light_split(self.head, float(self.t[-1])) if split else (np.zeros(len(self.head), dtype=bool), 1.0)
         block = CHECKPOINT if split else len(self.head) + 1
         return light, scale, block, _checkpoints(self.head, light, scale, self.a, self.k, self.t, block)
 
@@ -327,9 +326,8 @@ def count_law(q_set: np.ndarray, k: int, t: np.ndarray, *, split: bool = True) -
     rounding error."""
     q_set = np.ascontiguousarray(q_set, dtype=np.float64)
     t = np.ascontiguousarray(t, dtype=np.float64)
-    light = light_tokens(q_set, float(t[-1])) if split else np.zeros(len(q_set), dtype=bool)
+    light, scale = light_split(q_set, float(t[-1])) if split else (np.zeros(len(q_set), dtype=bool), 1.0)
     order = moment_order(k)
-    scale = float(q_set[light].max()) if light.any() else 1.0
     _compiled()
     return _count_law(q_set, light, scale, stirling_weights(order, k), k, t)
 

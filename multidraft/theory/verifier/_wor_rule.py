@@ -499,6 +499,10 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     first_draft = not fitted or min_sum(p, q) > min_sum(p, r)
     if first_draft:
         r = q.copy()
+    # The parts' arrays (about ten of the vocabulary's size) freed here, where the single-draft
+    # step allocates as many: it reuses their memory instead of fresh pages (at n = 49152 their
+    # page faults cost 0.3-1.5 ms of a 15 ms fit).
+    del u_part, t_part, merged_p, merged_q, r_star_t, p_t, q_t
     accept, residual = canonical_step(p, r)
     return WithoutReplacementRule(
         k, n, p, q, r, cut.value, certificate, accept, residual, position, boundary, alpha, bool(first_draft), note,

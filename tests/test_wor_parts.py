@@ -17,19 +17,21 @@ from multidraft.theory.verifier import _wor_parts
 from multidraft.theory.verifier._orders import sorted_tokens
 
 
-def _ratios(rng: np.random.Generator, size: int, ties: bool) -> tuple[np.ndarray, np.ndarray]:
-    """p, q > 0 on ``size`` tokens; with ``ties`` many equal p/q (p a multiple of q)."""
-    q = rng.dirichlet(np.full(size, 0.5)) + 1e-12
-    p = q * rng.integers(1, 4, size) if ties else rng.dirichlet(np.full(size, 0.5))
-    return p, q
+def _ratio_instances(seed: int, largest: int):
+    """60 ``(p, q)`` pairs (q > 0) of up to ``largest`` tokens; every other one with many equal
+    p/q (p a multiple of q)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(60):
+        size = int(rng.integers(1, largest))
+        q = rng.dirichlet(np.full(size, 0.5)) + 1e-12
+        p = q * rng.integers(1, 4, size) if trial % 2 == 0 else rng.dirichlet(np.full(size, 0.5))
+        yield rng, p, q
 
 
 def test_sorted_part_is_sorted_tokens_and_its_gathers_and_a_part_without_tie_order_is_caught():
-    rng = np.random.default_rng(1)
     caught = 0
-    for trial in range(60):
-        size = int(rng.integers(1, 3000))
-        p, q = _ratios(rng, size, ties=trial % 2 == 0)
+    for rng, p, q in _ratio_instances(1, 3000):
+        size = len(p)
         hint = rng.permutation(size)
         hint = hint[np.argsort(p[hint] / q[hint] + rng.normal(0, 1e-3, size), kind="stable")]  # nearly sorted
         tokens, values, masses, key = _wor_parts.sorted_part(hint, p, q)
@@ -43,12 +45,9 @@ def test_sorted_part_is_sorted_tokens_and_its_gathers_and_a_part_without_tie_ord
 
 
 def test_descending_index_orders_by_decreasing_ratio_ties_by_id_and_a_plain_reversal_is_caught():
-    rng = np.random.default_rng(2)
     caught = 0
-    for trial in range(60):
-        size = int(rng.integers(1, 2000))
-        p, q = _ratios(rng, size, ties=trial % 2 == 0)
-        tokens = sorted_tokens(np.arange(size), p / q)
+    for _, p, q in _ratio_instances(2, 2000):
+        tokens = sorted_tokens(np.arange(len(p)), p / q)
         key = p[tokens] / q[tokens]
         index = _wor_parts.descending_index(key)
         expected = sorted_tokens(tokens[::-1], -key[::-1])

@@ -84,7 +84,7 @@ class OptimalCut:
 _PROBES, _FEW = 8, 64
 
 
-def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray], np.ndarray | None] | None = None) -> np.ndarray:
     """The scan order of :func:`~multidraft.theory.laws._kernels.ratio_order` (decreasing q/p,
     p = 0 < q first, p = q = 0 last) by a radix sort of the keys ``-q/p``: their bits made
     order-preserving as unsigned integers (sign bit set for positives, all bits flipped for
@@ -93,8 +93,9 @@ def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray
     keys tie, ``ratio_order`` itself is taken, so that the scan -- whose argmin over a tie
     class's prefixes can turn on the rounding of their sums (p = q: T* = ∅ or Ω, both at P* = 1)
     -- is the one it always was. ``sort``: another stable ascending sort of the keys (NaN last)
-    to use instead of the radix sort here (the verifier passes a three-pass one,
-    :func:`~multidraft.theory.verifier._wor_parts.radix_order`; the result is the same).
+    to try first (the verifier passes a three-pass one,
+    :func:`~multidraft.theory.verifier._wor_parts.radix_order`; the result is the same), which
+    may decline by returning None.
 
     >>> scan_order(np.array([0.5, 0.25, 0.125, 0.0]), np.array([0.25, 0.25, 0.0, 0.5])).tolist()
     [3, 1, 0, 2]
@@ -102,11 +103,10 @@ def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         key = np.divide(draft, target)
     np.negative(key, out=key)
-    if sort is None:
+    order = None if sort is None else sort(key)
+    if order is None:
         _compiled()
         order = _radix_order(key)
-    else:
-        order = sort(key)
     ordered = key[order]
     if (ordered[1:] == ordered[:-1]).any() or np.isnan(ordered[-2:]).all():  # ties (NaN: p = q = 0 twice)
         return ratio_order(target, draft)
@@ -223,7 +223,7 @@ def containment_at(
 
 
 def optimal_cut(
-    target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: float = 1e-13, sort: Callable[[np.ndarray], np.ndarray] | None = None
+    target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: float = 1e-13, sort: Callable[[np.ndarray], np.ndarray | None] | None = None
 ) -> OptimalCut:
     """The optimal cut of drafts without replacement by the pruned exact scan (module
     docstring). ``tolerance`` widens the candidate set against rounding of the bounds; ``sort``

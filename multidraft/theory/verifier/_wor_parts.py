@@ -39,7 +39,7 @@ def sorted_part(hint: np.ndarray, target: np.ndarray, draft: np.ndarray):
     sub = np.argsort(key, kind="stable")
     out = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), np.empty(size)
     if _apply_order(sub, hint, values, masses, key, *out):  # equal ratios: their ids in order
-        tokens = sorted_tokens(hint, key)
+        tokens = sorted_tokens(hint, key, sub)
         return tokens, target[tokens], draft[tokens], target[tokens] / draft[tokens]
     return out
 
@@ -130,14 +130,16 @@ def min_sum(first: np.ndarray, second: np.ndarray) -> float:
     return float(0.0 + _pairwise(first, second, 0, len(first), True))
 
 
-def radix_order(key: np.ndarray) -> np.ndarray:
+def radix_order(key: np.ndarray) -> np.ndarray | None:
     """The stable ascending order of the doubles ``key`` (NaN last), what the cut's scan takes
     as ``sort`` (:func:`~multidraft.theory.optimum._wor_race.scan_order`): the keys' top
     :data:`KEY_BITS` bits made order-preserving above the index
     (:func:`~multidraft.theory.verifier._radix.pack_ordered_keys`), three counting passes
     (:func:`~multidraft.theory.verifier._radix.radix_sort`), runs of equal truncated keys put
     in exact order (:func:`~multidraft.theory.verifier._radix.settle_ties`); the cut's own
-    64-bit radix sort makes six passes.
+    64-bit radix sort makes six passes. None when a run of equal truncated keys is longer than
+    :data:`LONG_RUN` (keys that differ in their last bits only, as p/q for q = softmax(log p);
+    the scan then sorts by all 64 bits itself instead of settling the run by a comparison sort).
 
     >>> radix_order(np.array([-0.5, -np.inf, np.nan, -0.0, -0.75])).tolist()
     [1, 4, 0, 3, 2]
@@ -150,13 +152,16 @@ def radix_order(key: np.ndarray) -> np.ndarray:
     packed, order = np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.int64)
     _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
     _radix.radix_sort(packed, np.empty(size, dtype=np.uint64), _radix.new_counts(), shift, shift + KEY_BITS)
+    _compiled()
+    if _longest_run(packed, shift) > LONG_RUN:
+        return None
     _radix.settle_ties(packed, shift, key, order)
     return order
 
 
 #: The keys' top bits that :func:`radix_order` sorts by radix (sign, exponent and 21 bits of
-#: mantissa: three 11-bit digits).
-KEY_BITS = 33
+#: mantissa: three 11-bit digits), and the longest run of equal ones it settles.
+KEY_BITS, LONG_RUN = 33, 1024
 
 
 def _compiled() -> None:
@@ -180,6 +185,15 @@ def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses,
         if i > 0 and out_key[i] == out_key[i - 1]:
             tie = True
     return tie
+
+
+def _longest_run(packed, shift):
+    """The longest run of equal keys above the low ``shift`` bits in sorted ``packed``."""
+    longest, run = 0, 0
+    for i in range(packed.shape[0]):
+        run = run + 1 if i > 0 and (packed[i] >> np.uint64(shift)) == (packed[i - 1] >> np.uint64(shift)) else 1
+        longest = max(longest, run)
+    return longest
 
 
 def _descending_index(key, out):
@@ -280,6 +294,6 @@ def _pairwise(a, b, lo, n, smaller):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_ratio_gather", "_apply_order", "_descending_index", "_gather", "_last_miss", "_scatter",
+    "_ratio_gather", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

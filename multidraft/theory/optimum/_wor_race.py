@@ -151,11 +151,13 @@ class PrefixRace:
     ``prefixes`` are the prefix sizes it may be asked about: the nodes reach the smallest
     outside mass among those that are not negligible (below), and one compiled pass over the
     tokens up to the last of them stores checkpoints every
-    :data:`CHECKPOINT` tokens: the product of the Bernoulli factors of the tokens so far that are
-    not light, and the power sums of the light ones (``q t_max <= LIGHT``,
-    :mod:`~multidraft.theory._wor_moments`). A prefix then costs at most CHECKPOINT token updates
-    and one evaluation per node, O(K L + K²) (L = :func:`moment_order`). Sorted prefixes that
-    follow each other continue from the previous one instead. A prefix whose rounding bound from
+    :data:`CHECKPOINT` tokens and at each of those prefixes: the product of the Bernoulli factors
+    of the tokens so far that are not light, and the power sums of the light ones (``q t_max <=
+    LIGHT``, :mod:`~multidraft.theory._wor_moments`). A prefix it was built for then costs one
+    evaluation per node, O(K L + K²) (L = :func:`moment_order`), any other at most CHECKPOINT
+    token updates more; sorted prefixes that follow each other continue from the previous one.
+    (A prefix's g does not depend on where its product was resumed: every token enters it in
+    order, by the same operations.) A prefix whose rounding bound from
     the power sums exceeds ``RACE_TOLERANCE`` is recomputed token by token; ``split=False`` takes
     every token one by one (the reference). Prefixes whose outside mass makes
     ``K λ / σ < RACE_TOLERANCE`` get 1 (within tolerance by that bound on P(some draw falls
@@ -175,14 +177,19 @@ class PrefixRace:
         self.head = np.ascontiguousarray(q_sorted[: int(live.max()) if len(live) else 0], dtype=np.float64)
         self.a = stirling_weights(moment_order(k), k)
         self.split = split
+        self._live = live
         self._marks = self._checkpoints(split)
 
     def _checkpoints(self, split: bool) -> tuple:
-        """(light mask, scale, block, marks) of the split pass, or of the token-by-token one."""
+        """(light mask, scale, checkpoint prefixes, marks) of the split pass, or of the
+        token-by-token one (one checkpoint, the empty prefix)."""
         _compiled()
-        light, scale = light_split(self.head, float(self.t[-1])) if split else (np.zeros(len(self.head), dtype=bool), 1.0)
-        block = CHECKPOINT if split else len(self.head) + 1
-        return light, scale, block, _checkpoints(self.head, light, scale, self.a, self.k, self.t, block)
+        if split:
+            light, scale = light_split(self.head, float(self.t[-1]))
+            starts = np.union1d(np.arange(0, len(self.head) + 1, CHECKPOINT), self._live)
+        else:
+            light, scale, starts = np.zeros(len(self.head), dtype=bool), 1.0, np.zeros(1, dtype=np.int64)
+        return light, scale, starts, _checkpoints(self.head, light, scale, self.a, self.k, self.t, starts)
 
     def negligible(self, prefixes: np.ndarray) -> np.ndarray:
         """Prefixes whose value is 1 within ``RACE_TOLERANCE``."""
@@ -203,9 +210,9 @@ class PrefixRace:
         return np.clip(out, 0.0, 1.0)
 
     def _run(self, marks: tuple, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        light, scale, block, (nu_marks, state_marks, mass_marks) = marks
+        light, scale, starts, (nu_marks, state_marks, mass_marks) = marks
         return _containment(
-            self.head, light, scale, self.a, self.k, self.t, self.w, block, nu_marks, state_marks, mass_marks,
+            self.head, light, scale, self.a, self.k, self.t, self.w, starts, nu_marks, state_marks, mass_marks,
             prefixes, self.outside[prefixes],
         )  # fmt: skip
 
@@ -464,10 +471,11 @@ def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, 
         out_bound[m] = ROUNDING * bound
 
 
-def _checkpoints(q, light, scale, a, k, t, block):
-    """Every ``block`` tokens: (power sums, product of the other tokens' factors, light mass)."""
-    n, nodes = q.shape[0], t.shape[0]
-    marks = n // block + 1
+def _checkpoints(q, light, scale, a, k, t, starts):
+    """At the prefixes ``starts`` (sorted, from 0): (power sums, product of the other tokens'
+    factors, light mass)."""
+    nodes = t.shape[0]
+    marks = starts.shape[0]
     nu_marks, state_marks, mass_marks = np.zeros((marks, a.shape[0])), np.zeros((marks, k, nodes)), np.zeros(marks)
     state = np.zeros((k, nodes))
     state[0, :] = 1.0
@@ -475,11 +483,12 @@ def _checkpoints(q, light, scale, a, k, t, block):
     mass = 0.0
     for mark in range(marks):
         nu_marks[mark], state_marks[mark], mass_marks[mark] = nu, state, mass
-        mass = _advance(q, light, scale, t, k, state, nu, mark * block, min(mark * block + block, n), mass)
+        if mark + 1 < marks:
+            mass = _advance(q, light, scale, t, k, state, nu, starts[mark], starts[mark + 1], mass)
     return nu_marks, state_marks, mass_marks
 
 
-def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass_marks, prefixes, lam):
+def _containment(q, light, scale, a, k, t, w, starts, nu_marks, state_marks, mass_marks, prefixes, lam):
     nodes = t.shape[0]
     state, nu = np.zeros((k, nodes)), np.zeros(a.shape[0])
     phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
@@ -489,9 +498,9 @@ def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass
     position, mass = -1, 0.0
     for c in range(prefixes.shape[0]):
         j = prefixes[c]
-        mark = j // block
-        if position < 0 or position > j or j - position > j - mark * block:  # restart from the checkpoint
-            position = mark * block
+        mark = np.searchsorted(starts, j, side="right") - 1
+        if position < 0 or position > j or j - position > j - starts[mark]:  # restart from the checkpoint
+            position = starts[mark]
             nu[:], state[:, :], mass = nu_marks[mark], state_marks[mark], mass_marks[mark]
         mass = _advance(q, light, scale, t, k, state, nu, position, j, mass)
         position = j

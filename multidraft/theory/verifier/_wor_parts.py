@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier import _radix
+from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
     "sorted_part", "descending_index", "side_arrays", "tail_start", "scatter", "write_positions",
@@ -29,8 +31,6 @@ def sorted_part(hint: np.ndarray, target: np.ndarray, draft: np.ndarray):
     and divided once (one compiled pass; numpy's stable sort of them, linear on a nearly sorted
     hint, then one pass applying it). Runs of equal ratios are put in id order by
     :func:`~multidraft.theory.verifier._orders.sorted_tokens` itself."""
-    from multidraft.theory.verifier._orders import sorted_tokens
-
     hint = np.ascontiguousarray(hint, dtype=np.int64)
     size = len(hint)
     values, masses, key = np.empty(size), np.empty(size), np.empty(size)
@@ -144,8 +144,6 @@ def radix_order(key: np.ndarray) -> np.ndarray | None:
     >>> radix_order(np.array([-0.5, -np.inf, np.nan, -0.0, -0.75])).tolist()
     [1, 4, 0, 3, 2]
     """
-    from multidraft.theory.verifier import _radix
-
     key = np.ascontiguousarray(key, dtype=np.float64)
     size = len(key)
     shift = max(int(size - 1).bit_length(), 1)

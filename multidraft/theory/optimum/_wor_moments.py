@@ -44,7 +44,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["LIGHT", "ROUNDING", "moment_order", "stirling_weights", "light_tokens", "power_sums", "light_products"]
+__all__ = ["LIGHT", "ROUNDING", "moment_order", "stirling_weights", "light_split", "power_sums", "light_products"]
 
 #: Largest y = q t over the nodes for a token to count as light.
 LIGHT = 0.25
@@ -86,9 +86,13 @@ def stirling_weights(order: int, k: int) -> np.ndarray:
     return a
 
 
-def light_tokens(draft: np.ndarray, t_max: float, light: float = LIGHT) -> np.ndarray:
-    """Mask of the tokens with ``q t_max <= light`` (and q > 0)."""
-    return (draft > 0) & (draft * t_max <= light)
+def light_split(draft: np.ndarray, t_max: float, light: float = LIGHT) -> tuple[np.ndarray, float]:
+    """``(mask, scale)``: the tokens with ``q t_max <= light`` (and q > 0), and the largest of
+    their masses (1.0 when none), in one compiled pass."""
+    draft = np.ascontiguousarray(draft, dtype=np.float64)
+    mask = np.empty(len(draft), dtype=bool)
+    _compiled()
+    return mask, float(_light_split(draft, float(t_max), float(light), mask))
 
 
 def power_sums(masses: np.ndarray, order: int) -> tuple[np.ndarray, float]:
@@ -112,6 +116,15 @@ def light_products(nu: np.ndarray, scale: float, total: float, t: np.ndarray, k:
 def _compiled() -> None:
     """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
     compile_in_place(globals(), KERNELS)
+
+
+def _light_split(q, t_max, light, mask):
+    scale = -1.0
+    for i in range(q.shape[0]):
+        mask[i] = q[i] > 0 and q[i] * t_max <= light
+        if mask[i] and q[i] > scale:
+            scale = q[i]
+    return scale if scale > 0 else 1.0
 
 
 def _power_sums(ratios, order):
@@ -196,4 +209,4 @@ def _light_products(nu, scale, total, t, k, a, out):
 
 
 #: The compiled kernels of this module (other modules' kernels call ``_node_products``).
-KERNELS = ("_accumulate_powers", "_power_sums", "_node_products", "_light_products")
+KERNELS = ("_accumulate_powers", "_light_split", "_power_sums", "_node_products", "_light_products")

@@ -38,6 +38,7 @@ by at most 2^K, so the tolerance is divided by 2^K), the ends where the integran
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -46,7 +47,7 @@ import numpy as np
 from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_order
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
-from multidraft.theory.optimum._wor_moments import ROUNDING, light_tokens, moment_order, stirling_weights
+from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
 from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
@@ -67,7 +68,8 @@ class OptimalCut:
     contained : float
         g(T*) = P(set(X) ⊆ T*).
     candidates : int
-        Prefixes evaluated exactly (the rest were pruned by the bounds).
+        Prefixes the bounds leave as candidates (the rest were pruned); of these, only the
+        ones whose lower bound is within the tolerance of the best cut found are evaluated.
     """
 
     order: np.ndarray
@@ -82,7 +84,7 @@ class OptimalCut:
 _PROBES, _FEW = 8, 64
 
 
-def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
+def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray], np.ndarray | None] | None = None) -> np.ndarray:
     """The scan order of :func:`~multidraft.theory.laws._kernels.ratio_order` (decreasing q/p,
     p = 0 < q first, p = q = 0 last) by a radix sort of the keys ``-q/p``: their bits made
     order-preserving as unsigned integers (sign bit set for positives, all bits flipped for
@@ -90,7 +92,10 @@ def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     at n = 49152 took 2.3 ms, a quarter of the cut). Distinct keys have one order; where two
     keys tie, ``ratio_order`` itself is taken, so that the scan -- whose argmin over a tie
     class's prefixes can turn on the rounding of their sums (p = q: T* = ∅ or Ω, both at P* = 1)
-    -- is the one it always was.
+    -- is the one it always was. ``sort``: another stable ascending sort of the keys (NaN last)
+    to try first (the verifier passes a three-pass one,
+    :func:`~multidraft.theory.verifier._wor_parts.radix_order`; the result is the same), which
+    may decline by returning None.
 
     >>> scan_order(np.array([0.5, 0.25, 0.125, 0.0]), np.array([0.25, 0.25, 0.0, 0.5])).tolist()
     [3, 1, 0, 2]
@@ -98,8 +103,10 @@ def scan_order(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         key = np.divide(draft, target)
     np.negative(key, out=key)
-    _compiled()
-    order = _radix_order(key)
+    order = None if sort is None else sort(key)
+    if order is None:
+        _compiled()
+        order = _radix_order(key)
     ordered = key[order]
     if (ordered[1:] == ordered[:-1]).any() or np.isnan(ordered[-2:]).all():  # ties (NaN: p = q = 0 twice)
         return ratio_order(target, draft)
@@ -144,11 +151,13 @@ class PrefixRace:
     ``prefixes`` are the prefix sizes it may be asked about: the nodes reach the smallest
     outside mass among those that are not negligible (below), and one compiled pass over the
     tokens up to the last of them stores checkpoints every
-    :data:`CHECKPOINT` tokens: the product of the Bernoulli factors of the tokens so far that are
-    not light, and the power sums of the light ones (``q t_max <= LIGHT``,
-    :mod:`~multidraft.theory._wor_moments`). A prefix then costs at most CHECKPOINT token updates
-    and one evaluation per node, O(K L + K²) (L = :func:`moment_order`). Sorted prefixes that
-    follow each other continue from the previous one instead. A prefix whose rounding bound from
+    :data:`CHECKPOINT` tokens and at each of those prefixes: the product of the Bernoulli factors
+    of the tokens so far that are not light, and the power sums of the light ones (``q t_max <=
+    LIGHT``, :mod:`~multidraft.theory._wor_moments`). A prefix it was built for then costs one
+    evaluation per node, O(K L + K²) (L = :func:`moment_order`), any other at most CHECKPOINT
+    token updates more; sorted prefixes that follow each other continue from the previous one.
+    (A prefix's g does not depend on where its product was resumed: every token enters it in
+    order, by the same operations.) A prefix whose rounding bound from
     the power sums exceeds ``RACE_TOLERANCE`` is recomputed token by token; ``split=False`` takes
     every token one by one (the reference). Prefixes whose outside mass makes
     ``K λ / σ < RACE_TOLERANCE`` get 1 (within tolerance by that bound on P(some draw falls
@@ -168,15 +177,19 @@ class PrefixRace:
         self.head = np.ascontiguousarray(q_sorted[: int(live.max()) if len(live) else 0], dtype=np.float64)
         self.a = stirling_weights(moment_order(k), k)
         self.split = split
+        self._live = live
         self._marks = self._checkpoints(split)
 
     def _checkpoints(self, split: bool) -> tuple:
-        """(light mask, scale, block, marks) of the split pass, or of the token-by-token one."""
+        """(light mask, scale, checkpoint prefixes, marks) of the split pass, or of the
+        token-by-token one (one checkpoint, the empty prefix)."""
         _compiled()
-        light = light_tokens(self.head, float(self.t[-1])) if split else np.zeros(len(self.head), dtype=bool)
-        scale = float(self.head[light].max()) if light.any() else 1.0
-        block = CHECKPOINT if split else len(self.head) + 1
-        return light, scale, block, _checkpoints(self.head, light, scale, self.a, self.k, self.t, block)
+        if split:
+            light, scale = light_split(self.head, float(self.t[-1]))
+            starts = np.union1d(np.arange(0, len(self.head) + 1, CHECKPOINT), self._live)
+        else:
+            light, scale, starts = np.zeros(len(self.head), dtype=bool), 1.0, np.zeros(1, dtype=np.int64)
+        return light, scale, starts, _checkpoints(self.head, light, scale, self.a, self.k, self.t, starts)
 
     def negligible(self, prefixes: np.ndarray) -> np.ndarray:
         """Prefixes whose value is 1 within ``RACE_TOLERANCE``."""
@@ -197,9 +210,9 @@ class PrefixRace:
         return np.clip(out, 0.0, 1.0)
 
     def _run(self, marks: tuple, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        light, scale, block, (nu_marks, state_marks, mass_marks) = marks
+        light, scale, starts, (nu_marks, state_marks, mass_marks) = marks
         return _containment(
-            self.head, light, scale, self.a, self.k, self.t, self.w, block, nu_marks, state_marks, mass_marks,
+            self.head, light, scale, self.a, self.k, self.t, self.w, starts, nu_marks, state_marks, mass_marks,
             prefixes, self.outside[prefixes],
         )  # fmt: skip
 
@@ -216,9 +229,12 @@ def containment_at(
     return PrefixRace(q_sorted, k, prefixes, split=split, basis=basis).containment(prefixes)
 
 
-def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: float = 1e-13) -> OptimalCut:
+def optimal_cut(
+    target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: float = 1e-13, sort: Callable[[np.ndarray], np.ndarray | None] | None = None
+) -> OptimalCut:
     """The optimal cut of drafts without replacement by the pruned exact scan (module
-    docstring). ``tolerance`` widens the candidate set against rounding of the bounds.
+    docstring). ``tolerance`` widens the candidate set against rounding of the bounds; ``sort``
+    as in :func:`scan_order`.
 
     Complexity: one radix sort (:func:`scan_order`), O(n K) for the bounds, a :class:`PrefixRace`
     per probe and one for the final candidates, each over the first m tokens (m = its last prefix: O(m L) for the light
@@ -226,7 +242,7 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
     for all would take its nodes out to the smallest outside mass of any initial candidate: no
     token is light then.)"""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
-    order = scan_order(p, q)
+    order = scan_order(p, q, sort)
     p_sorted, q_sorted = p[order], q[order]
     draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
     prefix_p, prefix_q, lower, upper = prefix_bounds(p_sorted, q_sorted, k)
@@ -251,12 +267,32 @@ def optimal_cut(target: np.ndarray, draft: np.ndarray, k: int, *, tolerance: flo
         chord = np.interp(prefix_q[: draftable + 1], known_q, known_g)
         lower = np.maximum(lower, prefix_p[: draftable + 1] + 1.0 - chord)
     candidates = np.flatnonzero(lower <= bound + tolerance)
-    inner = candidates[candidates > 0]
-    contained = np.zeros(len(candidates))
-    contained[candidates > 0] = containment_at(q_sorted, k, inner, basis=basis)
+    contained = _candidate_containment(q_sorted, k, candidates, lower[candidates], prefix_p, tolerance, basis)
     values = prefix_p[candidates] + 1.0 - contained
-    best = int(np.argmin(values))
+    best = int(np.nanargmin(values))
     return OptimalCut(order, int(candidates[best]), float(min(values[best], 1.0)), float(contained[best]), len(candidates))
+
+
+def _candidate_containment(q_sorted, k, candidates, lower, prefix_p, tolerance, basis):
+    """g at the candidates that can still hold the minimum, NaN at the others: one
+    :class:`PrefixRace` over all of them (so each g is what a race over all gives: a prefix's g
+    does not depend on which others are asked), first the candidate of least lower bound, then
+    those whose lower bound is within ``tolerance`` of its cut (any other's cut, at least its
+    bound less the race's error of ~1e-14, exceeds that one: it cannot be the minimum)."""
+    contained = np.full(len(candidates), np.nan)
+    contained[candidates == 0] = 0.0
+    inner = candidates[candidates > 0]
+    if len(inner) == 0:
+        return contained
+    race = PrefixRace(q_sorted, k, inner, basis=basis)
+    first = int(np.argmin(lower))
+    if candidates[first] > 0 and len(inner) > 2:
+        contained[first] = race.containment(candidates[first : first + 1])[0]
+    known = ~np.isnan(contained)
+    reach = float(np.min(prefix_p[candidates[known]] + 1.0 - contained[known])) if known.any() else np.inf
+    ask = np.flatnonzero(~known & (lower <= reach + tolerance))
+    contained[ask] = race.containment(candidates[ask])
+    return contained
 
 
 def full_scan_cut(target: np.ndarray, draft: np.ndarray, k: int) -> OptimalCut:
@@ -297,9 +333,8 @@ def count_law(q_set: np.ndarray, k: int, t: np.ndarray, *, split: bool = True) -
     rounding error."""
     q_set = np.ascontiguousarray(q_set, dtype=np.float64)
     t = np.ascontiguousarray(t, dtype=np.float64)
-    light = light_tokens(q_set, float(t[-1])) if split else np.zeros(len(q_set), dtype=bool)
+    light, scale = light_split(q_set, float(t[-1])) if split else (np.zeros(len(q_set), dtype=bool), 1.0)
     order = moment_order(k)
-    scale = float(q_set[light].max()) if light.any() else 1.0
     _compiled()
     return _count_law(q_set, light, scale, stirling_weights(order, k), k, t)
 
@@ -436,10 +471,11 @@ def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, 
         out_bound[m] = ROUNDING * bound
 
 
-def _checkpoints(q, light, scale, a, k, t, block):
-    """Every ``block`` tokens: (power sums, product of the other tokens' factors, light mass)."""
-    n, nodes = q.shape[0], t.shape[0]
-    marks = n // block + 1
+def _checkpoints(q, light, scale, a, k, t, starts):
+    """At the prefixes ``starts`` (sorted, from 0): (power sums, product of the other tokens'
+    factors, light mass)."""
+    nodes = t.shape[0]
+    marks = starts.shape[0]
     nu_marks, state_marks, mass_marks = np.zeros((marks, a.shape[0])), np.zeros((marks, k, nodes)), np.zeros(marks)
     state = np.zeros((k, nodes))
     state[0, :] = 1.0
@@ -447,11 +483,12 @@ def _checkpoints(q, light, scale, a, k, t, block):
     mass = 0.0
     for mark in range(marks):
         nu_marks[mark], state_marks[mark], mass_marks[mark] = nu, state, mass
-        mass = _advance(q, light, scale, t, k, state, nu, mark * block, min(mark * block + block, n), mass)
+        if mark + 1 < marks:
+            mass = _advance(q, light, scale, t, k, state, nu, starts[mark], starts[mark + 1], mass)
     return nu_marks, state_marks, mass_marks
 
 
-def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass_marks, prefixes, lam):
+def _containment(q, light, scale, a, k, t, w, starts, nu_marks, state_marks, mass_marks, prefixes, lam):
     nodes = t.shape[0]
     state, nu = np.zeros((k, nodes)), np.zeros(a.shape[0])
     phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
@@ -461,9 +498,9 @@ def _containment(q, light, scale, a, k, t, w, block, nu_marks, state_marks, mass
     position, mass = -1, 0.0
     for c in range(prefixes.shape[0]):
         j = prefixes[c]
-        mark = j // block
-        if position < 0 or position > j or j - position > j - mark * block:  # restart from the checkpoint
-            position = mark * block
+        mark = np.searchsorted(starts, j, side="right") - 1
+        if position < 0 or position > j or j - position > j - starts[mark]:  # restart from the checkpoint
+            position = starts[mark]
             nu[:], state[:, :], mass = nu_marks[mark], state_marks[mark], mass_marks[mark]
         mass = _advance(q, light, scale, t, k, state, nu, position, j, mass)
         position = j

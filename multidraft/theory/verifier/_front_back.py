@@ -41,6 +41,7 @@ import numpy as np
 
 from multidraft.theory.laws._kernels import race_step
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier._wor_parts import descending_values
 
 __all__ = ["front_back_nodes", "front_back_pass", "front_back_head"]
 
@@ -59,7 +60,7 @@ def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
     the least of the K - 1 largest: ``1 - M_{K-1}`` cancels when the top tokens hold all but a
     sliver, and then gave a step far too large (or a zero σ).
     """
-    positive = np.sort(draft[draft > 0], kind="stable")[::-1]  # the same values; linear when nearly sorted
+    positive = descending_values(draft)  # the sorted values, in one pass when nearly sorted
     spread = max(float(positive[k - 1 :].sum()), 1e-300)
     if k > 1 and len(positive) >= k:
         step = min(MAX_STEP, race_step(k, 1.0, spread=spread, least_top=float(positive[k - 2])))

@@ -15,17 +15,18 @@ import numpy as np
 __all__ = ["sorted_tokens"]
 
 
-def sorted_tokens(tokens: np.ndarray, key: np.ndarray) -> np.ndarray:
+def sorted_tokens(tokens: np.ndarray, key: np.ndarray, sub: np.ndarray | None = None) -> np.ndarray:
     """``tokens`` (distinct ids, any order, ideally nearly sorted by ``key``) ordered by ``key``
     (one value per entry of ``tokens``) ascending, NaN last, equal keys by increasing token id:
     what ``np.sort(tokens)[np.argsort(key_by_id, kind="stable")]`` gives, ``key_by_id`` the keys
-    of the sorted ids. O(s) on a nearly sorted sequence, O(s log s) at worst.
+    of the sorted ids. O(s) on a nearly sorted sequence, O(s log s) at worst. ``sub``:
+    ``np.argsort(key, kind="stable")`` when the caller has it already.
 
     >>> sorted_tokens(np.array([5, 2, 9, 1]), np.array([0.5, 0.5, 0.1, np.nan])).tolist()
     [9, 2, 5, 1]
     """
     tokens, key = np.asarray(tokens), np.asarray(key)
-    sub = np.argsort(key, kind="stable")
+    sub = np.argsort(key, kind="stable") if sub is None else sub
     out, ordered = tokens[sub], key[sub]
     if len(out) < 2:
         return out

@@ -18,7 +18,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["radix_sort", "pack_keys", "settle_ties", "new_counts", "DIGIT_BITS"]
+__all__ = ["radix_sort", "pack_keys", "pack_ordered_keys", "settle_ties", "new_counts", "DIGIT_BITS"]
 
 #: Bits per digit: 6 passes over 64 bits, each counting into 2^11 buckets (16 KiB, in L1).
 DIGIT_BITS = 11
@@ -84,6 +84,33 @@ def _pack_keys(key_bits, packed, shift, bits):
         packed[i] = ((key_bits[i] >> drop) << up) | np.uint64(i)
 
 
+def pack_ordered_keys(key: np.ndarray, packed: np.ndarray, shift: int, bits: int) -> None:
+    """:func:`pack_keys` for doubles of any sign: the top ``bits`` bits of each key made
+    order-preserving as an unsigned integer (the sign bit set for non-negative keys, every bit
+    flipped for negative ones, NaN above everything), above the index. Sorting ``packed`` by its
+    bits ``shift .. shift + bits - 1`` orders the keys by those bits (-inf first, NaN last),
+    index order among equal ones; :func:`settle_ties` then puts runs of equal truncated keys in
+    exact order (a NaN never moves there: it compares greater than nothing)."""
+    if not (0 < bits and 0 <= shift and shift + bits <= 64 and len(key) <= 1 << shift):
+        raise ValueError(f"pack_ordered_keys: {bits} key bits above a {shift}-bit index of {len(key)} entries do not fit 64 bits")
+    _compile()
+    _pack_ordered_keys(key, packed, shift, bits)
+
+
+def _pack_ordered_keys(key, packed, shift, bits):
+    raw = key.view(np.uint64)
+    drop, up = np.uint64(64 - bits), np.uint64(shift)
+    sign, everything = np.uint64(1) << np.uint64(63), ~np.uint64(0)
+    for i in range(key.shape[0]):
+        if key[i] != key[i]:
+            ordered = everything
+        elif raw[i] & sign:
+            ordered = ~raw[i]
+        else:
+            ordered = raw[i] | sign
+        packed[i] = ((ordered >> drop) << up) | np.uint64(i)
+
+
 def settle_ties(packed: np.ndarray, shift: int, key: np.ndarray, order: np.ndarray) -> None:
     """``order`` (int64 [s]) from ``packed`` (uint64 [s]: keys truncated to their top bits above
     an index in the low ``shift`` bits, sorted): the index bits, with every run of equal
@@ -126,4 +153,4 @@ def new_counts() -> np.ndarray:
 
 
 def _compile() -> None:
-    compile_in_place(globals(), ["_radix_sort", "_pack_keys", "_settle_ties"])
+    compile_in_place(globals(), ["_radix_sort", "_pack_keys", "_pack_ordered_keys", "_settle_ties"])

@@ -1,0 +1,297 @@
+"""The without-replacement rule's bookkeeping over the vocabulary in compiled passes.
+
+:func:`~multidraft.theory.verifier._wor_rule.wor_selection_rule` sorts U and T* by increasing
+p/q for r* and by decreasing p/q for the positions, gathers p, q and r* in T*'s position order,
+finds the T* side's uniform tail, sums ``min(p, r)`` over parts and the vocabulary, and writes
+α, r and the positions: with numpy that was ~20 passes over n-sized arrays, each with a fresh
+temporary (2 ms at n = 49152, K = 8; issue 34). Here each is one pass that writes only what the
+rule keeps. Every output is what the numpy expressions gave, bit for bit: the same comparisons
+and copies, and sums in numpy's own order (:func:`pairwise_sum`); tests/test_wor_parts.py
+checks each against them, with a broken twin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier import _radix
+from multidraft.theory.verifier._orders import sorted_tokens
+
+__all__ = [
+    "sorted_part", "descending_index", "side_arrays", "tail_start", "scatter", "write_positions",
+    "descending_values", "pairwise_sum", "min_sum", "radix_order", "KEY_BITS",
+]  # fmt: skip
+
+
+def sorted_part(hint: np.ndarray, target: np.ndarray, draft: np.ndarray):
+    """``(tokens, p, q, p/q)`` of the tokens ``hint`` (q > 0, about in increasing p/q) sorted by
+    increasing p/q, equal ratios by increasing id: what
+    ``sorted_tokens(hint, p[hint]/q[hint])`` and gathers from it give, with the ratios gathered
+    and divided once (one compiled pass; numpy's stable sort of them, linear on a nearly sorted
+    hint, then one pass applying it). Runs of equal ratios are put in id order by
+    :func:`~multidraft.theory.verifier._orders.sorted_tokens` itself."""
+    hint = np.ascontiguousarray(hint, dtype=np.int64)
+    size = len(hint)
+    values, masses, key = np.empty(size), np.empty(size), np.empty(size)
+    _compiled()
+    _ratio_gather(hint, target, draft, values, masses, key)
+    sub = np.argsort(key, kind="stable")
+    out = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), np.empty(size)
+    if _apply_order(sub, hint, values, masses, key, *out):  # equal ratios: their ids in order
+        tokens = sorted_tokens(hint, key, sub)
+        return tokens, target[tokens], draft[tokens], target[tokens] / draft[tokens]
+    return out
+
+
+def descending_index(key: np.ndarray) -> np.ndarray:
+    """For a part sorted by increasing ratio ``key`` (p/q), equal ratios by increasing id: the
+    index that orders it by *decreasing* ratio, equal ratios still by increasing id --
+    reversed, then every run of equal ratios reversed back. ``tokens[index]`` is what
+    ``sorted_tokens(tokens, -p/q)`` gives, in one pass.
+
+    >>> descending_index(np.array([0.4, 0.4, 0.8, 2.4])).tolist()
+    [3, 2, 0, 1]
+    """
+    out = np.empty(len(key), dtype=np.int64)
+    _compiled()
+    _descending_index(np.ascontiguousarray(key, dtype=np.float64), out)
+    return out
+
+
+def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, outside: float):
+    """``(p, q, r)`` of a part reordered by ``index`` (``values[index]`` ...), p and q led by
+    the merged U token ``(0, outside)`` when ``outside > 0`` (the T* side's pass,
+    :func:`~multidraft.theory.verifier._wor_rule._t_side`): ``(merged_p, merged_q, r, lead)``,
+    one pass, no concatenation."""
+    lead = 1 if outside > 0 else 0
+    merged_p, merged_q, r = np.empty(len(index) + lead), np.empty(len(index) + lead), np.empty(len(index))
+    if lead:
+        merged_p[0], merged_q[0] = 0.0, outside
+    _compiled()
+    _gather(np.ascontiguousarray(index, dtype=np.int64), values, masses, law, merged_p[lead:], merged_q[lead:], r)
+    return merged_p, merged_q, r, lead
+
+
+def tail_start(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, t_max: float, light: float, slack: float) -> int:
+    """One past the last index where ``q > 0 and q t_max <= light and p <= slack r*`` fails
+    (0 when it never fails): scanned from the end, so it reads the tail only."""
+    _compiled()
+    return int(_last_miss(p, q, r_star, float(t_max), float(light), float(slack))) + 1
+
+
+def scatter(tokens: np.ndarray, first: np.ndarray, second: np.ndarray, out_first: np.ndarray, out_second: np.ndarray) -> None:
+    """``out_first[tokens], out_second[tokens] = first, second`` in one pass."""
+    _compiled()
+    _scatter(np.ascontiguousarray(tokens, dtype=np.int64), first, second, out_first, out_second)
+
+
+def write_positions(first: np.ndarray, second: np.ndarray, n: int) -> np.ndarray:
+    """``position[token] = its index in first + second`` (int64 [n]; the two hold every token once)."""
+    out = np.empty(n, dtype=np.int64)
+    _compiled()
+    _write_positions(np.ascontiguousarray(first, dtype=np.int64), np.ascontiguousarray(second, dtype=np.int64), out)
+    return out
+
+
+def descending_values(values: np.ndarray) -> np.ndarray:
+    """The positive entries of ``values`` sorted decreasingly (the array
+    ``np.sort(values[values > 0])[::-1]``, contiguous): one insertion pass, linear when they
+    are nearly in that order already (the T* side's masses in position order are); a sort when
+    the pass would move more than a few entries per value."""
+    out = np.empty(len(values))
+    _compiled()
+    count = _descending_values(np.ascontiguousarray(values, dtype=np.float64), out, 4 * len(values) + 64)
+    if count < 0:
+        return np.ascontiguousarray(np.sort(values[values > 0])[::-1])
+    return out[:count]
+
+
+def pairwise_sum(values: np.ndarray) -> float:
+    """``np.sum(values)`` of a float64 vector, the same bits: numpy's pairwise summation (blocks of
+    at most 128 summed in eight interleaved partial sums, halves at multiples of 8 above that,
+    fewer than 8 one by one), added to 0.0, compiled.
+
+    >>> x = np.random.default_rng(0).random(1000)
+    >>> pairwise_sum(x) == float(x.sum())
+    True
+    """
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    _compiled()
+    return float(0.0 + _pairwise(values, values, 0, len(values), False))
+
+
+def min_sum(first: np.ndarray, second: np.ndarray) -> float:
+    """``np.minimum(first, second).sum()``, the same bits, without the temporary (finite entries)."""
+    first, second = np.ascontiguousarray(first, dtype=np.float64), np.ascontiguousarray(second, dtype=np.float64)
+    if first.shape != second.shape:
+        raise ValueError(f"min_sum: shapes {first.shape} and {second.shape} differ")
+    _compiled()
+    return float(0.0 + _pairwise(first, second, 0, len(first), True))
+
+
+def radix_order(key: np.ndarray) -> np.ndarray | None:
+    """The stable ascending order of the doubles ``key`` (NaN last), what the cut's scan takes
+    as ``sort`` (:func:`~multidraft.theory.optimum._wor_race.scan_order`): the keys' top
+    :data:`KEY_BITS` bits made order-preserving above the index
+    (:func:`~multidraft.theory.verifier._radix.pack_ordered_keys`), three counting passes
+    (:func:`~multidraft.theory.verifier._radix.radix_sort`), runs of equal truncated keys put
+    in exact order (:func:`~multidraft.theory.verifier._radix.settle_ties`); the cut's own
+    64-bit radix sort makes six passes. None when a run of equal truncated keys is longer than
+    :data:`LONG_RUN` (keys that differ in their last bits only, as p/q for q = softmax(log p);
+    the scan then sorts by all 64 bits itself instead of settling the run by a comparison sort).
+
+    >>> radix_order(np.array([-0.5, -np.inf, np.nan, -0.0, -0.75])).tolist()
+    [1, 4, 0, 3, 2]
+    """
+    key = np.ascontiguousarray(key, dtype=np.float64)
+    size = len(key)
+    shift = max(int(size - 1).bit_length(), 1)
+    packed, order = np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.int64)
+    _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
+    _radix.radix_sort(packed, np.empty(size, dtype=np.uint64), _radix.new_counts(), shift, shift + KEY_BITS)
+    _compiled()
+    if _longest_run(packed, shift) > LONG_RUN:
+        return None
+    _radix.settle_ties(packed, shift, key, order)
+    return order
+
+
+#: The keys' top bits that :func:`radix_order` sorts by radix (sign, exponent and 21 bits of
+#: mantissa: three 11-bit digits), and the longest run of equal ones it settles.
+KEY_BITS, LONG_RUN = 33, 1024
+
+
+def _compiled() -> None:
+    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
+    compile_in_place(globals(), KERNELS)
+
+
+def _ratio_gather(hint, p, q, values, masses, key):
+    for i in range(hint.shape[0]):
+        token = hint[i]
+        values[i], masses[i] = p[token], q[token]
+        key[i] = values[i] / masses[i]
+
+
+def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses, out_key):
+    """Write the sorted arrays; True when two neighbours have equal ratios (ids to put in order)."""
+    tie = False
+    for i in range(sub.shape[0]):
+        j = sub[i]
+        tokens[i], out_values[i], out_masses[i], out_key[i] = hint[j], values[j], masses[j], key[j]
+        if i > 0 and out_key[i] == out_key[i - 1]:
+            tie = True
+    return tie
+
+
+def _longest_run(packed, shift):
+    """The longest run of equal keys above the low ``shift`` bits in sorted ``packed``."""
+    longest, run = 0, 0
+    for i in range(packed.shape[0]):
+        run = run + 1 if i > 0 and (packed[i] >> np.uint64(shift)) == (packed[i - 1] >> np.uint64(shift)) else 1
+        longest = max(longest, run)
+    return longest
+
+
+def _descending_index(key, out):
+    m = key.shape[0]
+    for i in range(m):
+        out[i] = m - 1 - i
+    start = 0
+    while start < m:
+        stop = start + 1
+        while stop < m and key[out[stop]] == key[out[start]]:
+            stop += 1
+        low, high = start, stop - 1
+        while low < high:
+            out[low], out[high] = out[high], out[low]
+            low += 1
+            high -= 1
+        start = stop
+
+
+def _gather(index, p, q, r, out_p, out_q, out_r):
+    for i in range(index.shape[0]):
+        j = index[i]
+        out_p[i], out_q[i], out_r[i] = p[j], q[j], r[j]
+
+
+def _last_miss(p, q, r, t_max, light, slack):
+    for i in range(p.shape[0] - 1, -1, -1):
+        if not (q[i] > 0 and q[i] * t_max <= light and p[i] <= slack * r[i]):
+            return i
+    return -1
+
+
+def _scatter(tokens, first, second, out_first, out_second):
+    for i in range(tokens.shape[0]):
+        out_first[tokens[i]], out_second[tokens[i]] = first[i], second[i]
+
+
+def _write_positions(first, second, out):
+    for i in range(first.shape[0]):
+        out[first[i]] = i
+    offset = first.shape[0]
+    for i in range(second.shape[0]):
+        out[second[i]] = offset + i
+
+
+def _descending_values(values, out, budget):
+    count, moves = 0, 0
+    for i in range(values.shape[0]):
+        value = values[i]
+        if not value > 0:
+            continue
+        slot = count
+        while slot > 0 and out[slot - 1] < value:
+            out[slot] = out[slot - 1]
+            slot -= 1
+        moves += count - slot
+        if moves > budget:
+            return -1
+        out[slot] = value
+        count += 1
+    return count
+
+
+def _item(a, b, i, smaller):
+    return min(a[i], b[i]) if smaller else a[i]
+
+
+def _pairwise(a, b, lo, n, smaller):
+    """numpy's ``pairwise_sum`` of entries ``lo .. lo + n - 1`` (of ``min(a, b)`` if ``smaller``)."""
+    if n < 8:
+        total = 0.0
+        for i in range(lo, lo + n):
+            total += _item(a, b, i, smaller)
+        return total
+    if n <= 128:
+        r0, r1, r2, r3 = _item(a, b, lo, smaller), _item(a, b, lo + 1, smaller), _item(a, b, lo + 2, smaller), _item(a, b, lo + 3, smaller)
+        r4, r5, r6, r7 = _item(a, b, lo + 4, smaller), _item(a, b, lo + 5, smaller), _item(a, b, lo + 6, smaller), _item(a, b, lo + 7, smaller)
+        i = 8
+        while i < n - n % 8:
+            r0 += _item(a, b, lo + i, smaller)
+            r1 += _item(a, b, lo + i + 1, smaller)
+            r2 += _item(a, b, lo + i + 2, smaller)
+            r3 += _item(a, b, lo + i + 3, smaller)
+            r4 += _item(a, b, lo + i + 4, smaller)
+            r5 += _item(a, b, lo + i + 5, smaller)
+            r6 += _item(a, b, lo + i + 6, smaller)
+            r7 += _item(a, b, lo + i + 7, smaller)
+            i += 8
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            total += _item(a, b, lo + i, smaller)
+            i += 1
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise(a, b, lo, half, smaller) + _pairwise(a, b, lo + half, n - half, smaller)
+
+
+#: The compiled kernels of this module.
+KERNELS = (
+    "_ratio_gather", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
+    "_write_positions", "_descending_values", "_item", "_pairwise",
+)  # fmt: skip

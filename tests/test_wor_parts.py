@@ -1,0 +1,224 @@
+"""The wor fit's compiled bookkeeping (multidraft.theory.verifier._wor_parts; issue 34, item 3)
+against the numpy expressions it replaces, bit for bit, and the cut's candidates evaluated only
+within tolerance of the best found against evaluating them all.
+
+Every check is shown to reject a deliberately broken twin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from multidraft.theory import softmax, zipf
+from multidraft.theory.optimum import _wor_race
+from multidraft.theory.optimum._wor_race import PrefixRace, optimal_cut, scan_order
+from multidraft.theory.verifier import _wor_parts
+from multidraft.theory.verifier._orders import sorted_tokens
+
+
+def _ratio_instances(seed: int, largest: int):
+    """60 ``(p, q)`` pairs (q > 0) of up to ``largest`` tokens; every other one with many equal
+    p/q (p a multiple of q)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(60):
+        size = int(rng.integers(1, largest))
+        q = rng.dirichlet(np.full(size, 0.5)) + 1e-12
+        p = q * rng.integers(1, 4, size) if trial % 2 == 0 else rng.dirichlet(np.full(size, 0.5))
+        yield rng, p, q
+
+
+def test_sorted_part_is_sorted_tokens_and_its_gathers_and_a_part_without_tie_order_is_caught():
+    caught = 0
+    for rng, p, q in _ratio_instances(1, 3000):
+        size = len(p)
+        hint = rng.permutation(size)
+        hint = hint[np.argsort(p[hint] / q[hint] + rng.normal(0, 1e-3, size), kind="stable")]  # nearly sorted
+        tokens, values, masses, key = _wor_parts.sorted_part(hint, p, q)
+        expected = sorted_tokens(hint, p[hint] / q[hint])
+        np.testing.assert_array_equal(tokens, expected)
+        for got, want in ((values, p[expected]), (masses, q[expected]), (key, p[expected] / q[expected])):
+            np.testing.assert_array_equal(got, want)
+        twin = hint[np.argsort(p[hint] / q[hint], kind="stable")]  # equal ratios left in hint order
+        caught += not np.array_equal(twin, expected)
+    assert caught >= 10
+
+
+def test_descending_index_orders_by_decreasing_ratio_ties_by_id_and_a_plain_reversal_is_caught():
+    caught = 0
+    for _, p, q in _ratio_instances(2, 2000):
+        tokens = sorted_tokens(np.arange(len(p)), p / q)
+        key = p[tokens] / q[tokens]
+        index = _wor_parts.descending_index(key)
+        expected = sorted_tokens(tokens[::-1], -key[::-1])
+        np.testing.assert_array_equal(tokens[index], expected)
+        caught += not np.array_equal(tokens[::-1], expected)  # the twin: reversed, ties left by decreasing id
+    assert caught >= 10
+
+
+def test_side_arrays_tail_start_scatter_and_positions_are_the_numpy_expressions_and_twins_are_caught():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        size = int(rng.integers(1, 500))
+        values, masses, law = rng.random(size), rng.random(size), rng.random(size)
+        index = rng.permutation(size)
+        for outside in (0.0, 0.25):
+            merged_p, merged_q, r, lead = _wor_parts.side_arrays(index, values, masses, law, outside)
+            lead_p, lead_q = ([0.0], [outside]) if outside > 0 else ([], [])
+            np.testing.assert_array_equal(merged_p, np.concatenate([lead_p, values[index]]))
+            np.testing.assert_array_equal(merged_q, np.concatenate([lead_q, masses[index]]))
+            np.testing.assert_array_equal(r, law[index])
+            assert lead == len(lead_p)
+        q = np.where(rng.random(size) < 0.1, 0.0, rng.random(size) * 1e-3)
+        p, r_star = rng.random(size) * 1e-3, rng.random(size) * 1e-3
+        fits = (q > 0) & (q * 300.0 <= 0.25) & (p <= 0.9 * r_star)
+        misses = np.flatnonzero(~fits)
+        expected = int(misses[-1]) + 1 if len(misses) else 0
+        assert _wor_parts.tail_start(p, q, r_star, 300.0, 0.25, 0.9) == expected
+        if len(misses) >= 2:  # the twin: the first miss instead of the last
+            assert int(misses[0]) + 1 != expected
+        tokens = rng.permutation(size)
+        first, second = rng.random(size), rng.random(size)
+        out_first, out_second = np.zeros(size), np.zeros(size)
+        _wor_parts.scatter(tokens, first, second, out_first, out_second)
+        want_first, want_second = np.zeros(size), np.zeros(size)
+        want_first[tokens], want_second[tokens] = first, second
+        np.testing.assert_array_equal(out_first, want_first)
+        np.testing.assert_array_equal(out_second, want_second)
+        split = int(rng.integers(0, size + 1))
+        position = _wor_parts.write_positions(tokens[:split], tokens[split:], size)
+        want = np.empty(size, dtype=np.int64)
+        want[tokens] = np.arange(size)
+        np.testing.assert_array_equal(position, want)
+        twin = np.empty(size, dtype=np.int64)  # the twin: the second part's positions not offset
+        twin[tokens[:split]], twin[tokens[split:]] = np.arange(split), np.arange(size - split)
+        if 0 < split < size:
+            assert not np.array_equal(twin, want)
+
+
+def test_descending_values_are_the_sorted_positive_values_and_the_input_order_is_caught():
+    rng = np.random.default_rng(4)
+    caught = 0
+    for trial in range(40):
+        size = int(rng.integers(1, 3000))
+        values = np.sort(rng.random(size) * (rng.random(size) < 0.9))[::-1].copy()
+        if trial % 3 == 0:
+            values[0] = rng.random() * 1e-3  # a small lead, as the merged U token
+        if trial % 3 == 1:
+            rng.shuffle(values)  # far from sorted: the sort fallback
+        got = _wor_parts.descending_values(values)
+        expected = np.sort(values[values > 0])[::-1]
+        np.testing.assert_array_equal(got, expected)
+        assert got.flags.c_contiguous
+        caught += not np.array_equal(values[values > 0], expected)  # the twin: positive values as given
+    assert caught >= 20
+
+
+@pytest.mark.parametrize("sizes", [range(0, 300), [511, 512, 1000, 4096, 8193, 49152, 131072, 200001]])
+def test_pairwise_and_min_sums_are_numpys_bits_and_a_sequential_sum_is_caught(sizes):
+    rng = np.random.default_rng(5)
+    caught = 0
+    for size in sizes:
+        a = rng.random(size) * 10.0 ** rng.uniform(-12, 0, size)
+        b = rng.random(size) * 10.0 ** rng.uniform(-12, 0, size)
+        assert _wor_parts.pairwise_sum(a) == float(a.sum())
+        assert _wor_parts.min_sum(a, b) == float(np.minimum(a, b).sum())
+        sequential = 0.0
+        for value in a.tolist():  # the twin: one running sum in order
+            sequential += value
+        caught += sequential != float(a.sum())
+    assert caught >= len(sizes) // 4
+    with pytest.raises(ValueError, match="shapes"):
+        _wor_parts.min_sum(np.ones(3), np.ones(4))
+
+
+def test_radix_order_is_the_stable_argsort_and_the_scan_order_is_unchanged_and_raw_bits_are_caught():
+    rng = np.random.default_rng(6)
+    for trial in range(40):
+        size = int(rng.integers(1, 5000))
+        key = -rng.random(size) * 10.0 ** rng.uniform(-300, 0, size)
+        special = rng.random(size)
+        key[special < 0.05] = -np.inf
+        key[(special >= 0.05) & (special < 0.1)] = -0.0
+        key[(special >= 0.1) & (special < 0.12)] = np.nan
+        if trial % 4 == 0:
+            key = np.round(key, 2)  # many exact ties
+        order, expected = _wor_parts.radix_order(key), np.argsort(key, kind="stable")
+        if order is None:  # declined: a run of keys equal in their top bits longer than LONG_RUN
+            top = np.sort(key.view(np.uint64) >> np.uint64(64 - _wor_parts.KEY_BITS))
+            assert np.max(np.unique(top, return_counts=True)[1]) > _wor_parts.LONG_RUN
+        else:
+            np.testing.assert_array_equal(order, expected)
+        p, q = rng.dirichlet(np.full(size, 0.5)), rng.dirichlet(np.full(size, 0.5))
+        p[rng.random(size) < 0.1], q[rng.random(size) < 0.1] = 0.0, 0.0
+        if p.sum() > 0 and q.sum() > 0:
+            np.testing.assert_array_equal(scan_order(p, q, _wor_parts.radix_order), scan_order(p, q))
+    ulps = -np.nextafter(1.0, 2.0, dtype=np.float64) ** rng.integers(0, 50, 5000)  # -1 - a few ulps: one long run
+    assert _wor_parts.radix_order(ulps) is None
+    p = rng.dirichlet(np.full(5000, 0.5))
+    q = p * (1.0 - 1e-16 * rng.random(5000))  # q/p within ulps of 1: the scan sorts all 64 bits itself
+    np.testing.assert_array_equal(scan_order(p, q, _wor_parts.radix_order), scan_order(p, q))
+    key = -rng.random(100)  # the twin: the raw bits of negative keys sort backwards
+    assert not np.array_equal(np.argsort(key.view(np.uint64), kind="stable"), np.argsort(key, kind="stable"))
+
+
+def _all_candidates(q_sorted, k, candidates, lower, prefix_p, tolerance, basis):
+    """The cut's race at every candidate (what main evaluated)."""
+    contained = np.zeros(len(candidates))
+    inner = candidates[candidates > 0]
+    if len(inner):
+        contained[candidates > 0] = PrefixRace(q_sorted, k, inner, basis=basis).containment(inner)
+    return contained
+
+
+def _least_bound_only(q_sorted, k, candidates, lower, prefix_p, tolerance, basis):
+    """The broken twin: only the candidate of least lower bound (and prefix 0)."""
+    contained = np.full(len(candidates), np.nan)
+    contained[candidates == 0] = 0.0
+    inner = candidates[candidates > 0]
+    first = int(np.argmin(lower))
+    if candidates[first] > 0:
+        contained[first] = PrefixRace(q_sorted, k, inner, basis=basis).containment(candidates[first : first + 1])[0]
+    return contained
+
+
+def _cases():
+    rng = np.random.default_rng(7)
+    for _ in range(80):
+        n, k = int(rng.integers(3, 300)), int(rng.integers(2, 9))
+        p, q = rng.dirichlet(np.full(n, rng.choice([0.05, 0.3, 1.0]))), rng.dirichlet(np.full(n, rng.choice([0.05, 0.3, 1.0])))
+        if np.count_nonzero(q) >= k:
+            yield p, q, k
+    p = zipf(49152, exponent=1.1, rng=np.random.default_rng(0))
+    for k in (2, 4, 8):
+        for temperature in (0.5, 1.2, 1.6, 2.0):
+            yield p, softmax(np.log(p), temperature=temperature), k
+
+
+def test_candidates_within_tolerance_give_the_cut_of_all_candidates_and_the_least_bound_alone_is_caught(monkeypatch):
+    cases = list(_cases())
+    pruned = [optimal_cut(p, q, k) for p, q, k in cases]
+    monkeypatch.setattr(_wor_race, "_candidate_containment", _all_candidates)
+    for (p, q, k), cut in zip(cases, pruned):
+        full = optimal_cut(p, q, k)
+        assert (cut.size, cut.value, cut.contained, cut.candidates) == (full.size, full.value, full.contained, full.candidates)
+    monkeypatch.setattr(_wor_race, "_candidate_containment", _least_bound_only)
+    twins = [optimal_cut(p, q, k) for p, q, k in cases]
+    assert sum((twin.size, twin.value) != (cut.size, cut.value) for twin, cut in zip(twins, pruned)) >= 3
+
+
+def test_light_split_is_the_mask_and_the_largest_light_mass_and_a_mask_without_zeros_is_caught():
+    from multidraft.theory.optimum._wor_moments import LIGHT, light_split
+
+    rng = np.random.default_rng(8)
+    caught = 0
+    for _ in range(40):
+        size = int(rng.integers(1, 2000))
+        q = np.where(rng.random(size) < 0.1, 0.0, rng.random(size) * 10.0 ** rng.uniform(-6, -1, size))
+        t_max = float(10.0 ** rng.uniform(0, 4))
+        mask, scale = light_split(q, t_max)
+        expected = (q > 0) & (q * t_max <= LIGHT)
+        np.testing.assert_array_equal(mask, expected)
+        assert scale == (float(q[expected].max()) if expected.any() else 1.0)
+        caught += not np.array_equal(q * t_max <= LIGHT, expected)  # the twin: q = 0 counted light
+    assert caught >= 20

@@ -44,7 +44,7 @@ from multidraft.trees.tree import DraftTree, live_law_class
 
 __all__ = [
     "TokenVerifier", "NodeStep", "node_law", "node_conditional", "node_plan", "node_scheme", "one_draft_scheme", "rows_below",
-    "single_draft_acceptance", "token_batch",
+    "single_draft_acceptance", "token_batch", "checked_node", "checked_plan",
 ]  # fmt: skip
 
 #: Plans a :class:`TokenVerifier` keeps (oldest dropped first), for vocabularies up to
@@ -151,6 +151,35 @@ def node_plan(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool) -> An
     return scheme.prepare(list(target) if exact else target, law, exact)
 
 
+def checked_node(tree: Tree, node: int) -> tuple[np.ndarray, DraftLaw, np.ndarray]:
+    """``(p checked, the node's draft law, live tuple)`` at an inner ``node`` of a float tree:
+    the target as :meth:`~multidraft.theory.laws.DraftLaw.check_target` returns it and the law
+    as :func:`node_law` builds it (both validating), kept with the tree
+    (:meth:`~multidraft.trees._checked.CheckedRows.checked`) so that every later call on the
+    tree reads them without checking the rows again."""
+
+    def build() -> tuple[np.ndarray, DraftLaw, np.ndarray]:
+        name, drafts, tuple_ = tree.node_draws(node)
+        law = node_law(name, drafts, tuple_)
+        tuple_.flags.writeable = False
+        return law.check_target(tree.target_at(node), copy=False), law, tuple_
+
+    return tree.checked(("token", node), build)
+
+
+def checked_plan(scheme: Any, tree: Tree, node: int) -> Any:
+    """``scheme``'s plan at an inner ``node`` of a float tree (:func:`node_plan`), prepared from
+    the node's rows as the tree keeps them validated (:func:`checked_node`,
+    :meth:`~multidraft.schemes.Scheme._prepare_checked`): the same plan, without checking the
+    rows again. A scheme object without plans is refused as :func:`node_plan` refuses it."""
+    from multidraft.schemes import Scheme
+
+    target, law, _ = checked_node(tree, node)
+    if isinstance(scheme, Scheme):
+        return scheme._prepare_checked(target, law)
+    return node_plan(scheme, target, law, False)
+
+
 @dataclass(frozen=True)
 class NodeStep:
     """One node verified by the token walk's batched form (decoding records one per position).
@@ -232,6 +261,7 @@ class TokenVerifier(TreeVerifier):
         self.name = f"token:{getattr(scheme, 'name', type(scheme).__name__)}"
         self.exact_capable = isinstance(scheme, Scheme) and scheme.capabilities.exact_output
         self._plans: dict[bytes, Callable] = {}
+        self._schemes: dict[tuple[type[DraftLaw], int], Any] = {}
 
     def __repr__(self) -> str:
         return f"TokenVerifier({self.scheme!r})"
@@ -259,25 +289,36 @@ class TokenVerifier(TreeVerifier):
     def refusal(self, tree: Tree) -> str:
         return self._unsupported(tree) if super().supports(tree) else super().refusal(tree)
 
+    def _node_scheme(self, cls: type[DraftLaw], k: int) -> Any:
+        """The scheme that runs at a node whose law has class ``cls`` and ``k`` live drafts:
+        :func:`node_scheme`'s, except that an optimal scheme at a node with one live draft runs
+        as single-draft sampling (:func:`one_draft_scheme`: the same conditional law, without
+        fitting a selection rule); decided once per (class, k)."""
+        key = (cls, k)
+        if key not in self._schemes:
+            self._schemes[key] = one_draft_scheme(node_scheme(self.scheme, cls, k)[0], cls, k)
+        return self._schemes[key]
+
     def _node(self, tree: Tree, node: int) -> tuple[Any, DraftLaw, np.ndarray]:
-        """(scheme, law, live tuple) at ``node``: :func:`node_scheme`'s, except that an optimal
-        scheme at a node with one live draft runs as single-draft sampling
-        (:func:`one_draft_scheme`: the same conditional law, without fitting a selection rule)."""
-        name, drafts, tuple_ = tree.node_draws(node)
-        law = node_law(name, drafts, tuple_)
-        return one_draft_scheme(node_scheme(self.scheme, type(law), law.k)[0], law), law, tuple_
+        """(scheme, law, live tuple) at ``node`` (:meth:`_node_scheme`); the law of a float tree
+        is validated once per tree (:func:`checked_node`)."""
+        if tree.exact:
+            name, drafts, tuple_ = tree.node_draws(node)
+            law = node_law(name, drafts, tuple_)
+        else:
+            _, law, tuple_ = checked_node(tree, node)
+        return self._node_scheme(type(law), law.k), law, tuple_
 
     def _runs_single(self, tree: Tree, node: int) -> bool:
         """Whether ``node`` has one live draft of a law of distributions (not a fixed set) and the
         walk runs single-draft sampling there (:func:`node_scheme`, :func:`one_draft_scheme`)."""
-        from multidraft.schemes import Scheme, get_scheme
+        from multidraft.schemes.base import SCHEMES
 
         name, k = tree.node_law_kind(node)
         cls = law_class(name)
         if k != 1 or not cls.takes_distributions or type(self)._conditional is not TokenVerifier._conditional:
             return False
-        scheme = one_draft_scheme(node_scheme(self.scheme, cls, 1)[0], cls, 1)
-        return isinstance(scheme, Scheme) and type(scheme) is type(get_scheme("single"))
+        return type(self._node_scheme(cls, 1)) is SCHEMES["single"]
 
     def _rows_below(self, tree: Tree, node: int) -> bool:
         """Whether the walk couples at ``node`` by the rows coupling (:func:`rows_below`; K iid
@@ -331,7 +372,7 @@ class TokenVerifier(TreeVerifier):
         from multidraft.schemes._importance import ImportancePlan
 
         scheme, law, tuple_ = self._node(tree, node)
-        plan = node_plan(scheme, tree.target_at(node), law, False)
+        plan = checked_plan(scheme, tree, node)
         if isinstance(plan, ImportancePlan):
             values, rest = plan.conditional_at(tuple_[None, :], tokens)
             return values[0], float(rest[0])

@@ -37,6 +37,7 @@ import numpy as np
 
 from multidraft.theory import check_row_sums
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
+from multidraft.trees._checked import CheckedRows
 
 __all__ = ["DraftTree", "TreeNodes", "live_law_class"]
 
@@ -185,7 +186,7 @@ def _as_table(values: object, name: str, shape: tuple[int, ...], validate: bool)
 
 
 @dataclass(frozen=True, eq=False)
-class DraftTree:
+class DraftTree(CheckedRows):
     """One draft tree: K draft sequences, the target after every prefix, the draft laws.
 
     Parameters

@@ -128,3 +128,20 @@ def test_prepare_checked_refuses_a_law_and_prepare_still_validates():
         scheme.prepare(np.where(np.arange(N) == 0, -0.1, target[0]), IID(draft[0], 2))
     plan = scheme._prepare_checked(IID(draft[0], 2).check_target(target[0]), IID(draft[0], 2))
     np.testing.assert_array_equal(plan.conditional(np.array([[0, 1]])), scheme.prepare(target[0], IID(draft[0], 2)).conditional(np.array([[0, 1]])))
+
+
+def test_the_residual_sum_without_its_weights_is_the_same_sum():
+    """``scaled_residual(..., keep=False)`` (selective's E[τ], which needs S alone) sums the same
+    terms in the same order as the pass that writes W: the same S bit for bit. WRONG twin: numpy's
+    pairwise sum of W, which differs in the last bits on some rows, is caught."""
+    from multidraft.trees._residual import scaled_residual
+
+    rng = np.random.default_rng(11)
+    differs = 0
+    for _ in range(20):
+        w, q = rng.random(N), rng.random(N)
+        scale = float(rng.uniform(0.5, 2.0))
+        weights, total = scaled_residual(w, scale, q, 1.0)
+        assert scaled_residual(w, scale, q, 1.0, keep=False) == (None, total)
+        differs += float(weights.sum()) != total
+    assert differs > 0

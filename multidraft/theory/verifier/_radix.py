@@ -1,12 +1,12 @@
 """Sorting packed uint64 keys by least-significant-digit radix sort (numba, cached on disk).
 
-The optimal iid verifier's fit sorts one packed uint64 per support token (the ratio's top bits,
-the token's index in the low bits: :func:`pack_keys`, used by
+The optimal iid verifier's fit sorts one packed uint64 per support token (the ratio's bits less
+the least ratio's, truncated, the token's index in the low bits: :func:`pack_ratio_keys`, used by
 :func:`multidraft.theory.verifier._curtain.density_order`), on the key's bits alone: the index
 comes in increasing order and the sort is stable, so the result is ``numpy.sort``'s bit for bit
-(three digit passes at 33 key bits; 0.25 vs 1.65 ms for the library's comparison sort on 49,152
-keys on the machines measured). Runs of equal truncated keys are then put in exact order
-(:func:`settle_ties`).
+(two digit passes on a fit's ratios, three at most; ~0.2 vs 1.65 ms for the library's comparison
+sort on 49,152 keys on the machines measured). Runs of equal truncated keys are then put in
+exact order (:func:`settle_ties`).
 
 The kernels are compiled on first use (:func:`~multidraft.theory._numba.compile_in_place`), so
 importing the theory does not import numba.
@@ -18,7 +18,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["radix_sort", "pack_keys", "pack_ratio_keys", "settle_ties", "new_counts", "DIGIT_BITS", "RATIO_BITS"]
+__all__ = ["radix_sort", "pack_ratio_keys", "settle_ties", "new_counts", "DIGIT_BITS", "RATIO_BITS"]
 
 #: Bits per digit: 6 passes over 64 bits, each counting into 2^11 buckets (16 KiB, in L1).
 DIGIT_BITS = 11
@@ -70,23 +70,6 @@ def _radix_sort(keys, scratch, counts, start, passes):
         source, target, moved = target, source, not moved
     if moved:
         keys[:] = source
-
-
-def pack_keys(key: np.ndarray, packed: np.ndarray, shift: int, bits: int) -> None:
-    """``packed = (top `bits` bits of key) << shift | index`` (uint64 [s], the index below
-    ``2^shift``) for non-negative doubles ``key`` [s], in one compiled pass: a non-negative
-    double orders like its bit pattern, so sorting ``packed`` by its bits ``shift .. shift +
-    bits - 1`` orders the keys by their top bits, index order among equal ones."""
-    if not (0 < bits and 0 <= shift and shift + bits <= 64 and len(key) <= 1 << shift):
-        raise ValueError(f"pack_keys: {bits} key bits above a {shift}-bit index of {len(key)} entries do not fit 64 bits")
-    _compile()
-    _pack_keys(key.view(np.uint64), packed, shift, bits)
-
-
-def _pack_keys(key_bits, packed, shift, bits):
-    drop, up = np.uint64(64 - bits), np.uint64(shift)
-    for i in range(key_bits.shape[0]):
-        packed[i] = ((key_bits[i] >> drop) << up) | np.uint64(i)
 
 
 def pack_ratio_keys(values: np.ndarray, masses: np.ndarray, key: np.ndarray, packed: np.ndarray, shift: int) -> int:
@@ -168,4 +151,4 @@ def new_counts() -> np.ndarray:
 
 
 def _compile() -> None:
-    compile_in_place(globals(), ["_radix_sort", "_pack_keys", "_settle_ties", "_pack_offset"])
+    compile_in_place(globals(), ["_radix_sort", "_settle_ties", "_pack_offset"])

@@ -495,15 +495,6 @@ class Scheme(ABC):
             )
         return self._prepare(law.check_target(target, exact, copy), law, exact)
 
-    def _prepare_checked(self, target: np.ndarray, law: DraftLaw) -> Plan:
-        """:meth:`prepare`'s float plan for a ``target`` that ``law.check_target`` already
-        returned and a ``law`` its validating constructor built: the law is still checked
-        against the scheme, the rows are not checked again. Private: for the tree walks, which
-        keep a node's validated rows with the tree (:class:`~multidraft.trees._checked.CheckedRows`)."""
-        if not self.supports(law):
-            raise ValueError(f"scheme {self.name!r} does not take the {law.name} law with k={law.k}")
-        return self._prepare(target, law, False)
-
     def _prepare_output(self, target: object, law: DraftLaw, exact: bool) -> Plan:
         if exact and not self.capabilities.exact_output:
             raise ValueError(f"scheme {self.name!r}: no exact (Fraction) output distribution; use exact=False")

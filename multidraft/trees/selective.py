@@ -128,27 +128,16 @@ class Selective(TreeVerifier):
             key = hashlib.blake2b(f"{name}|{rows}".encode() + target.tobytes() + drafts.tobytes() + live.tobytes() * (not random)).digest()
         rule = self._rules.get(key) if key is not None else None
         if rule is None:
+            # every live draft of the trees selective takes shares one draft row: extend it once
+            shared = np.append(drafts[0], 0.0)
             target /= target.sum()
-            rule = self._rule(target, self._extended_law(tree, node, name, drafts, live), rows)
+            rule = self._rule(target, node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live), rows)
             if key is not None:
                 if len(self._rules) >= _REMEMBERED_RULES:
                     self._rules.pop(next(iter(self._rules)))
                 self._rules[key] = rule
         law, selector = rule
         return law[: tree.n], selector
-
-    @staticmethod
-    def _extended_law(tree: Tree, node: int, name: str, drafts: np.ndarray, live: np.ndarray):
-        """The node's draft law over the n tokens and the one appended for the missing mass
-        (draft probability 0): every live draft of the trees selective takes shares one draft
-        row, extended once. Validated by :func:`~multidraft.trees.token.node_law` once per float
-        tree and kept with it (:meth:`~multidraft.trees._checked.CheckedRows.checked`)."""
-
-        def build():
-            shared = np.append(drafts[0], 0.0)
-            return node_law(name, np.broadcast_to(shared, (len(live), len(shared))), live)
-
-        return build() if tree.exact else tree.checked(("selective", node), build)
 
     @staticmethod
     def _rule(target: np.ndarray, law, rows: bool = False) -> tuple[np.ndarray, Selector]:

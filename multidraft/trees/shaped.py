@@ -22,7 +22,6 @@ from fractions import Fraction
 import numpy as np
 
 from multidraft.theory.laws import SizeEstimate, check_size
-from multidraft.trees._checked import CheckedRows
 from multidraft.trees.model import TREE_LIMIT, SequenceModel
 from multidraft.trees.shape import TreeShape
 from multidraft.trees.tree import DraftTree, TreeNodes
@@ -41,7 +40,7 @@ def top_k(draft: np.ndarray, k: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True, eq=False)
-class ShapedTree(CheckedRows):
+class ShapedTree:
     """One draft tree drafted node by node (module docstring).
 
     Parameters

@@ -37,7 +37,6 @@ import numpy as np
 
 from multidraft.theory import check_row_sums
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement
-from multidraft.trees._checked import CheckedRows
 
 __all__ = ["DraftTree", "TreeNodes", "live_law_class"]
 
@@ -186,7 +185,7 @@ def _as_table(values: object, name: str, shape: tuple[int, ...], validate: bool)
 
 
 @dataclass(frozen=True, eq=False)
-class DraftTree(CheckedRows):
+class DraftTree:
     """One draft tree: K draft sequences, the target after every prefix, the draft laws.
 
     Parameters

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from multidraft.schemes import get_scheme
 from multidraft.theory import softmax, zipf
 from multidraft.trees import ShapedTree, get_verifier
 
@@ -45,16 +44,12 @@ def test_the_walk_never_writes_into_the_tree_rows():
 
 
 def test_a_plan_writing_into_its_target_is_caught(monkeypatch):
-    """WRONG twin: a plan that scales its target in place (harmless with a copy, not without)."""
-    scheme = get_scheme("optimal")
-    prepare = type(scheme).prepare
+    """WRONG twin: a fit that halves the plan's target in place (and fits twice it: the same rule,
+    so the same E[τ]; harmless on a copy, not on the tree's row) is caught."""
+    import multidraft.schemes.optimal as optimal
 
-    def writing(self, target, law, exact=False, copy=True):
-        plan = prepare(self, target, law, exact, copy)
-        np.multiply(plan.target, 0.5, out=plan.target)
-        return plan
-
-    monkeypatch.setattr(type(scheme), "prepare", writing)
+    fit = optimal.fit_curtain_rule
+    monkeypatch.setattr(optimal, "fit_curtain_rule", lambda p, *rest: fit(np.multiply(p, 0.5, out=p) * 2.0, *rest))
     assert not _law_leaves_rows(get_verifier("token:optimal"))
 
 

@@ -34,25 +34,27 @@ def _kernel():
     return _residual
 
 
-def _residual(w, scale_w, q, scale_q, out):  # pragma: no cover - compiled
-    """``out = (s_w·w - s_q·q)_+``; returns ``Σ out``."""
+def _residual(w, scale_w, q, scale_q, out, store):  # pragma: no cover - compiled
+    """``out = (s_w·w - s_q·q)_+`` (written only with ``store``); returns ``Σ out``."""
     total = 0.0
     for i in range(w.shape[0]):
         value = scale_w * w[i] - scale_q * q[i]
         if value > 0.0:
-            out[i] = value
             total += value
         else:
-            out[i] = 0.0
+            value = 0.0
+        if store:
+            out[i] = value
     return total
 
 
 def scaled_residual(
-    weights: np.ndarray, weight_scale, draft: np.ndarray, draft_scale, removed: Sequence[int] = ()
-) -> tuple[np.ndarray, float | Fraction]:
+    weights: np.ndarray, weight_scale, draft: np.ndarray, draft_scale, removed: Sequence[int] = (), keep: bool = True
+) -> tuple[np.ndarray | None, float | Fraction]:
     """``W = (s_w·w - s_q·q·1[x ∉ removed])_+`` and ``S = Σ W`` (a new array; inputs untouched).
 
     Float64 arrays take the compiled pass, object arrays of Fractions exact arithmetic.
+    ``keep=False`` (floats, nothing ``removed``): ``(None, S)``, the same S without writing W.
     """
     removed = list(dict.fromkeys(int(t) for t in removed))
     if weights.dtype == object:
@@ -61,8 +63,10 @@ def scaled_residual(
         values = weight_scale * weights - draft_scale * q
         out = np.array([v if v > 0 else Fraction(0) for v in values], dtype=object)
         return out, sum(out, Fraction(0))
+    if not keep and not removed:
+        return None, _kernel()(weights, float(weight_scale), draft, float(draft_scale), weights[:0], False)
     out = np.empty(weights.shape[0])
-    total = _kernel()(weights, float(weight_scale), draft, float(draft_scale), out)
+    total = _kernel()(weights, float(weight_scale), draft, float(draft_scale), out, True)
     for t in removed:  # D(t) = 0: the pass subtracted s_q·q(t) that is not there
         fixed = max(float(weight_scale) * weights[t], 0.0)
         total += fixed - out[t]

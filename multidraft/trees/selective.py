@@ -179,13 +179,17 @@ class Selective(TreeVerifier):
         return rule.selection_law, rule
 
     @staticmethod
-    def _fallback(budget: float, residual: np.ndarray, r: np.ndarray) -> tuple[float, Callable[[], np.ndarray]]:
+    def _fallback(budget: float, residual: np.ndarray, r: np.ndarray, keep: bool = True) -> tuple[float, Callable[[], np.ndarray] | None]:
         """``(a', () -> norm([a B - r]_+))`` after the selected child failed (``a`` kept, and B, when
         S + 1 - a = 0 or S = 0: states of probability zero, as in traversal). The residual law is
-        normalised only when asked (a draw from it, or the next-token rows): E[τ] needs a' alone.
+        normalised only when asked (a draw from it, or the next-token rows): E[τ] needs a' alone,
+        and with ``keep=False`` (no law asked for: None in its place) only S is summed, its
+        weights not written.
         The weights and their sum in one compiled pass (:func:`~multidraft.trees._residual.scaled_residual`)."""
-        weights, total = scaled_residual(residual, budget, r, 1.0)
+        weights, total = scaled_residual(residual, budget, r, 1.0, keep=keep)
         following = total / (total + 1.0 - budget) if total + 1.0 - budget > 0 else budget
+        if not keep:
+            return following, None
         return following, ((lambda: weights / total) if total > 0 else (lambda: residual))
 
     def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
@@ -213,7 +217,7 @@ class Selective(TreeVerifier):
                     child_budget = min(1.0, budget * residual[token] / r[token])
                     target = np.asarray(tree.target_at(child), dtype=np.float64)
                     fail_children += selected * visit(child, child_budget, target, reach * selected)
-                following, rest = self._fallback(budget, residual, r)
+                following, rest = self._fallback(budget, residual, r, keep=mass is not None)
             accepted = reach * fail_children * following
             prob[node] += accepted
             if mass is not None:

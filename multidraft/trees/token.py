@@ -141,13 +141,20 @@ def node_conditional(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool
     return lambda tuples: plan.conditional(np.asarray(tuples, dtype=np.int64))
 
 
-def node_plan(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool) -> Any:
+def node_plan(scheme: Any, target: np.ndarray, law: DraftLaw, exact: bool, copy: bool = True) -> Any:
     """``scheme``'s plan for (p, D) at one node (:meth:`~multidraft.schemes.Scheme.prepare`),
-    refused for a scheme without plans or without an exact law where one is asked for."""
+    refused for a scheme without plans or without an exact law where one is asked for.
+    ``copy=False`` (a :class:`~multidraft.schemes.Scheme`'s float plan dropped before the tree's
+    rows can change): the plan may hold the tree's target row itself where its check leaves it
+    unchanged (one O(n) copy fewer; the same plan)."""
+    from multidraft.schemes import Scheme
+
     if not hasattr(scheme, "prepare"):
         raise ValueError(f"scheme {getattr(scheme, 'name', scheme)!r}: has no plans, so no exact law of its output")
     if exact and not scheme.capabilities.exact_output:
         raise ValueError(f"scheme {scheme.name!r}: no exact (Fraction) conditional law; use float distributions")
+    if not copy and not exact and isinstance(scheme, Scheme):
+        return scheme.prepare(target, law, copy=False)
     return scheme.prepare(list(target) if exact else target, law, exact)
 
 
@@ -232,6 +239,7 @@ class TokenVerifier(TreeVerifier):
         self.name = f"token:{getattr(scheme, 'name', type(scheme).__name__)}"
         self.exact_capable = isinstance(scheme, Scheme) and scheme.capabilities.exact_output
         self._plans: dict[bytes, Callable] = {}
+        self._schemes: dict[tuple[type[DraftLaw], int], Any] = {}
 
     def __repr__(self) -> str:
         return f"TokenVerifier({self.scheme!r})"
@@ -259,25 +267,32 @@ class TokenVerifier(TreeVerifier):
     def refusal(self, tree: Tree) -> str:
         return self._unsupported(tree) if super().supports(tree) else super().refusal(tree)
 
+    def _node_scheme(self, cls: type[DraftLaw], k: int) -> Any:
+        """The scheme that runs at a node whose law has class ``cls`` and ``k`` live drafts:
+        :func:`node_scheme`'s, except that an optimal scheme at a node with one live draft runs
+        as single-draft sampling (:func:`one_draft_scheme`: the same conditional law, without
+        fitting a selection rule); decided once per (class, k)."""
+        key = (cls, k)
+        if key not in self._schemes:
+            self._schemes[key] = one_draft_scheme(node_scheme(self.scheme, cls, k)[0], cls, k)
+        return self._schemes[key]
+
     def _node(self, tree: Tree, node: int) -> tuple[Any, DraftLaw, np.ndarray]:
-        """(scheme, law, live tuple) at ``node``: :func:`node_scheme`'s, except that an optimal
-        scheme at a node with one live draft runs as single-draft sampling
-        (:func:`one_draft_scheme`: the same conditional law, without fitting a selection rule)."""
+        """(scheme, law, live tuple) at ``node`` (:meth:`_node_scheme`)."""
         name, drafts, tuple_ = tree.node_draws(node)
         law = node_law(name, drafts, tuple_)
-        return one_draft_scheme(node_scheme(self.scheme, type(law), law.k)[0], law), law, tuple_
+        return self._node_scheme(type(law), law.k), law, tuple_
 
     def _runs_single(self, tree: Tree, node: int) -> bool:
         """Whether ``node`` has one live draft of a law of distributions (not a fixed set) and the
         walk runs single-draft sampling there (:func:`node_scheme`, :func:`one_draft_scheme`)."""
-        from multidraft.schemes import Scheme, get_scheme
+        from multidraft.schemes.base import SCHEMES
 
         name, k = tree.node_law_kind(node)
         cls = law_class(name)
         if k != 1 or not cls.takes_distributions or type(self)._conditional is not TokenVerifier._conditional:
             return False
-        scheme = one_draft_scheme(node_scheme(self.scheme, cls, 1)[0], cls, 1)
-        return isinstance(scheme, Scheme) and type(scheme) is type(get_scheme("single"))
+        return type(self._node_scheme(cls, 1)) is SCHEMES["single"]
 
     def _rows_below(self, tree: Tree, node: int) -> bool:
         """Whether the walk couples at ``node`` by the rows coupling (:func:`rows_below`; K iid
@@ -331,7 +346,7 @@ class TokenVerifier(TreeVerifier):
         from multidraft.schemes._importance import ImportancePlan
 
         scheme, law, tuple_ = self._node(tree, node)
-        plan = node_plan(scheme, tree.target_at(node), law, False)
+        plan = node_plan(scheme, tree.target_at(node), law, False, copy=False)  # dropped after this node
         if isinstance(plan, ImportancePlan):
             values, rest = plan.conditional_at(tuple_[None, :], tokens)
             return values[0], float(rest[0])

@@ -1,0 +1,70 @@
+"""The fit's sort keys (:func:`multidraft.theory.verifier._radix.pack_ratio_keys`, issue 30 item 5):
+the ratios less the least one, truncated to two radix digits where that costs at most 4x the
+resolution of a double's top 33 bits, give ``argsort(kind="stable")``'s order once the runs are
+settled, whatever the truncation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from multidraft.theory import softmax, zipf
+from multidraft.theory.verifier import _radix
+from multidraft.theory.verifier._curtain import density_order
+
+N = 49152
+
+
+def _fit_like(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """p and q of a tree node of the tree-speed benchmark: a Zipf target, a hotter noisy draft."""
+    rng = np.random.default_rng(seed)
+    p = zipf(N, exponent=1.1, rng=rng)
+    return p, softmax((np.log(p) + 0.5 * rng.standard_normal(N)) / 1.2)
+
+
+def _cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(3)
+    masses = rng.uniform(0.5, 1.0, N)
+    near = rng.choice(1.0 + rng.uniform(0, 1e-3, 300), N) * (1.0 + rng.integers(0, 4, N) * 1e-12)
+    wide = np.where(rng.random(N) < 0.2, 0.0, np.exp(rng.uniform(-300, 300, N)))  # zeros and 860 binades
+    return [
+        ("fit", *_fit_like(0)),
+        ("near-ties", near * masses, masses),
+        ("wide", wide * masses, masses),
+        ("all equal", np.full(N, 0.5), np.ones(N)),
+        ("negative zero", np.array([0.5, -0.0, 0.25] * (N // 3)), np.ones(N)),
+    ]
+
+
+@pytest.mark.parametrize("name, values, masses", _cases(), ids=lambda c: c if isinstance(c, str) else "")
+def test_density_order_is_the_stable_argsort(name, values, masses):
+    with np.errstate(over="ignore"):
+        expected = np.argsort(values / masses + 0.0, kind="stable")
+    np.testing.assert_array_equal(density_order(values, masses), expected)
+
+
+def test_two_digits_on_a_fit_and_the_fine_resolution_on_a_wide_range():
+    """The fit's ratios span a few binades: two digits (22 bits) hold them at most 4x coarser than
+    33 top bits; ratios over 860 binades keep the fine resolution (three digits)."""
+    shift = (N - 1).bit_length()
+    key, packed = np.empty(N), np.empty(N, dtype=np.uint64)
+    p, q = _fit_like(1)
+    assert _radix.pack_ratio_keys(p, q, key, packed, shift) <= 2 * _radix.DIGIT_BITS
+    _, values, masses = _cases()[2]
+    bits = _radix.pack_ratio_keys(values, masses, key, packed, shift)
+    assert 2 * _radix.DIGIT_BITS < bits <= _radix.RATIO_BITS
+    with pytest.raises(ValueError, match="do not fit"):
+        _radix.pack_ratio_keys(p, q, key, packed, 15)  # 49152 entries need 16 index bits
+
+
+def test_the_offset_twin_is_caught(monkeypatch):
+    """WRONG twin: the keys packed without subtracting the least one (the truncation then drops
+    the bits that vary and keeps the constant exponent): the order is no longer the argsort's."""
+    forward = _radix._pack_offset
+
+    def without_offset(key_bits, low, packed, drop, shift):
+        forward(key_bits, np.uint64(0), packed, drop, shift)
+
+    monkeypatch.setattr(_radix, "_pack_offset", without_offset)
+    p, q = _fit_like(2)
+    assert not np.array_equal(density_order(p, q), np.argsort(p / q, kind="stable"))

@@ -171,19 +171,19 @@ def test_density_constant_inside_blocks_is_needed(monkeypatch):
     p instead of q_1 (the same block masses, so every prefix pair at a block end still holds, but
     the density is no longer constant inside the block, which Lemma 5 needs for the prefixes
     inside it). The brute-force (GR) check catches a violation on some instance."""
-    right = _ordered_split._solve
+    right = _ordered_split._Programme.solve
 
-    def spread_by_p(p, qs, orders, starts, pairs):
-        solved = right(p, qs, orders, starts, pairs)
+    def spread_by_p(self):
+        solved = right(self)
         if solved is None:
             return None
-        x1 = solved[0].copy()
-        block = _ordered_split._block_of(starts[0], len(orders[0]))
-        mass = np.bincount(block, x1[orders[0]]) / np.bincount(block, p[orders[0]])
-        x1[orders[0]] = mass[block] * p[orders[0]]
+        x1, order, p = solved[0].copy(), self.orders[0], self.target
+        block = self.block_of[0]
+        mass = np.bincount(block, x1[order]) / np.bincount(block, p[order])
+        x1[order] = mass[block] * p[order]
         return x1, solved[1]
 
-    monkeypatch.setattr(_ordered_split, "_solve", spread_by_p)
+    monkeypatch.setattr(_ordered_split._Programme, "solve", spread_by_p)
     worst = 0.0
     for p, q1, q2, one in _short_instances(20, seed=5, sizes=(8, 11)):
         x1, x2, _ = ordered_split(p, (q1, q2), _parts(len(p), one.certificate), (one.law1, one.law2), one.optimum, head=1)

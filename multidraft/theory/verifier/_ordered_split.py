@@ -21,7 +21,8 @@ over a cell is at a corner). So the linear programme
 
 (U's tokens first in both orders) has only rule laws as solutions; its prefix pairs are
 generated lazily (for each k the worst m is where ``d_2`` crosses ``1 - a_k``, a binary search),
-and HiGHS's dual simplex solves it. Its value is a lower bound on P* that one staircase path reaches.
+and HiGHS's dual simplex solves it: the model is built once per round (highspy) and each pass
+adds its new pair rows and re-solves from the last optimal basis. Its value is a lower bound on P* that one staircase path reaches.
 
 **Blocks.** Draft 1's density is one variable per *block* of consecutive tokens of its order
 (:func:`blocks`: single tokens at both ends of each part, doubling blocks between), draft 2's one
@@ -33,9 +34,12 @@ draft-1 density is free only on the most and least likely tokens (n = 4096, 0.8/
 on the 51 likeliest tokens, 1 on the other 4045), which the single tokens at the ends cover.
 
 **Orders.** Round 0 orders each draft's tokens by decreasing ``p / q_i`` inside each part (the
-iid curtain's order); every later round by the residual key ``(p - x_o) / q_i`` of the best laws
-so far (the seed's or a round's: the order of the staircase step's own fit, ties by ``p / q_i``).
-The rounds stop at P* (to :data:`REACH`), when a later round gains nothing, or after ``rounds`` rounds. That the rounds reach P* is
+iid curtain's order); every later round by the residual key ``(p - x_o)_+ / q_i`` of the best laws
+so far (the seed's or a round's: the order of the staircase step's own fit, ties by ``p / q_i``,
+residuals within :data:`TIE` of p counted as 0); where that round gains nothing and draft 1 has
+blocks, the round is retried with draft 1's order kept (its blocks' order in the best round) and
+only draft 2's re-keyed. A round stops as soon as its programme's value (an upper bound on the
+round, rows only lower it) gains nothing. The rounds stop at P* (to :data:`REACH`), when a later round gains nothing, or after ``rounds`` rounds. That the rounds reach P* is
 measured (docs/nonidentical_verifier.md §4d, §6), not proved; whatever they reach is exact.
 """
 
@@ -252,6 +256,9 @@ class _Programme:
         # a warm start from the last basis with Devex pricing: the dual steepest-edge weights of a
         # given basis cost one solve per row to set up (46 s against 0.25 s, n = 49152, 0.8/1.6)
         self.highs.setOptionValue("simplex_dual_edge_weight_strategy", 1)
+        # and unscaled, so that the tolerances hold on the rows as written: scaled, the totals row
+        # ended 1.9e-8 above 1 (n = 16384, 0.5/1.2), an infeasible pair the staircase could not reach
+        self.highs.setOptionValue("simplex_scale_strategy", 0)
         if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         x = np.asarray(self.highs.getSolution().col_value)
@@ -311,8 +318,9 @@ def ordered_split(
     their acceptance (docs/nonidentical_verifier.md §4c-§4d). ``head``: draft 1's blocks
     (:func:`blocks`; ``None``: a density per token, the unrestricted programme).
 
-    Complexity: one sparse LP with about 3n variables per pass (HiGHS's dual simplex); a whole fit
-    took 1.2 s CPU at n = 8192 and 41 s at 16384 on 0.8/2.0 (per token: 4.5 s and 225 s).
+    Complexity: one sparse LP with about 3n variables per round (HiGHS's dual simplex, warm
+    re-solves per pass); a whole fit at n = 49152 took 4 s CPU (0.8/1.6), 84 s (0.5/1.2) and
+    225 s (0.8/2.0) (docs/nonidentical_verifier.md §4d).
 
     The instance where the fitted path stops at 0.772285 < P* = 0.78 (T* = {1, 2}):
 

@@ -256,9 +256,6 @@ class _Programme:
         # a warm start from the last basis with Devex pricing: the dual steepest-edge weights of a
         # given basis cost one solve per row to set up (46 s against 0.25 s, n = 49152, 0.8/1.6)
         self.highs.setOptionValue("simplex_dual_edge_weight_strategy", 1)
-        # and unscaled, so that the tolerances hold on the rows as written: scaled, the totals row
-        # ended 1.9e-8 above 1 (n = 16384, 0.5/1.2), an infeasible pair the staircase could not reach
-        self.highs.setOptionValue("simplex_scale_strategy", 0)
         if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         x = np.asarray(self.highs.getSolution().col_value)

@@ -54,7 +54,8 @@ __all__ = ["PathMixtureRule", "fit_independent_rule", "fit_path_mixture", "verte
 #: Vocabulary size up to which the column generation runs by default when one path falls short.
 SMALL = 512
 #: Vocabulary size up to which the ordered split runs by default when the staircase falls short
-#: (one sparse LP of 5n variables per pass, CPU: 0.3 s at n = 4096, 1.8 s at 8192, 28 s at 16384).
+#: (one sparse LP of about 3n variables per round; a whole forced fit took 11-14 s CPU at n = 16384
+#: and 4-225 s at 49152, docs/nonidentical_verifier.md §4d).
 SPLIT_SIZE = 8192
 #: Most column-generation rounds by default (each adds at most one column).
 ROUNDS = 200

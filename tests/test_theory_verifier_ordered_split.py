@@ -259,3 +259,39 @@ def test_warm_resolve_equals_a_cold_solve(monkeypatch):
     monkeypatch.setattr(_ordered_split._Programme, "add", first_pass_only)
     warm, cold = two_passes()
     assert warm > cold + 1e-7
+
+
+_SPLIT_IN_A_FRESH_PROCESS = """
+import contextlib, sys
+import numpy as np
+from multidraft.theory.verifier import _ordered_split, fit_path_curtain
+from multidraft.theory.verifier._ordered_split import ordered_split
+if sys.argv[1] == "twin":  # the twin: HiGHS created and run without silencing
+    _ordered_split.silenced = contextlib.nullcontext
+rng = np.random.default_rng(33)
+while True:
+    p, q1, q2 = (rng.dirichlet(np.full(6, 0.3)) for _ in range(3))
+    one = fit_path_curtain(p, q1, q2)
+    if one.acceptance < one.optimum - 1e-9:
+        break
+in_t = np.zeros(6, dtype=bool)
+in_t[one.certificate] = True
+ordered_split(p, (q1, q2), (np.flatnonzero(~in_t), np.flatnonzero(in_t)), (one.law1, one.law2), one.optimum)
+"""
+
+
+@pytest.mark.parametrize("mode", ["shipped", "twin"])
+def test_highs_writes_nothing_to_standard_output(mode):
+    """HiGHS prints its banner to the process's standard output (file descriptor 1, from C) when
+    a process first creates a solver; the split's solves run silenced, so a fresh process that
+    fits one writes nothing there (``--json`` output stays parseable). The twin, unsilenced,
+    writes the banner."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _SPLIT_IN_A_FRESH_PROCESS, mode], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    if mode == "shipped":
+        assert done.stdout == ""
+    else:
+        assert "HiGHS" in done.stdout

@@ -29,13 +29,12 @@ and dual feasibility tolerances to 1e-10, its smallest setting.
 (:func:`lp_size`) and refuses through the one guard of :mod:`multidraft.theory.laws`
 (:class:`ProblemTooLargeError`, naming the limit and the faster route).
 
-**Silence.** Solvers print nothing unless asked: every solve runs with the process's file
-descriptors 1 and 2 pointed at ``os.devnull`` (:func:`silenced`), because C libraries write
-there directly -- HiGHS >= 1.16 prints its banner from C at the first solve, whatever cvxpy's
-``verbose`` says -- and Python-level redirection (``contextlib.redirect_stdout``) does not
-reach them. ``verbose=True`` on an LP function, or :func:`solver_output` around any code
-(the CLI's ``--verbose``), lets the solver's log through instead, on standard error, so that
-standard output (``--json``) stays clean either way.
+**Silence.** Solvers print nothing unless asked: every solve runs inside
+:func:`~multidraft.theory._silence.silenced` (file descriptors 1 and 2 pointed at
+``os.devnull``: HiGHS >= 1.16 prints its banner from C, whatever cvxpy's ``verbose`` says).
+``verbose=True`` on an LP function, or :func:`solver_output` around any code (the CLI's
+``--verbose``), lets the solver's log through instead, on standard error, so that standard
+output (``--json``) stays clean either way.
 
 **Progress.** An LP large enough to take more than a few seconds (:data:`SLOW_VARIABLES`)
 shows a bar on stderr while the solver runs, unless ``progress=False``.
@@ -45,19 +44,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ctypes
 import functools
-import os
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
+from multidraft.theory._silence import resolve_verbose, silenced, solver_output
 from multidraft.theory.laws import (
     MAX_MEMORY,
     MAX_VARIABLES,
@@ -219,83 +216,6 @@ def routes(solver: str) -> tuple[Route, ...]:
     first, installed = check_lp_solver(solver), installed_solvers()
     others = [name for name in ROUTES if name != first and name in installed]
     return tuple(route for name in (first, *others) for route in ROUTES[name])
-
-
-# ---------------------------------------------------------------------------------- silence
-
-_VERBOSE: ContextVar[bool] = ContextVar("multidraft_solver_output", default=False)
-
-
-@contextlib.contextmanager
-def solver_output(verbose: bool = True) -> Iterator[None]:
-    """Within this block, LP functions called with ``verbose=None`` (their default) let the
-    solver's log through (``verbose=True``) or keep it silent (``verbose=False``).
-
-    >>> from multidraft.lp import solver_output, transport_lp
-    >>> from multidraft.theory import IID
-    >>> with solver_output(False):
-    ...     round(transport_lp([0.5, 0.5], IID([0.5, 0.5], k=1)).acceptance, 9)
-    1.0
-    """
-    token = _VERBOSE.set(bool(verbose))
-    try:
-        yield
-    finally:
-        _VERBOSE.reset(token)
-
-
-def resolve_verbose(verbose: bool | None) -> bool:
-    """``verbose`` itself, or the setting of the enclosing :func:`solver_output` when None."""
-    return _VERBOSE.get() if verbose is None else bool(verbose)
-
-
-@functools.cache
-def _c_library():
-    """The process's C library (loaded once: about 0.1 ms a time), or None where there is none."""
-    try:
-        return ctypes.CDLL(None)
-    except (OSError, TypeError):  # e.g. Windows: no C library to load by this name
-        return None
-
-
-def _flush_c_streams() -> None:
-    """Flush the C library's stdio buffers (a solver's ``printf`` may still sit there)."""
-    library = _c_library()
-    if library is not None and hasattr(library, "fflush"):
-        library.fflush(None)
-
-
-@contextlib.contextmanager
-def silenced(verbose: bool = False) -> Iterator[None]:
-    """Discard everything written to file descriptors 1 and 2 inside the block; with
-    ``verbose``, send what is written to descriptor 1 to descriptor 2 instead, so a solver's
-    log reaches the terminal while standard output keeps only the program's own output.
-
-    Python's buffers are flushed before, the C library's before the descriptors are restored,
-    so no byte escapes either way. Python warnings raised inside are recorded and shown after
-    the descriptors are restored (an ``error`` filter still raises at once).
-    """
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(AttributeError, ValueError, OSError):
-            stream.flush()
-    saved = (os.dup(1), os.dup(2))
-    sink = os.dup(2) if verbose else os.open(os.devnull, os.O_WRONLY)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            os.dup2(sink, 1)
-            if not verbose:
-                os.dup2(sink, 2)
-            try:
-                yield
-            finally:
-                _flush_c_streams()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-    finally:
-        for descriptor in (*saved, sink):
-            os.close(descriptor)
-    for warning in caught:
-        warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno, warning.file, warning.line)
 
 
 # --------------------------------------------------------------------------------- progress

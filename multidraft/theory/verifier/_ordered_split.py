@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from multidraft.theory._silence import silenced
+
 __all__ = ["ordered_split", "prefix_pair_violation", "ROUNDS"]
 
 #: Most order rounds of :func:`ordered_split` (each one linear programme, re-solved while
@@ -251,7 +253,8 @@ class _Programme:
         ``bound``: the programme's value, an upper bound for every later solve (rows only lower it)."""
         import highspy
 
-        self.highs.run()
+        with silenced():
+            self.highs.run()
         self.bound = -self.highs.getInfo().objective_function_value
         # a warm start from the last basis with Devex pricing: the dual steepest-edge weights of a
         # given basis cost one solve per row to set up (46 s against 0.25 s, n = 49152, 0.8/1.6)
@@ -270,10 +273,13 @@ class _Programme:
 
 def _highs():
     """A silent HiGHS instance: the dual simplex (7x faster than the interior point at n = 8192),
-    feasibility tolerances 1e-10."""
+    feasibility tolerances 1e-10. Created and run inside :func:`~multidraft.theory._silence.silenced`:
+    HiGHS prints its banner to the process's standard output when a process first creates one,
+    whatever ``output_flag`` says."""
     import highspy
 
-    highs = highspy.Highs()
+    with silenced():
+        highs = highspy.Highs()
     for name, value in (("output_flag", False), ("solver", "simplex"), ("simplex_strategy", 1),
                         ("primal_feasibility_tolerance", 1e-10), ("dual_feasibility_tolerance", 1e-10)):  # fmt: skip
         highs.setOptionValue(name, value)

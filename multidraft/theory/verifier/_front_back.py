@@ -21,7 +21,7 @@ tokens of ``a + b x`` (a = e^{-q t}: not drafted; b = c (1 - e^{-q t}): drafted 
 c = 1, 1 - α or 0) and of one arrival density ``ρ = c q e^{-q t}``; the pass keeps these
 truncated polynomials ([K, G] per node set) for the prefix, and for the suffix at √n
 checkpoints, so it costs O(n · G · K) time and O(√n · G · K) memory. The integral is the
-trapezoid rule in u = log t. The transcendentals are the cost at small K: each token's
+trapezoid rule in u with t = exp(u - e^{-u}) (:mod:`~multidraft.theory.verifier._pass_nodes`). The transcendentals are the cost at small K: each token's
 ``e^{-q t} - 1`` is computed once per pass over its block, by a Taylor series where qt <= 1/2
 (a loop that vectorises; ``e^{-qt}`` from it, exactly in absolute terms), and
 ``e^{-t · (mass after y in its part)}`` as a running product restarted exactly at every block
@@ -39,37 +39,29 @@ import math
 
 import numpy as np
 
-from multidraft.theory.laws._kernels import race_step
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier._pass_nodes import pass_nodes
 from multidraft.theory.verifier._wor_parts import descending_values
 
 __all__ = ["front_back_nodes", "front_back_pass", "front_back_head"]
 
-#: Largest trapezoid step in u = log t (0.2: the law agreed with exact enumeration to 5e-14 on
-#: 2,000 random instances; :func:`~multidraft.theory.laws._kernels.race_step` may ask for less).
-MAX_STEP = 0.2
-
-
 def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes t and weights of ``∫_0^∞ f(t) dt`` by the trapezoid rule in u = log t.
-
-    Below ``t_lo = (1e-18 K!)^{1/K}`` the K-th-arrival integrands (O(t^{K-1}) at 0) times t
-    are below 1e-18; above ``46/λ``, λ the draft mass outside the K - 1 largest tokens, the
-    K-th arrival has happened except with probability below 1e-18 · K. The step is
-    :func:`~multidraft.theory._kernels.race_step`'s with σ = λ *summed over those tokens* and β
-    the least of the K - 1 largest: ``1 - M_{K-1}`` cancels when the top tokens hold all but a
-    sliver, and then gave a step far too large (or a zero σ).
+    """Nodes t and weights of ``∫_0^∞ f(t) dt`` for every law of the pass: the trapezoid rule in
+    u with t = exp(u - e^{-u}) (:func:`~multidraft.theory.verifier._pass_nodes.pass_nodes`),
+    whose discretisation error summed over the tokens is at most
+    :data:`~multidraft.theory.verifier._pass_nodes.PASS_TOLERANCE` (Trefethen & Weideman's bound
+    with the pass's integrands majorised; docs/optimal_verifier.md §10, "The pass's
+    quadrature"), the node count a multiple of :data:`LANES`. σ (the draft mass outside the
+    K - 1 largest tokens) is *summed over those tokens*, β is the least of the K - 1 largest:
+    ``1 - M_{K-1}`` cancels when the top tokens hold all but a sliver, and then gave a step far
+    too large (or a zero σ).
     """
     positive = descending_values(draft)  # the sorted values, in one pass when nearly sorted
+    if len(positive) == 0:
+        raise ValueError("front_back_nodes: the draft has no positive mass")
     spread = max(float(positive[k - 1 :].sum()), 1e-300)
-    if k > 1 and len(positive) >= k:
-        step = min(MAX_STEP, race_step(k, 1.0, spread=spread, least_top=float(positive[k - 2])))
-    else:
-        step = MAX_STEP
-    t_lo = (1e-18 * math.factorial(k)) ** (1.0 / k)
-    u = np.arange(math.log(t_lo), math.log(46.0 / spread) + step, step)
-    t = np.exp(u)
-    return t, step * t
+    least_top = float(positive[k - 2]) if 1 < k <= len(positive) else None
+    return pass_nodes(k, spread, least_top, float(positive.sum()), lanes=LANES)
 
 
 def front_back_pass(

@@ -540,19 +540,20 @@ def test_uniform_tail_selection_follows_its_law_and_the_wrong_twin_is_caught():
 
 
 def test_front_back_nodes_sum_the_spread():
-    """The front/back pass's step comes from σ summed over the tokens outside the K - 1 largest
+    """The front/back pass's nodes come from σ summed over the tokens outside the K - 1 largest
     (and β, the least of those): with q = (0.6, 0.4, 1e-30) the old form ``1 - M_{K-1}`` is 0,
-    and its step (about 0.004 over 80 units of log t) asked for ~20,000 nodes; the law still
-    sums to one with the few hundred nodes of the summed form."""
-    from multidraft.theory.laws._kernels import race_step
+    and (floored at 1e-300, the twin) asks for ~10 times the nodes; the law still sums to one
+    with the few hundred nodes of the summed form."""
+    from multidraft.theory.verifier._front_back import LANES
+    from multidraft.theory.verifier._pass_nodes import pass_nodes
 
     k = 3
     q = np.array([0.6, 0.4, 1e-30])
     assert 1.0 - (q[0] + q[1]) == 0.0
     nodes, weights = front_back_nodes(q, k)
-    step = float(np.log(nodes[1] / nodes[0]))
-    assert step == pytest.approx(min(0.2, race_step(k, 1.0, spread=1e-30, least_top=0.4)))
+    np.testing.assert_array_equal(nodes, pass_nodes(k, 1e-30, 0.4, float(q.sum()), lanes=LANES)[0])
     assert nodes[-1] >= 46e30 and len(nodes) < 1000
+    assert len(pass_nodes(k, 1e-300, 0.4, float(q.sum()), lanes=LANES)[0]) > 5 * len(nodes)
     p = np.array([0.5, 0.3, 0.2])
     _, r = front_back_pass(p, q, 3, k, nodes, weights)
     assert r.sum() == pytest.approx(1.0, abs=1e-13)

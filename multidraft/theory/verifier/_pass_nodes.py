@@ -85,7 +85,7 @@ def pass_step(k: int, spread: float, least_top: float | None, total: float = 1.0
     Theorem 5.1. Raises ``ValueError`` for k < 1 or a non-positive spread or total.
 
     >>> round(pass_step(2, 0.5, 0.5), 3), round(pass_step(8, 1e-60, 0.1), 3)
-    (0.177, 0.121)
+    (0.193, 0.185)
     """
     if k < 1 or not spread > 0 or not total > 0:
         raise ValueError(f"pass_step: need k >= 1, spread > 0 and total > 0 (got {k}, {spread}, {total})")
@@ -114,19 +114,20 @@ def pass_ends(k: int, spread: float, least_top: float | None, total: float = 1.0
     u = -np.arange(0.0, 12.0, 0.01)
     left = math.log(k) + np.log1p(np.exp(-u)) + k * math.log(total) + k * (u - np.exp(-u)) - lgk
     u_lo = float(u[np.argmax(left <= math.log(END))])
-    # Right: from t = max((K + 1)/σ, e) up, log 2K + log t + log D̄(t) (1 + e^{-u} <= 2 for u >= 0).
-    t = max((k + 1) / spread, math.e) * np.exp(np.arange(0.0, 40.0, 0.01))
-    x = t * spread
-    log_d = (k - 1) * (math.log(total) + np.log(t)) - lgk
+    # Right: from t = max((K + 1)/σ, e) up, log 2K + log t + log D̄(t) (1 + e^{-u} <= 2 for u >= 0),
+    # in logs (σ may be 1e-300).
+    log_t = max(math.log(k + 1) - math.log(spread), 1.0) + np.arange(0.0, 40.0, 0.01)
+    x = np.exp(log_t + math.log(spread))  # tσ
+    log_d = (k - 1) * (math.log(total) + log_t) - lgk
     if least_top is not None and least_top > 0:
         m = np.arange(k - 1, 0, -1)[:, None]  # tokens of A outside B, for j = 0..K-2 tokens of B
         terms = np.array([math.log(math.comb(k - 1, j)) - math.lgamma(k - j) for j in range(k - 1)])[:, None] + m * np.log(x)
-        log_d = np.minimum(log_d, np.logaddexp.reduce(np.vstack([np.zeros((1, len(t))), terms]), axis=0))
-    right = math.log(2 * k) + np.log(t) + math.log(spread) - x + log_d
+        log_d = np.minimum(log_d, np.logaddexp.reduce(np.vstack([np.zeros((1, len(x))), terms]), axis=0))
+    right = math.log(2 * k) + log_t + math.log(spread) - x + log_d
     below = right <= math.log(END)
     if not below.any():
         raise ValueError(f"pass_ends: no end below {END} within e^40 (K={k}, σ={spread})")
-    log_t = float(np.log(t[np.argmax(below)]))
+    log_t = float(log_t[np.argmax(below)])
     u_hi = log_t
     for _ in range(60):  # u - e^{-u} = log t: a contraction for u >= 1 (factor e^{-1})
         u_hi = log_t + math.exp(-u_hi)

@@ -19,23 +19,11 @@ import math
 
 import numpy as np
 import pytest
-from wor_instances import instances
+from wor_instances import instances, positions
 
-from multidraft.theory.optimum._wor_race import optimal_cut
 from multidraft.theory.verifier import _pass_nodes
 from multidraft.theory.verifier._front_back import LANES, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._pass_nodes import PASS_TOLERANCE, pass_nodes, pass_step
-
-
-def _positions(p, q, k):
-    """Front/back's position order (U, then T*, each by decreasing p/q, ties by id) and |U|."""
-    cut = optimal_cut(p, q, k)
-    n = len(p)
-    in_cut = np.zeros(n, dtype=bool)
-    in_cut[cut.order[: cut.size]] = True
-    ratio = np.full(n, np.inf)
-    np.divide(p, q, out=ratio, where=q > 0)
-    return np.lexsort((np.arange(n), -ratio, in_cut)), n - cut.size
 
 
 def enumerated_front_back(q, boundary, k, alpha):
@@ -64,7 +52,7 @@ def _small_errors(nodes_of, count=2000):
     rng = np.random.default_rng(5)
     worst = 0.0
     for _, p, q, k in instances(11, count):
-        order, boundary = _positions(p, q, k)
+        order, boundary = positions(p, q, k)
         qo = q[order]
         alpha = rng.random(len(p))
         nodes, weights = nodes_of(qo, k)

@@ -64,13 +64,19 @@ def instances(seed: int, count: int, max_n: int = 7, max_k: int = 4):
 def front_back_today(p: np.ndarray, q: np.ndarray, k: int) -> float:
     """Acceptance of the front/back rule over the whole vocabulary in one pass (U then T*, each by
     decreasing p/q, ties by token id), or of the first draft where that accepts more."""
+    order, boundary = positions(p, q, k)
+    nodes, weights = front_back_nodes(q, k)
+    _, r = front_back_pass(p[order], q[order], boundary, k, nodes, weights)
+    return max(float(np.minimum(p[order], r).sum()), float(np.minimum(p, q).sum()))
+
+
+def positions(p: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, int]:
+    """Front/back's position order over the whole vocabulary (U, then T*, each by decreasing
+    p/q, ties by token id) and |U|."""
     cut = optimal_cut(p, q, k)
     n = len(p)
     in_cut = np.zeros(n, dtype=bool)
     in_cut[cut.order[: cut.size]] = True
     ratio = np.full(n, np.inf)
     np.divide(p, q, out=ratio, where=q > 0)
-    order = np.lexsort((np.arange(n), -ratio, in_cut))
-    nodes, weights = front_back_nodes(q, k)
-    _, r = front_back_pass(p[order], q[order], n - cut.size, k, nodes, weights)
-    return max(float(np.minimum(p[order], r).sum()), float(np.minimum(p, q).sum()))
+    return np.lexsort((np.arange(n), -ratio, in_cut)), n - cut.size

@@ -175,7 +175,8 @@ def test_front_back_head_on_padded_nodes_is_the_unpadded_pass_and_a_weighted_pad
         q = rng.dirichlet(np.full(n, 0.7))
         p = rng.dirichlet(np.full(n, 0.7))
         boundary = int(rng.integers(0, n))
-        nodes, weights = _front_back.front_back_nodes(q, k)
+        nodes, weights = _front_back.front_back_nodes(q, k)  # a multiple of LANES: drop 1-7 for a partial vector
+        nodes, weights = nodes[: len(nodes) - 1 - trial % 7], weights[: len(nodes) - 1 - trial % 7]
         if len(nodes) % _front_back.LANES == 0:
             continue
         checked += 1

@@ -111,12 +111,12 @@ def pass_ends(k: int, spread: float, least_top: float | None, total: float = 1.0
     *ends* fall to :data:`END` (u_lo <= 0 <= u_hi, ``φ(u_hi) >= (K + 1)/σ``)."""
     lgk = math.lgamma(k)
     # Left: log K + log(1 + e^{-u}) + K log Q + K log t - log (K-1)!, t = exp(u - e^{-u}); increasing in u.
-    u = -np.arange(0.0, 12.0, 0.01)
+    u = -np.arange(0.0, 12.0, 0.02)
     left = math.log(k) + np.log1p(np.exp(-u)) + k * math.log(total) + k * (u - np.exp(-u)) - lgk
     u_lo = float(u[np.argmax(left <= math.log(END))])
     # Right: from t = max((K + 1)/σ, e) up, log 2K + log t + log D̄(t) (1 + e^{-u} <= 2 for u >= 0),
     # in logs (σ may be 1e-300).
-    log_t = max(math.log(k + 1) - math.log(spread), 1.0) + np.arange(0.0, 40.0, 0.01)
+    log_t = max(math.log(k + 1) - math.log(spread), 1.0) + np.arange(0.0, 40.0, 0.04)
     x = np.exp(log_t + math.log(spread))  # tσ
     log_d = (k - 1) * (math.log(total) + log_t) - lgk
     if least_top is not None and least_top > 0:

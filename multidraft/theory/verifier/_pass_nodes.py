@@ -43,7 +43,8 @@ increases with η). On the line Im u = η, with y = e^{-x}, the curve t = φ(x +
 
 So ``M(η) = K/cos η · [min(bound 1, bound 2) + (Q s₀)^K e^{Q s₀}/K!]``, and the step returned is
 the largest h with ``2 M(η)/(e^{2πη/h} - 1) <= tolerance`` for some η on a grid and f in
-:data:`SPLITS`: ``Σ_y |error of r_y| <= tolerance`` (:data:`PASS_TOLERANCE`) for the infinite sum.
+:data:`SPLITS`: ``Σ_y |error of r_y| <= tolerance`` (:data:`PASS_TOLERANCE`) for the infinite sum
+(the theorem applied to ``Σ_y s_y g_y``, s_y = ±1 the signs of the errors).
 
 **The ends.** For real t, ``Σ_y g_y(u) <= K (1 + e^{-u}) t D̄(t)``. Left: ``D̄ <= Q^K t^{K-1}/(K-1)!``
 and this majorant of g increases with u (log-derivative > 2K - 1 for u <= 0), so the nodes below

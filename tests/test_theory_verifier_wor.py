@@ -24,7 +24,7 @@ from hypothesis import assume, given
 
 from multidraft.theory import WithoutReplacement, optimal_acceptance, softmax, zipf
 from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
-from multidraft.theory.optimum._wor_race import full_scan_cut, j_law, optimal_cut
+from multidraft.theory.optimum._wor_race import containment_at, full_scan_cut, j_law, optimal_cut, race_basis, scan_order
 from multidraft.theory.verifier._wor_rule import WithoutReplacementRule, _stream_outcomes, optimal_wor_law
 from multidraft.theory.verifier import optimal_selection_rule
 
@@ -51,6 +51,35 @@ def test_pruned_scan_is_the_full_scan():
         q = softmax(np.log(p), temperature=temperature)
         pruned, full = optimal_cut(p, q, k), full_scan_cut(p, q, k)
         assert (pruned.size, pruned.value) == (full.size, pytest.approx(full.value, abs=1e-14))
+
+
+def test_pruned_scan_with_one_dominant_draft_token():
+    """One draft token of mass 1 - 1e-12 (the others share 1e-12): the pruned scan found no
+    candidate ("argmin of an empty sequence") because its chord bounds placed prefixes by their
+    prefix sums Q_j, which round by ~1e-16 per token against a spacing of 1e-12 / n. Placed by
+    the outside masses λ_j (summed from the tail) the chord is a valid lower bound; twin: the
+    same chord placed by prefix sums exceeds the exact cut."""
+    def rows(n):
+        q = np.full(n, 1e-12 / (n - 1))
+        q[7] = 1.0 - 1e-12
+        return np.random.default_rng(0).dirichlet(np.full(n, 0.3)), q
+
+    p, q = rows(4096)
+    for k in (2, 4, 8):
+        pruned, full = optimal_cut(p, q, k), full_scan_cut(p, q, k)
+        assert (pruned.size, pruned.value) == (full.size, pytest.approx(full.value, abs=1e-14))
+    (p, q), k = rows(512), 2  # the twin's chord is off by 2e-6 there
+    order = scan_order(p, q)
+    q_sorted, prefix_p = q[order], np.cumsum(p[order])
+    cut = prefix_p + 1.0 - containment_at(q_sorted, k, np.arange(1, len(q) + 1))
+    assert q_sorted[0] == q[7] and cut[0] == pytest.approx(prefix_p[0] + 1.0)  # g = 0 on the dominant token alone
+
+    def chord_excess(place, start):  # the chord of g through (∅, 0), ({dominant}, 0), (Ω, 1): lower bound minus cut
+        chord = np.interp(place, [start, place[0], place[-1]], [0.0, 0.0, 1.0])
+        return float(np.max(prefix_p + 1.0 - chord - cut))
+
+    assert chord_excess(-race_basis(q_sorted, k).outside[1:], -1.0) < 1e-13
+    assert chord_excess(np.cumsum(q_sorted), 0.0) > 1e-8  # twin: placed by prefix sums
 
 
 @given(instances(max_n=6, max_k=4))

@@ -1,7 +1,7 @@
 """The laws room: distributions, the draft laws, the size guard and the float/exact field.
 
-* distributions -- validation at the boundary (:func:`as_distribution`, one tolerance policy),
-  temperature, top-k/top-p and the families (Dirichlet, Zipf) (``_distributions``);
+* distributions -- validation at the boundary (:func:`as_distribution`, one tolerance policy)
+  (``_distributions``); temperature, top-k/top-p and the families (Dirichlet, Zipf) (``_families``);
 * the one arithmetic of float and exact computations, :class:`Field`, with the canonical
   single-draft step (``_field``);
 * the draft laws -- :class:`IID`, :class:`Independent`, :class:`WithoutReplacement`,
@@ -24,15 +24,11 @@ from multidraft.theory.laws._distributions import (
     check_generator,
     check_number,
     check_row_sums,
-    dirichlet,
     is_exact_input,
     parse_distribution,
-    softmax,
     sum_tolerance,
-    top_k,
-    top_p,
-    zipf,
 )
+from multidraft.theory.laws._families import dirichlet, softmax, top_k, top_p, zipf
 from multidraft.theory.laws._field import EXACT, FLOAT, Field, canonical_step, field, normalise, positive_part, safe_divide
 from multidraft.theory.laws._kernels import (
     exact_ratio_order,

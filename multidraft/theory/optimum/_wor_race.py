@@ -245,26 +245,29 @@ def optimal_cut(
     order = scan_order(p, q, sort)
     p_sorted, q_sorted = p[order], q[order]
     draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
-    prefix_p, prefix_q, lower, upper = prefix_bounds(p_sorted, q_sorted, k)
+    prefix_p, _, lower, upper = prefix_bounds(p_sorted, q_sorted, k)
     bound = float(upper[: draftable + 1].min())
     lower = lower[: draftable + 1]
-    known_q, known_g = [0.0, 1.0], [0.0, 1.0]
     basis = race_basis(q_sorted, k)
     # Exact cuts at the most promising prefixes shrink B, and (g convex in the prefix mass along
-    # the chain, Lemma 1) their chords lower every other prefix's cut bound.
+    # the chain, Lemma 1) their chords lower every other prefix's cut bound. The chords run in
+    # x = -λ_j (λ_j the outside mass, summed from the tail): as a prefix sum, Q_j rounds by
+    # ~1e-16 per token, which is all of the spacing left when one token holds 1 - 1e-12.
+    place = -basis.outside[: draftable + 1]
+    known_x, known_g = [float(place[0]), 0.0], [0.0, 1.0]
     for _ in range(_PROBES):
         candidates = np.flatnonzero(lower <= bound + tolerance)
         if len(candidates) <= _FEW:
             break
         probe = int(candidates[np.argmin(lower[candidates])])
-        if probe == 0 or prefix_q[probe] in known_q:  # its lower bound is exact already: no better prefix
+        if probe == 0 or place[probe] in known_x:  # its lower bound is exact already: no better prefix
             break
         contained = float(containment_at(q_sorted, k, np.array([probe]), basis=basis)[0])
         bound = min(bound, prefix_p[probe] + 1.0 - contained)
-        at = int(np.searchsorted(known_q, prefix_q[probe]))
-        known_q.insert(at, float(prefix_q[probe]))
+        at = int(np.searchsorted(known_x, place[probe]))
+        known_x.insert(at, float(place[probe]))
         known_g.insert(at, contained)
-        chord = np.interp(prefix_q[: draftable + 1], known_q, known_g)
+        chord = np.interp(place, known_x, known_g)
         lower = np.maximum(lower, prefix_p[: draftable + 1] + 1.0 - chord)
     candidates = np.flatnonzero(lower <= bound + tolerance)
     contained = _candidate_containment(q_sorted, k, candidates, lower[candidates], prefix_p, tolerance, basis)

@@ -20,7 +20,10 @@ integral.
 **The bound** (Trefethen & Weideman, SIAM Review 56 (2014), Theorem 5.1): g is entire, so
 for every η in (0, π/2) the infinite trapezoid sum of step h errs by at most
 ``2 M(η) / (e^{2πη/h} - 1)`` with M(η) >= ∫ Σ_y |g_y(x + iη')| dx for all |η'| <= η (our M
-increases with η). On the line Im u = η, with y = e^{-x}, the curve t = φ(x + iη) has
+increases with η for each split f below; each g_y is real on the real axis, so
+``g_y(x - iη') = conj g_y(x + iη')`` covers η' < 0; and g → 0 uniformly in the strip as
+|x| → ∞, by the near bound below times |φ'| as x → -∞ (cos η' >= cos η > 0) and by
+``|t| e^{-σ c |t|}`` as x → +∞, as the theorem requires). On the line Im u = η, with y = e^{-x}, the curve t = φ(x + iη) has
 ``|t| = exp(x - y cos η)`` (increasing in x) and ``arg t = η + y sin η`` (decreasing to η), and
 ``|φ'| dx = |1 + e^{-u}| |t| dx <= d|t| / cos η``. Split it where arg t = ψ₀ = η + f (π/2 - η)
 (e^{-x₀} = f (π/2 - η)/sin η, ``s₀ = |t(x₀)|``, f in (0, 1) fixed):
@@ -35,7 +38,7 @@ increases with η). On the line Im u = η, with y = e^{-x}, the curve t = φ(x +
   - bound 2: B = the K - 1 largest tokens. A = B gives ``2^{K-1} ∫ σ e^{-c s σ} ds =
     2^{K-1}/c``; A with j < K - 1 tokens of B misses one of B, so m_A >= β, and its tokens outside
     B give ``σ^{K-1-j}/(K-1-j)!``: ``C(K-1, j) 2^j (σ/(cβ))^{K-1-j}/c``; summed,
-    ``(2 + σ/(cβ))^{K-1} / c`` (of order 3^{K-1}/c even when σ is 1e-60);
+    ``(2 + σ/(cβ))^{K-1} / c`` (about 2^{K-1}/c when σ is 1e-60);
 
 * *near* (x < x₀): |t| <= s₀, and for any complex t, |e^{-m t}| <= e^{m|t|} and
   |1 - e^{-qt}| <= q |t| e^{q|t|}, so ``D̄ <= Q^K |t|^{K-1} e^{Q|t|}/(K-1)!`` and this part gives

@@ -3,11 +3,17 @@
 Trees (:mod:`_tree_blocks`: Zipf(1.1) targets after every prefix, drafts a hotter, noisier copy):
 ``chains(8, 8)`` (iid rows), ``expansion([8, 7])`` drafted iid and without replacement, the
 64-node EAGLE-2-style parent array drafted without replacement (``static-64``) and top-k
-(``dynamic-64``). Per (verifier, tree) the median CPU time of
+(``dynamic-64``). Per (verifier, tree), median over the trees (``--seeds``) of
 
-* ``verify`` -- one run (:meth:`~multidraft.trees.TreeVerifier.verify`), and
-* ``law`` -- the exact E[τ | tree] (:meth:`~multidraft.trees.TreeVerifier.expected_accepted`,
-  the law without next-token rows), with its value.
+* ``verify`` -- the **mean** CPU time of one run (:meth:`~multidraft.trees.TreeVerifier.verify`)
+  over ``--walks`` fixed walks (generator seeds ``(tree seed, i)``, the same before and after):
+  a run fits only the nodes its walk visits, and a node's fit costs 6-65 ms on the wor trees
+  (a node with P* < 1 needs the front/back pass), so the cost per block is the mean over walks;
+  a median of a few random walks reads the generator's luck (stop 40's 42.8 ms for ``selective``
+  was three visits of one slow node in five walks), and
+* ``law`` -- the median CPU time of the exact E[τ | tree]
+  (:meth:`~multidraft.trees.TreeVerifier.expected_accepted`, the law without next-token rows),
+  with its value, computed first, so that every node's kernels are loaded before a walk is timed.
 
 Goals (per block, CPU): verify <= 2 ms for traversal and the token walk with SpecInfer
 (``token:rrs-wor`` on trees drafted without replacement, where SpecInfer is refused), <= 10 ms for
@@ -24,10 +30,11 @@ result). Writes ``benchmarks/results/tree_speed.json``.
 **Selected rows.** ``--only`` (comma-separated ``VERIFIER@TREE`` patterns over :data:`VERIFIERS`
 and :data:`TREES`, either side ``*``) times only the rows some pattern names, before and after;
 they then replace the same rows of the existing JSON and the others are kept, each row with the
-run that measured it (``run``: date, commit, before, load; a row without one is from the run in
-``provenance``).
+run that measured it (``run``: date, commit, before, load, the verify statistic; a row without one
+is from the run in ``provenance``, and a row whose ``run`` names no verify statistic timed verify as
+the median of a few random walks).
 
-Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5]
+Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5] [--walks 40]
 [--only "token:specinfer@*,*@chains(8,8)"]``
 """
 
@@ -81,7 +88,23 @@ def cpu_ms(function, repeats: int) -> tuple[float, object]:
     return 1e3 * float(np.median(times)), result
 
 
-def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = (("*", "*"),)) -> dict:
+def walks_ms(verifier, tree, seed: int, walks: int) -> float:
+    """Mean process-CPU milliseconds of one ``verifier.verify`` run over the walks of the
+    generators seeded ``(seed, 0..walks-1)`` (at most :data:`TIME_CAP` seconds of them), after one
+    warm-up run."""
+    verifier.verify(tree, np.random.default_rng([seed, walks]))
+    times = []
+    for i in range(walks):
+        rng = np.random.default_rng([seed, i])
+        start = time.process_time()
+        verifier.verify(tree, rng)
+        times.append(time.process_time() - start)
+        if sum(times) >= TIME_CAP:
+            break
+    return 1e3 * float(np.mean(times))
+
+
+def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = (("*", "*"),), walks: int = 40) -> dict:
     """Time the verifiers on the trees, the rows that a pattern of ``only`` names (default: all),
     with the ``multidraft`` on the path (one process)."""
     from multidraft.trees import get_verifier
@@ -97,11 +120,10 @@ def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = ((
                 continue
             verify, law, values = [], [], []
             for seed, tree in enumerate(trees):
-                rng = np.random.default_rng(seed)
-                verify.append(cpu_ms(lambda: verifier.verify(tree, rng), repeats)[0])
                 milliseconds, value = cpu_ms(lambda: verifier.expected_accepted(tree), repeats)
                 law.append(milliseconds)
                 values.append(float(value))
+                verify.append(walks_ms(verifier, tree, seed, walks))
             rows.append(dict(tree=tree_name, verifier=name, nodes=int(trees[0].nodes.count - 1),
                              verify_ms=float(np.median(verify)), law_ms=float(np.median(law)), expected=values))  # fmt: skip
             print(f"  {name:16s} {tree_name:20s} verify {rows[-1]['verify_ms']:9.2f} ms  law {rows[-1]['law_ms']:9.2f} ms", file=sys.stderr, flush=True)
@@ -110,7 +132,7 @@ def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = ((
     return {"argsort_ms": argsort_ms, "load_average": os.getloadavg(), "rows": rows, "package": multidraft.__file__}
 
 
-def before(revision: str, n: int, seeds: int, repeats: int, selection: list[str]) -> dict:
+def before(revision: str, n: int, seeds: int, repeats: int, walks: int, selection: list[str]) -> dict:
     """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory)."""
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip())
     commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
@@ -119,7 +141,7 @@ def before(revision: str, n: int, seeds: int, repeats: int, selection: list[str]
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
         out = Path(folder) / "before.json"
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, str(HERE)])}
-        command = [sys.executable, str(Path(__file__).resolve()), "--inner", str(out), "--vocab", str(n), "--seeds", str(seeds), "--repeats", str(repeats), *selection]
+        command = [sys.executable, str(Path(__file__).resolve()), "--inner", str(out), "--vocab", str(n), "--seeds", str(seeds), "--repeats", str(repeats), "--walks", str(walks), *selection]
         subprocess.run(command, check=True, env=environment, cwd=folder)
         result = json.loads(out.read_text())
     return {**result, "commit": commit}
@@ -144,13 +166,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=49152)
     parser.add_argument("--seeds", type=int, default=2, help="trees per family")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per tree (capped at 3 s)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed law calls per tree (capped at 3 s)")
+    parser.add_argument("--walks", type=int, default=40, help="timed verify runs per tree, one per fixed walk (capped at 3 s)")
     parser.add_argument("--before", default=None, help="revision timed as 'before' (default: merge base with main)")
     parser.add_argument("--only", type=_patterns, default=(("*", "*"),), help="comma-separated VERIFIER@TREE rows to time (* for any; default: all)")
     parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # the 'before' subprocess writes here
     args = parser.parse_args()
     if args.inner:
-        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.only)))
+        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.only, args.walks)))
         return
     selection = ["--only", ",".join(f"{v}@{t}" for v, t in args.only)]
     complete = ("*", "*") in args.only
@@ -159,9 +182,9 @@ def main() -> None:
 
     revision = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip()
     print(f"before: {revision}", file=sys.stderr)
-    old = before(revision, args.vocab, args.seeds, args.repeats, selection)
+    old = before(revision, args.vocab, args.seeds, args.repeats, args.walks, selection)
     print("after: working tree", file=sys.stderr)
-    new = run(args.vocab, args.seeds, args.repeats, args.only)
+    new = run(args.vocab, args.seeds, args.repeats, args.only, args.walks)
     previous = {(r["tree"], r["verifier"]): r for r in old["rows"]}
     rows = []
     for r in new["rows"]:
@@ -196,7 +219,10 @@ def main() -> None:
         "before": {"commit": old["commit"], "argsort_ms": old["argsort_ms"], "load_average": old["load_average"], "package": old["package"]},
         "after": {"argsort_ms": new["argsort_ms"], "load_average": new["load_average"], "package": new["package"]},
     }
-    record = {"date": data["provenance"]["date"], "commit": data["provenance"].get("commit"), "before": old["commit"], "load_average": new["load_average"]}
+    record = {
+        "date": data["provenance"]["date"], "commit": data["provenance"].get("commit"), "before": old["commit"],
+        "load_average": new["load_average"], "verify": f"mean over {args.walks} fixed walks",
+    }  # fmt: skip
     rows = [{**row, "run": record} for row in rows]
     path = HERE / "results" / "tree_speed.json"
     if not complete and path.exists():  # a selection: its rows replace the same rows, the rest are kept

@@ -19,9 +19,11 @@ Goals (per block, CPU): verify <= 2 ms for traversal and the token walk with Spe
 (``token:rrs-wor`` on trees drafted without replacement, where SpecInfer is refused), <= 10 ms for
 ``token:optimal`` and ``selective``; law <= 20 ms for each.
 
-**Before/after in the same run.** The same measurement runs first on the code of ``--before``
-(default: the merge base with ``main``; exported with ``git archive`` to a temporary directory and
-run in a subprocess) and then on the working tree, on the same trees; E[τ | tree] must agree to
+**Before/after in the same run.** The same measurement runs on the code of ``--before``
+(default: the merge base with ``main``; exported with ``git archive`` to a temporary directory) and
+on the working tree, each in a fresh process, alternately ``--rounds`` times (each row's times the
+medians over the rounds: at a load of 4 one before-then-after pass moved a row by 10-30% either
+way with no change of code), on the same trees; E[τ | tree] must agree to
 :data:`AGREE` (``agrees``: a rule's realised layout may move by rounding, e.g. Newton's roots by an
 ulp; the law computed stays that rule's exact law, which the tests check against enumeration). Every timing is also given as a ratio to one ``np.argsort`` of a 49152-token row measured
 in the same process (the machine is shared; absolute times move with its load, recorded with the
@@ -34,8 +36,8 @@ run that measured it (``run``: date, commit, before, load, the verify statistic;
 is from the run in ``provenance``, and a row whose ``run`` names no verify statistic timed verify as
 the median of a few random walks).
 
-Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5] [--walks 40]
-[--only "token:specinfer@*,*@chains(8,8)"]``
+Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--rounds 1] [--seeds 2] [--repeats 5]
+[--walks 40] [--only "token:specinfer@*,*@chains(8,8)"]``
 """
 
 from __future__ import annotations
@@ -132,19 +134,40 @@ def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = ((
     return {"argsort_ms": argsort_ms, "load_average": os.getloadavg(), "rows": rows, "package": multidraft.__file__}
 
 
-def before(revision: str, n: int, seeds: int, repeats: int, walks: int, selection: list[str]) -> dict:
-    """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory)."""
+def before_and_after(revision: str, rounds: int, options: list[str]) -> tuple[dict, dict]:
+    """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory) and on
+    the working tree, each in a fresh process, alternately ``rounds`` times; every row's times
+    are the medians over the rounds (:func:`_rounds`), so that a change of the machine's load
+    falls on both sides."""
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip())
     commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
+    sides: tuple[list[dict], list[dict]] = ([], [])
     with tempfile.TemporaryDirectory() as folder:
         archive = subprocess.run(["git", "archive", commit, "multidraft"], capture_output=True, check=True, cwd=root).stdout
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        out = Path(folder) / "before.json"
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, str(HERE)])}
-        command = [sys.executable, str(Path(__file__).resolve()), "--inner", str(out), "--vocab", str(n), "--seeds", str(seeds), "--repeats", str(repeats), "--walks", str(walks), *selection]
-        subprocess.run(command, check=True, env=environment, cwd=folder)
-        result = json.loads(out.read_text())
-    return {**result, "commit": commit}
+        out = Path(folder) / "run.json"
+        for round_ in range(rounds):
+            for side, code in zip(sides, (folder, str(root))):
+                print(f"round {round_ + 1}/{rounds}: {'before' if code == folder else 'after'}", file=sys.stderr)
+                environment = {**os.environ, "PYTHONPATH": os.pathsep.join([code, str(HERE)])}
+                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", str(out), *options], check=True, env=environment, cwd=folder)
+                side.append(json.loads(out.read_text()))
+    return {**_rounds(sides[0]), "commit": commit}, _rounds(sides[1])
+
+
+def _rounds(results: list[dict]) -> dict:
+    """One :func:`run` result from several rounds: per row the median of ``verify_ms`` and
+    ``law_ms`` over the rounds; E[τ | tree] must be the same in every round (it is exact)."""
+    rows = []
+    for row in results[0]["rows"]:
+        same = [next(r for r in result["rows"] if (r["tree"], r["verifier"]) == (row["tree"], row["verifier"])) for result in results]
+        if any(r["expected"] != row["expected"] for r in same):
+            raise RuntimeError(f"{row['verifier']} on {row['tree']}: E[τ | tree] changed between rounds")
+        rows.append({**row, **{key: float(np.median([r[key] for r in same])) for key in ("verify_ms", "law_ms")}})
+    return {
+        "argsort_ms": float(np.median([r["argsort_ms"] for r in results])), "load_average": results[-1]["load_average"],
+        "rows": rows, "package": results[0]["package"], "rounds": len(results),
+    }  # fmt: skip
 
 
 def _selected(verifier: str, tree: str, only: tuple[tuple[str, str], ...]) -> bool:
@@ -169,22 +192,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed law calls per tree (capped at 3 s)")
     parser.add_argument("--walks", type=int, default=40, help="timed verify runs per tree, one per fixed walk (capped at 3 s)")
     parser.add_argument("--before", default=None, help="revision timed as 'before' (default: merge base with main)")
+    parser.add_argument("--rounds", type=int, default=1, help="before/after runs, alternating in fresh processes (medians over them)")
     parser.add_argument("--only", type=_patterns, default=(("*", "*"),), help="comma-separated VERIFIER@TREE rows to time (* for any; default: all)")
-    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # the 'before' subprocess writes here
+    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # a before/after subprocess writes here
     args = parser.parse_args()
     if args.inner:
         Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.only, args.walks)))
         return
-    selection = ["--only", ",".join(f"{v}@{t}" for v, t in args.only)]
+    options = ["--vocab", str(args.vocab), "--seeds", str(args.seeds), "--repeats", str(args.repeats), "--walks", str(args.walks)]
+    options += ["--only", ",".join(f"{v}@{t}" for v, t in args.only)]
     complete = ("*", "*") in args.only
 
     from _common import print_table, provenance, write_json
 
     revision = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip()
-    print(f"before: {revision}", file=sys.stderr)
-    old = before(revision, args.vocab, args.seeds, args.repeats, args.walks, selection)
-    print("after: working tree", file=sys.stderr)
-    new = run(args.vocab, args.seeds, args.repeats, args.only, args.walks)
+    print(f"before: {revision}; after: the working tree", file=sys.stderr)
+    old, new = before_and_after(revision, args.rounds, options)
     previous = {(r["tree"], r["verifier"]): r for r in old["rows"]}
     rows = []
     for r in new["rows"]:
@@ -221,7 +244,7 @@ def main() -> None:
     }
     record = {
         "date": data["provenance"]["date"], "commit": data["provenance"].get("commit"), "before": old["commit"],
-        "load_average": new["load_average"], "verify": f"mean over {args.walks} fixed walks",
+        "load_average": new["load_average"], "verify": f"mean over {args.walks} fixed walks", "rounds": args.rounds,
     }  # fmt: skip
     rows = [{**row, "run": record} for row in rows]
     path = HERE / "results" / "tree_speed.json"

@@ -3,19 +3,27 @@
 Trees (:mod:`_tree_blocks`: Zipf(1.1) targets after every prefix, drafts a hotter, noisier copy):
 ``chains(8, 8)`` (iid rows), ``expansion([8, 7])`` drafted iid and without replacement, the
 64-node EAGLE-2-style parent array drafted without replacement (``static-64``) and top-k
-(``dynamic-64``). Per (verifier, tree) the median CPU time of
+(``dynamic-64``). Per (verifier, tree), median over the trees (``--seeds``) of
 
-* ``verify`` -- one run (:meth:`~multidraft.trees.TreeVerifier.verify`), and
-* ``law`` -- the exact E[τ | tree] (:meth:`~multidraft.trees.TreeVerifier.expected_accepted`,
-  the law without next-token rows), with its value.
+* ``verify`` -- the **mean** CPU time of one run (:meth:`~multidraft.trees.TreeVerifier.verify`)
+  over ``--walks`` fixed walks (generator seeds ``(tree seed, i)``, the same before and after):
+  a run fits only the nodes its walk visits, and a node's fit costs 6-65 ms on the wor trees
+  (a node with P* < 1 needs the front/back pass), so the cost per block is the mean over walks;
+  a median of a few random walks reads the generator's luck (stop 40's 42.8 ms for ``selective``
+  was three visits of one slow node in five walks), and
+* ``law`` -- the median CPU time of the exact E[τ | tree]
+  (:meth:`~multidraft.trees.TreeVerifier.expected_accepted`, the law without next-token rows),
+  with its value, computed first, so that every node's kernels are loaded before a walk is timed.
 
 Goals (per block, CPU): verify <= 2 ms for traversal and the token walk with SpecInfer
 (``token:rrs-wor`` on trees drafted without replacement, where SpecInfer is refused), <= 10 ms for
 ``token:optimal`` and ``selective``; law <= 20 ms for each.
 
-**Before/after in the same run.** The same measurement runs first on the code of ``--before``
-(default: the merge base with ``main``; exported with ``git archive`` to a temporary directory and
-run in a subprocess) and then on the working tree, on the same trees; E[τ | tree] must agree to
+**Before/after in the same run.** The same measurement runs on the code of ``--before``
+(default: the merge base with ``main``; exported with ``git archive`` to a temporary directory) and
+on the working tree, each in a fresh process, alternately ``--rounds`` times (each row's times the
+medians over the rounds: at a load of 4 one before-then-after pass moved a row by 10-30% either
+way with no change of code), on the same trees; E[τ | tree] must agree to
 :data:`AGREE` (``agrees``: a rule's realised layout may move by rounding, e.g. Newton's roots by an
 ulp; the law computed stays that rule's exact law, which the tests check against enumeration). Every timing is also given as a ratio to one ``np.argsort`` of a 49152-token row measured
 in the same process (the machine is shared; absolute times move with its load, recorded with the
@@ -24,11 +32,12 @@ result). Writes ``benchmarks/results/tree_speed.json``.
 **Selected rows.** ``--only`` (comma-separated ``VERIFIER@TREE`` patterns over :data:`VERIFIERS`
 and :data:`TREES`, either side ``*``) times only the rows some pattern names, before and after;
 they then replace the same rows of the existing JSON and the others are kept, each row with the
-run that measured it (``run``: date, commit, before, load; a row without one is from the run in
-``provenance``).
+run that measured it (``run``: date, commit, before, load, the verify statistic; a row without one
+is from the run in ``provenance``, and a row whose ``run`` names no verify statistic timed verify as
+the median of a few random walks).
 
-Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--seeds 2] [--repeats 5]
-[--only "token:specinfer@*,*@chains(8,8)"]``
+Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--rounds 1] [--seeds 2] [--repeats 5]
+[--walks 40] [--only "token:specinfer@*,*@chains(8,8)"]``
 """
 
 from __future__ import annotations
@@ -81,7 +90,23 @@ def cpu_ms(function, repeats: int) -> tuple[float, object]:
     return 1e3 * float(np.median(times)), result
 
 
-def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = (("*", "*"),)) -> dict:
+def walks_ms(verifier, tree, seed: int, walks: int) -> float:
+    """Mean process-CPU milliseconds of one ``verifier.verify`` run over the walks of the
+    generators seeded ``(seed, 0..walks-1)`` (at most :data:`TIME_CAP` seconds of them), after one
+    warm-up run."""
+    verifier.verify(tree, np.random.default_rng([seed, walks]))
+    times = []
+    for i in range(walks):
+        rng = np.random.default_rng([seed, i])
+        start = time.process_time()
+        verifier.verify(tree, rng)
+        times.append(time.process_time() - start)
+        if sum(times) >= TIME_CAP:
+            break
+    return 1e3 * float(np.mean(times))
+
+
+def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = (("*", "*"),), walks: int = 40) -> dict:
     """Time the verifiers on the trees, the rows that a pattern of ``only`` names (default: all),
     with the ``multidraft`` on the path (one process)."""
     from multidraft.trees import get_verifier
@@ -97,11 +122,10 @@ def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = ((
                 continue
             verify, law, values = [], [], []
             for seed, tree in enumerate(trees):
-                rng = np.random.default_rng(seed)
-                verify.append(cpu_ms(lambda: verifier.verify(tree, rng), repeats)[0])
                 milliseconds, value = cpu_ms(lambda: verifier.expected_accepted(tree), repeats)
                 law.append(milliseconds)
                 values.append(float(value))
+                verify.append(walks_ms(verifier, tree, seed, walks))
             rows.append(dict(tree=tree_name, verifier=name, nodes=int(trees[0].nodes.count - 1),
                              verify_ms=float(np.median(verify)), law_ms=float(np.median(law)), expected=values))  # fmt: skip
             print(f"  {name:16s} {tree_name:20s} verify {rows[-1]['verify_ms']:9.2f} ms  law {rows[-1]['law_ms']:9.2f} ms", file=sys.stderr, flush=True)
@@ -110,19 +134,40 @@ def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = ((
     return {"argsort_ms": argsort_ms, "load_average": os.getloadavg(), "rows": rows, "package": multidraft.__file__}
 
 
-def before(revision: str, n: int, seeds: int, repeats: int, selection: list[str]) -> dict:
-    """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory)."""
+def before_and_after(revision: str, rounds: int, options: list[str]) -> tuple[dict, dict]:
+    """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory) and on
+    the working tree, each in a fresh process, alternately ``rounds`` times; every row's times
+    are the medians over the rounds (:func:`_rounds`), so that a change of the machine's load
+    falls on both sides."""
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip())
     commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
+    sides: tuple[list[dict], list[dict]] = ([], [])
     with tempfile.TemporaryDirectory() as folder:
         archive = subprocess.run(["git", "archive", commit, "multidraft"], capture_output=True, check=True, cwd=root).stdout
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        out = Path(folder) / "before.json"
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, str(HERE)])}
-        command = [sys.executable, str(Path(__file__).resolve()), "--inner", str(out), "--vocab", str(n), "--seeds", str(seeds), "--repeats", str(repeats), *selection]
-        subprocess.run(command, check=True, env=environment, cwd=folder)
-        result = json.loads(out.read_text())
-    return {**result, "commit": commit}
+        out = Path(folder) / "run.json"
+        for round_ in range(rounds):
+            for side, code in zip(sides, (folder, str(root))):
+                print(f"round {round_ + 1}/{rounds}: {'before' if code == folder else 'after'}", file=sys.stderr)
+                environment = {**os.environ, "PYTHONPATH": os.pathsep.join([code, str(HERE)])}
+                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", str(out), *options], check=True, env=environment, cwd=folder)
+                side.append(json.loads(out.read_text()))
+    return {**_rounds(sides[0]), "commit": commit}, _rounds(sides[1])
+
+
+def _rounds(results: list[dict]) -> dict:
+    """One :func:`run` result from several rounds: per row the median of ``verify_ms`` and
+    ``law_ms`` over the rounds; E[τ | tree] must be the same in every round (it is exact)."""
+    rows = []
+    for row in results[0]["rows"]:
+        same = [next(r for r in result["rows"] if (r["tree"], r["verifier"]) == (row["tree"], row["verifier"])) for result in results]
+        if any(r["expected"] != row["expected"] for r in same):
+            raise RuntimeError(f"{row['verifier']} on {row['tree']}: E[τ | tree] changed between rounds")
+        rows.append({**row, **{key: float(np.median([r[key] for r in same])) for key in ("verify_ms", "law_ms")}})
+    return {
+        "argsort_ms": float(np.median([r["argsort_ms"] for r in results])), "load_average": results[-1]["load_average"],
+        "rows": rows, "package": results[0]["package"], "rounds": len(results),
+    }  # fmt: skip
 
 
 def _selected(verifier: str, tree: str, only: tuple[tuple[str, str], ...]) -> bool:
@@ -144,24 +189,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=49152)
     parser.add_argument("--seeds", type=int, default=2, help="trees per family")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per tree (capped at 3 s)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed law calls per tree (capped at 3 s)")
+    parser.add_argument("--walks", type=int, default=40, help="timed verify runs per tree, one per fixed walk (capped at 3 s)")
     parser.add_argument("--before", default=None, help="revision timed as 'before' (default: merge base with main)")
+    parser.add_argument("--rounds", type=int, default=1, help="before/after runs, alternating in fresh processes (medians over them)")
     parser.add_argument("--only", type=_patterns, default=(("*", "*"),), help="comma-separated VERIFIER@TREE rows to time (* for any; default: all)")
-    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # the 'before' subprocess writes here
+    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # a before/after subprocess writes here
     args = parser.parse_args()
     if args.inner:
-        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.only)))
+        Path(args.inner).write_text(json.dumps(run(args.vocab, args.seeds, args.repeats, args.only, args.walks)))
         return
-    selection = ["--only", ",".join(f"{v}@{t}" for v, t in args.only)]
+    options = ["--vocab", str(args.vocab), "--seeds", str(args.seeds), "--repeats", str(args.repeats), "--walks", str(args.walks)]
+    options += ["--only", ",".join(f"{v}@{t}" for v, t in args.only)]
     complete = ("*", "*") in args.only
 
     from _common import print_table, provenance, write_json
 
     revision = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip()
-    print(f"before: {revision}", file=sys.stderr)
-    old = before(revision, args.vocab, args.seeds, args.repeats, selection)
-    print("after: working tree", file=sys.stderr)
-    new = run(args.vocab, args.seeds, args.repeats, args.only)
+    print(f"before: {revision}; after: the working tree", file=sys.stderr)
+    old, new = before_and_after(revision, args.rounds, options)
     previous = {(r["tree"], r["verifier"]): r for r in old["rows"]}
     rows = []
     for r in new["rows"]:
@@ -196,7 +242,10 @@ def main() -> None:
         "before": {"commit": old["commit"], "argsort_ms": old["argsort_ms"], "load_average": old["load_average"], "package": old["package"]},
         "after": {"argsort_ms": new["argsort_ms"], "load_average": new["load_average"], "package": new["package"]},
     }
-    record = {"date": data["provenance"]["date"], "commit": data["provenance"].get("commit"), "before": old["commit"], "load_average": new["load_average"]}
+    record = {
+        "date": data["provenance"]["date"], "commit": data["provenance"].get("commit"), "before": old["commit"],
+        "load_average": new["load_average"], "verify": f"mean over {args.walks} fixed walks", "rounds": args.rounds,
+    }  # fmt: skip
     rows = [{**row, "run": record} for row in rows]
     path = HERE / "results" / "tree_speed.json"
     if not complete and path.exists():  # a selection: its rows replace the same rows, the rest are kept

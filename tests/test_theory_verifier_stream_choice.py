@@ -109,6 +109,21 @@ def test_twin_one_gauss_node_too_few_is_rejected(monkeypatch):
     assert _largest_departure(seed=23, count=40) <= 1e-13
 
 
+def test_gauss_nodes_are_remembered_per_k(monkeypatch):
+    """The nodes and weights remembered per K are numpy's ``leggauss(⌈K/2⌉)``, bit for bit,
+    whatever K came first, and read-only (a caller cannot spoil them for the next). WRONG twin: a
+    memo that hands every K the first K's nodes (one node, from K = 1) is caught by the
+    enumeration."""
+    for k in (8, 2, 5, 1, 8, 3, 7):
+        nodes, weights = _stream_choice._gauss_nodes(k)
+        expected = np.polynomial.legendre.leggauss((k + 1) // 2)
+        assert nodes.tolist() == expected[0].tolist() and weights.tolist() == expected[1].tolist()
+        assert not nodes.flags.writeable and not weights.flags.writeable
+    stale = _stream_choice._gauss_nodes(1)
+    monkeypatch.setattr(_stream_choice, "_gauss_nodes", lambda k: stale)
+    assert _largest_departure(seed=23, count=40) > 1e-6
+
+
 @pytest.mark.parametrize(
     "groups, masses, in_u, message",
     [

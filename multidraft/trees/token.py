@@ -362,6 +362,17 @@ class TokenVerifier(TreeVerifier):
             digest.update(repr(array.tolist()).encode() if array.dtype == object else np.ascontiguousarray(array).tobytes())
         return digest.digest()
 
+    @staticmethod
+    def _unreached(reach) -> bool:
+        """Whether the E[τ] walk (no next-token rows) skips a node it reaches with probability
+        ``reach``: exactly zero. The node and its subtree are then never accepted, so their
+        probabilities stay zero without fitting their plans (the same values: ``0 · mass`` is
+        zero): on the ``static-64`` trees drafted without replacement 12 and 19 of the walk's
+        30-31 fits lie below a drafted token that Y never equals (p = 0 there, or its selection
+        and residual both zero). With next-token rows every node is fitted, as those rows are
+        defined at every node."""
+        return reach == 0
+
     def _law(self, tree: Tree, next_token: bool) -> TreeLaw:
         exact = tree.exact
         nodes = tree.nodes
@@ -372,6 +383,8 @@ class TokenVerifier(TreeVerifier):
             rows = np.full((nodes.count, tree.n), zero, dtype=object) if exact else np.zeros((nodes.count, tree.n))
 
         def walk(node: int, reach) -> None:
+            if rows is None and self._unreached(reach):  # E[τ] only: its subtree's probabilities stay zero
+                return
             if not nodes.children[node]:  # a leaf accepted: the bonus token
                 prob[node] = reach
                 if rows is not None:

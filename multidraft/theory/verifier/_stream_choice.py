@@ -38,6 +38,8 @@ Cost per tuple: O(P log P + P ⌈K/2⌉ d K²), P the pieces of its groups and d
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
@@ -143,9 +145,14 @@ def _rows(groups, masses, in_u, piece_start, piece_end, group_first, group_last,
             below[h] += width
 
 
+@functools.lru_cache(maxsize=None)
 def _gauss_nodes(k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes and weights on [-1, 1], exact for the integrand's degree K - 1."""
-    return np.polynomial.legendre.leggauss((k + 1) // 2)
+    """Gauss-Legendre nodes and weights on [-1, 1], exact for the integrand's degree K - 1
+    (numpy's ``leggauss(⌈K/2⌉)``, computed once per K -- an eigenvalue problem that costs a third of
+    a tree node's choice law -- and returned read-only)."""
+    nodes, weights = np.polynomial.legendre.leggauss((k + 1) // 2)
+    nodes.flags.writeable = weights.flags.writeable = False
+    return nodes, weights
 
 
 def stream_choice_probabilities(layout, groups: np.ndarray, masses: np.ndarray, in_u: np.ndarray) -> np.ndarray:

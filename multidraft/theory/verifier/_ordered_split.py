@@ -330,8 +330,8 @@ def ordered_split(
     (:func:`blocks`; ``None``: a density per token, the unrestricted programme).
 
     Complexity: one sparse LP with about 3n variables per round (HiGHS's dual simplex, warm
-    re-solves per pass); a whole fit at n = 49152 took 4 s CPU (0.8/1.6), 84 s (0.5/1.2) and
-    225 s (0.8/2.0) (docs/nonidentical_verifier.md §4d).
+    re-solves per pass); a whole fit at n = 49152 took 3 s CPU (0.8/1.6), 57 s (0.5/1.2) and
+    about 250 s (0.8/2.0) (docs/nonidentical_verifier.md §4d).
 
     The instance where the fitted path stops at 0.772285 < P* = 0.78 (T* = {1, 2}):
 

@@ -295,3 +295,25 @@ def test_highs_writes_nothing_to_standard_output(mode):
         assert done.stdout == ""
     else:
         assert "HiGHS" in done.stdout
+
+
+def test_tiny_draft_masses_stay_in_the_programme(monkeypatch):
+    """A draft with 307 token masses below 1e-9 (n = 1000 Zipf, draft 1 at T = 0.35, draft 2 at
+    1.2): the laws read off the programme's densities sum to 1 (to 1e-12), as its totals row says.
+    Broken twin: HiGHS's default threshold (entries below 1e-9 dropped) leaves those masses out of
+    the programme's prefix sums, and the laws sum to 1 + 1.8e-8 (the 1.9e-8 short of P* at
+    n = 16384, 0.5/1.2, docs/nonidentical_verifier.md §4d)."""
+    n = 1000
+    p = zipf(n, 1.1, np.random.default_rng(0))
+    qs = (softmax(np.log(p), 0.35), softmax(np.log(p), 1.2))
+    assert (qs[0] < 1e-9).sum() > 300 and qs[0].min() > _ordered_split.SMALL_ENTRY
+    one = fit_path_curtain(p, *qs)
+    parts = _parts(n, one.certificate)
+
+    def excess() -> float:
+        x1, x2, _ = ordered_split(p, qs, parts, (one.law1, one.law2), one.optimum, rounds=1)
+        return abs(x1.sum() + x2.sum() - 1.0)
+
+    assert excess() <= 1e-12
+    monkeypatch.setattr(_ordered_split, "SMALL_ENTRY", 1e-9)
+    assert excess() > 1e-9

@@ -66,6 +66,10 @@ REACH = 1e-10
 GAIN = 1e-13
 #: A residual ``p - x_o`` below this share of p orders a token as 0 (:func:`_orders`).
 TIE = 1e-9
+#: HiGHS drops matrix entries below this (its least allowed value; its default is 1e-9). A draft
+#: mass below it still drops out of the programme's rows (the staircase from the laws is exact
+#: either way).
+SMALL_ENTRY = 1e-12
 #: Draft 1's density is free on this many tokens at each end of each part of its order, and
 #: shared by blocks of doubling length between (:func:`blocks`); draft 2's is free on every token.
 HEAD = 64
@@ -273,15 +277,19 @@ class _Programme:
 
 def _highs():
     """A silent HiGHS instance: the dual simplex (7x faster than the interior point at n = 8192),
-    feasibility tolerances 1e-10. Created and run inside :func:`~multidraft.theory._silence.silenced`:
-    HiGHS prints its banner to the process's standard output when a process first creates one,
-    whatever ``output_flag`` says."""
+    feasibility tolerances 1e-10, and matrix entries kept down to :data:`SMALL_ENTRY` (HiGHS's
+    default drops entries below 1e-9: the draft masses of 38,870 tokens at n = 49152, 0.5/1.2,
+    7.3e-6 of draft 1's mass, so the programme's ``C_1`` and the laws read off its densities
+    disagreed; docs/nonidentical_verifier.md §4d). Created and run inside
+    :func:`~multidraft.theory._silence.silenced`: HiGHS prints its banner to the process's standard
+    output when a process first creates one, whatever ``output_flag`` says."""
     import highspy
 
     with silenced():
         highs = highspy.Highs()
     for name, value in (("output_flag", False), ("solver", "simplex"), ("simplex_strategy", 1),
-                        ("primal_feasibility_tolerance", 1e-10), ("dual_feasibility_tolerance", 1e-10)):  # fmt: skip
+                        ("primal_feasibility_tolerance", 1e-10), ("dual_feasibility_tolerance", 1e-10),
+                        ("small_matrix_value", SMALL_ENTRY)):  # fmt: skip
         highs.setOptionValue(name, value)
     return highs
 
@@ -322,8 +330,8 @@ def ordered_split(
     (:func:`blocks`; ``None``: a density per token, the unrestricted programme).
 
     Complexity: one sparse LP with about 3n variables per round (HiGHS's dual simplex, warm
-    re-solves per pass); a whole fit at n = 49152 took 4 s CPU (0.8/1.6), 84 s (0.5/1.2) and
-    225 s (0.8/2.0) (docs/nonidentical_verifier.md §4d).
+    re-solves per pass); a whole fit at n = 49152 took 3 s CPU (0.8/1.6), 57 s (0.5/1.2) and
+    about 250 s (0.8/2.0) (docs/nonidentical_verifier.md §4d).
 
     The instance where the fitted path stops at 0.772285 < P* = 0.78 (T* = {1, 2}):
 

@@ -1,7 +1,8 @@
-"""The P* = 1 fit's two shortcuts (issue 30, item 5): the optimal cut builds no race (nor its
-σ and step) when no candidate holds draft mass outside it, and the iid curtain fit does not
-sort ratios that arrive in decreasing order. Each gives what the full route gives; each has a
-twin the tests catch."""
+"""The P* = 1 rule's shortcuts (issue 30, item 5): the optimal cut builds no race (nor its σ
+and step) when no candidate holds draft mass outside it, the iid curtain fit does not sort
+ratios that arrive in decreasing order, and the J-curtain's draw sums its pieces' lengths in
+one compiled pass. Each gives what the full route gives, bit for bit; each has a twin the
+tests catch."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from multidraft.theory.optimum import _wor_race
 from multidraft.theory.optimum._wor_race import full_scan_cut, optimal_cut
 from multidraft.theory.verifier import _curtain
 from multidraft.theory.verifier._curtain import density_order, descending_run_order
+from multidraft.theory.verifier._wor_parts import piece_offsets
+from multidraft.theory.verifier._wor_rule import wor_selection_rule
 
 N = 49152
 
@@ -101,3 +104,27 @@ def test_a_cut_at_p_star_one_needs_no_race(monkeypatch, k):
     assert abs(cut.value - 1.0) <= 1e-15
     with pytest.raises(AssertionError, match="race spread computed"):
         optimal_cut(rng.dirichlet(np.full(300, 0.5)), q, k)
+
+
+def _curtain_pieces():
+    """The J-curtain's pieces of a wor rule at P* = 1 (T* = ∅; a Zipf target and a hotter, noisy
+    draft, as at the tree benchmark's nodes), random ones, none."""
+    rng = np.random.default_rng(5)
+    p = zipf(6000, exponent=1.1, rng=rng)
+    rule = wor_selection_rule(p, softmax((np.log(p) + 0.5 * rng.standard_normal(6000)) / 1.2), 8)
+    assert len(rule.certificate) == 0 and len(rule.layout.piece_start) > 10_000
+    start = rng.random(3000)
+    return [(rule.layout.piece_start, rule.layout.piece_end), (start, start + 1e-3 * rng.random(3000)), (np.zeros(0), np.zeros(0))]
+
+
+def test_piece_offsets_are_the_numpy_cumulative_lengths_and_a_suffix_sum_twin_is_caught():
+    """The compiled offsets of ``_curtain_winner`` are ``[0, cumsum(end - start)]`` bit for bit.
+    WRONG twin: the same offsets as the total less the suffix sums (equal in exact arithmetic)."""
+    caught = 0
+    for start, end in _curtain_pieces():
+        lengths = end - start
+        expected = np.concatenate([[0.0], np.cumsum(lengths)])
+        np.testing.assert_array_equal(piece_offsets(start, end), expected)
+        twin = expected[-1] - np.concatenate([np.cumsum(lengths[::-1])[::-1], [0.0]])
+        caught += not np.array_equal(twin, expected)
+    assert caught == 2

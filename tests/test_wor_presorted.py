@@ -128,3 +128,31 @@ def test_piece_offsets_are_the_numpy_cumulative_lengths_and_a_suffix_sum_twin_is
         twin = expected[-1] - np.concatenate([np.cumsum(lengths[::-1])[::-1], [0.0]])
         caught += not np.array_equal(twin, expected)
     assert caught == 2
+
+
+def _sorted_hint(ties: bool):
+    """p, q and a hint by increasing p/q (``ties``: runs of equal ratios, their ids backwards)."""
+    rng = np.random.default_rng(9)
+    q = rng.dirichlet(np.full(5000, 0.5)) + 1e-12
+    p = q * (rng.integers(1, 40, 5000) if ties else rng.random(5000))
+    return p, q, np.lexsort((-np.arange(5000), p / q))
+
+
+def test_a_strictly_increasing_hint_is_its_own_order_and_a_non_strict_shortcut_is_caught(monkeypatch):
+    """Given a hint whose ratios increase strictly, ``sorted_part`` returns the gathers unmoved:
+    what ``sorted_tokens`` and the gathers give, in a fresh array of tokens. WRONG twin: taking
+    the shortcut on non-decreasing ratios leaves equal ratios out of id order (caught)."""
+    from multidraft.theory.verifier import _wor_parts
+    from multidraft.theory.verifier._orders import sorted_tokens
+
+    for ties in (False, True):
+        p, q, hint = _sorted_hint(ties)
+        tokens, values, masses, key = _wor_parts.sorted_part(hint, p, q)
+        expected = sorted_tokens(hint, p[hint] / q[hint])
+        np.testing.assert_array_equal(tokens, expected)
+        for got, want in ((values, p[expected]), (masses, q[expected]), (key, p[expected] / q[expected])):
+            np.testing.assert_array_equal(got, want)
+        assert not np.shares_memory(tokens, hint)
+    monkeypatch.setattr(_wor_parts, "_increasing", lambda key: bool((key[1:] >= key[:-1]).all()))
+    p, q, hint = _sorted_hint(True)
+    assert not np.array_equal(_wor_parts.sorted_part(hint, p, q)[0], sorted_tokens(hint, p[hint] / q[hint]))

@@ -30,12 +30,18 @@ def sorted_part(hint: np.ndarray, target: np.ndarray, draft: np.ndarray):
     ``sorted_tokens(hint, p[hint]/q[hint])`` and gathers from it give, with the ratios gathered
     and divided once (one compiled pass; numpy's stable sort of them, linear on a nearly sorted
     hint, then one pass applying it). Runs of equal ratios are put in id order by
-    :func:`~multidraft.theory.verifier._orders.sorted_tokens` itself."""
+    :func:`~multidraft.theory.verifier._orders.sorted_tokens` itself. A hint whose ratios
+    increase strictly is the order already: the gathered arrays are returned as they are (the
+    wor rule's U at T* = ∅, every P* = 1 node: no sort, and none of four more arrays of the
+    vocabulary's size and their fresh pages, 0.3-0.5 ms at n = 49152)."""
+    given = hint
     hint = np.ascontiguousarray(hint, dtype=np.int64)
     size = len(hint)
     values, masses, key = np.empty(size), np.empty(size), np.empty(size)
     _compiled()
     _ratio_gather(hint, target, draft, values, masses, key)
+    if _increasing(key):  # what the sort and the pass applying it give (no ties to settle)
+        return hint.copy() if hint is given else hint, values, masses, key
     sub = np.argsort(key, kind="stable")
     out = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), np.empty(size)
     if _apply_order(sub, hint, values, masses, key, *out):  # equal ratios: their ids in order
@@ -189,6 +195,14 @@ def _ratio_gather(hint, p, q, values, masses, key):
         key[i] = values[i] / masses[i]
 
 
+def _increasing(key):
+    """Whether ``key`` increases strictly (False at a NaN)."""
+    for i in range(1, key.shape[0]):
+        if not key[i - 1] < key[i]:
+            return False
+    return True
+
+
 def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses, out_key):
     """Write the sorted arrays; True when two neighbours have equal ratios (ids to put in order)."""
     tie = False
@@ -315,6 +329,6 @@ def _piece_offsets(start, end, out):
 
 
 KERNELS = (
-    "_piece_offsets", "_ratio_gather", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

@@ -41,6 +41,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
 import numpy as np
 
 from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_order

@@ -42,6 +42,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from multidraft.theory._numba import compile_in_place
+
 __all__ = ["interval_weight", "density_order", "curtain_fit", "CurtainFit"]
 
 #: Below this many tokens :func:`density_order` calls ``numpy.argsort`` directly.
@@ -126,11 +128,14 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
     size = len(values)
     key = work.key[:size]
     order = work.order[:size]
+    with np.errstate(over="ignore"):  # p/q = inf for q near the smallest subnormal: still ordered
+        np.divide(values, masses, out=key)
+    key += 0.0  # -0.0 (p = -0.0 after rescaling) would sort as the largest bit pattern
     if size < _PACKED_SORT_FROM:
-        with np.errstate(over="ignore"):  # p/q = inf for q near the smallest subnormal: still ordered
-            np.divide(values, masses, out=key)
-        key += 0.0  # -0.0 (p = -0.0 after rescaling) would sort as the largest bit pattern
         order[:] = np.argsort(key)
+        return order
+    compile_in_place(globals(), KERNELS)
+    if descending_run_order(key, order):  # given by decreasing ratio already: no sort
         return order
     radix = _radix()
     shift = int(size - 1).bit_length()
@@ -140,6 +145,35 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
         radix.radix_sort(packed, work.packed_scratch, work.counts, shift, shift + bits)
     radix.settle_ties(packed, shift, key, order)
     return order
+
+
+def descending_run_order(key, order):
+    """If ``key`` is non-increasing (no NaN), write into ``order`` the indices by increasing key,
+    equal keys by increasing index -- the stable argsort, read off in O(s): the indices
+    backwards, each run of equal keys forwards -- and return True; otherwise False (``order``
+    untouched). The wor rule lays out U's tokens in decreasing p/q order, so at T* = ∅ (every
+    P* = 1 node) the iid fit's ratios p/(q/q(U)) arrive sorted (0.5-0.7 ms of radix sort at
+    n = 49152)."""
+    n = key.shape[0]
+    for i in range(1, n):
+        if not key[i] <= key[i - 1]:
+            return False
+    if n and key[0] != key[0]:
+        return False
+    out, end = 0, n
+    while end > 0:
+        start = end - 1
+        while start > 0 and key[start - 1] == key[end - 1]:
+            start -= 1
+        for i in range(start, end):
+            order[out] = i
+            out += 1
+        end = start
+    return True
+
+
+#: The compiled kernels of this module (:func:`~multidraft.theory._numba.compile_in_place`).
+KERNELS = ("descending_run_order",)
 
 
 def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
@@ -156,7 +190,8 @@ def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
     order already, breaks ties by the sort's stability); runs of equal truncated keys are then
     put in exact order (:func:`~multidraft.theory.verifier._radix.settle_ties`, stable: exact
     ties stay in index order). So the result is ``argsort(kind="stable")``'s whatever the
-    truncation, about 10x faster at s = 49152.
+    truncation, about 10x faster at s = 49152. Ratios given in non-increasing order (the wor
+    rule's U at T* = ∅) are not sorted at all (:func:`descending_run_order`: the same order).
     """
     with _workspace(len(values)) as work:
         return _order(values, masses, work).copy()

@@ -20,7 +20,7 @@ from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
     "sorted_part", "descending_index", "side_arrays", "tail_start", "scatter", "write_positions",
-    "descending_values", "pairwise_sum", "min_sum", "radix_order", "KEY_BITS",
+    "descending_values", "pairwise_sum", "min_sum", "radix_order", "piece_offsets", "KEY_BITS",
 ]  # fmt: skip
 
 
@@ -30,12 +30,18 @@ def sorted_part(hint: np.ndarray, target: np.ndarray, draft: np.ndarray):
     ``sorted_tokens(hint, p[hint]/q[hint])`` and gathers from it give, with the ratios gathered
     and divided once (one compiled pass; numpy's stable sort of them, linear on a nearly sorted
     hint, then one pass applying it). Runs of equal ratios are put in id order by
-    :func:`~multidraft.theory.verifier._orders.sorted_tokens` itself."""
+    :func:`~multidraft.theory.verifier._orders.sorted_tokens` itself. A hint whose ratios
+    increase strictly is the order already: the gathered arrays are returned as they are (the
+    wor rule's U at T* = ∅, every P* = 1 node: no sort, and none of four more arrays of the
+    vocabulary's size and their fresh pages, 0.3-0.5 ms at n = 49152)."""
+    given = hint
     hint = np.ascontiguousarray(hint, dtype=np.int64)
     size = len(hint)
     values, masses, key = np.empty(size), np.empty(size), np.empty(size)
     _compiled()
     _ratio_gather(hint, target, draft, values, masses, key)
+    if _increasing(key):  # what the sort and the pass applying it give (no ties to settle)
+        return hint.copy() if hint is given else hint, values, masses, key
     sub = np.argsort(key, kind="stable")
     out = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), np.empty(size)
     if _apply_order(sub, hint, values, masses, key, *out):  # equal ratios: their ids in order
@@ -162,6 +168,21 @@ def radix_order(key: np.ndarray) -> np.ndarray | None:
 KEY_BITS, LONG_RUN = 33, 1024
 
 
+def piece_offsets(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The covered length before every piece and after the last, ``[0, cumsum(end - start)]``
+    (float64 [P + 1]), the same bits: one compiled pass of the same sequential additions,
+    without the lengths, the sums and their concatenation as three fresh arrays (0.37 ms for
+    the ~10^5 pieces of a J-curtain at n = 49152, on every draw of the rule).
+
+    >>> piece_offsets(np.array([0.0, 0.5, 0.25]), np.array([0.25, 0.75, 0.5])).tolist()
+    [0.0, 0.25, 0.5, 0.75]
+    """
+    out = np.empty(len(start) + 1)
+    _compiled()
+    _piece_offsets(np.ascontiguousarray(start, dtype=np.float64), np.ascontiguousarray(end, dtype=np.float64), out)
+    return out
+
+
 def _compiled() -> None:
     """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
     compile_in_place(globals(), KERNELS)
@@ -172,6 +193,14 @@ def _ratio_gather(hint, p, q, values, masses, key):
         token = hint[i]
         values[i], masses[i] = p[token], q[token]
         key[i] = values[i] / masses[i]
+
+
+def _increasing(key):
+    """Whether ``key`` increases strictly (False at a NaN)."""
+    for i in range(1, key.shape[0]):
+        if not key[i - 1] < key[i]:
+            return False
+    return True
 
 
 def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses, out_key):
@@ -291,7 +320,15 @@ def _pairwise(a, b, lo, n, smaller):
 
 
 #: The compiled kernels of this module.
+def _piece_offsets(start, end, out):
+    total = 0.0
+    out[0] = total
+    for i in range(start.shape[0]):
+        total += end[i] - start[i]
+        out[i + 1] = total
+
+
 KERNELS = (
-    "_ratio_gather", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

@@ -48,7 +48,7 @@ from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, min_sum, pairwise_sum, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
+from multidraft.theory.verifier._wor_parts import descending_index, min_sum, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -170,8 +170,7 @@ class WithoutReplacementRule(FrontBackRule):
     def _curtain_winner(self, marks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The token of the U-point with the smallest uniform position in its group's set."""
         layout = self.layout
-        lengths = layout.piece_end - layout.piece_start
-        cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
+        cumulative = piece_offsets(layout.piece_start, layout.piece_end)
         present = marks >= 0
         group = np.where(present, self.group[np.maximum(marks, 0)], 0)
         first, last = layout.group_first[group], layout.group_last[group]

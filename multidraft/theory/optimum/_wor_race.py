@@ -310,7 +310,8 @@ def _candidate_containment(q_sorted, k, candidates, lower, prefix_p, tolerance, 
         out = np.ones(len(prefixes))
         raced = basis.outside[prefixes] > 0.0
         if raced.any():
-            race = race or PrefixRace(q_sorted, k, inner, basis=basis)
+            if race is None:
+                race = PrefixRace(q_sorted, k, inner, basis=basis)
             out[raced] = race.containment(prefixes[raced])
         return out
 

@@ -45,6 +45,7 @@ from multidraft.theory.verifier._wor_parts import descending_values
 
 __all__ = ["front_back_nodes", "front_back_pass", "front_back_head"]
 
+
 def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes t and weights of ``∫_0^∞ f(t) dt`` for every law of the pass: the trapezoid rule in
     u with t = exp(u - e^{-u}) (:func:`~multidraft.theory.verifier._pass_nodes.pass_nodes`),

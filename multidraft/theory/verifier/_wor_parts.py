@@ -319,7 +319,6 @@ def _pairwise(a, b, lo, n, smaller):
     return _pairwise(a, b, lo, half, smaller) + _pairwise(a, b, lo + half, n - half, smaller)
 
 
-#: The compiled kernels of this module.
 def _piece_offsets(start, end, out):
     total = 0.0
     out[0] = total
@@ -328,6 +327,7 @@ def _piece_offsets(start, end, out):
         out[i + 1] = total
 
 
+#: The compiled kernels of this module.
 KERNELS = (
     "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",

@@ -38,6 +38,33 @@ def other_mass(xs, ys, x):
 
 
 @jit
+def phi(xs, ys, cw, x):
+    """``∫_0^x w`` (the cut scan's value): the trapezoid ``cw[k] + (x - xs[k]) (1 - (ys[k] + F(x))/2)``
+    on x's segment k, F(x) interpolated without clipping, as numpy evaluates it term by term."""
+    k = segment(xs, x)
+    span = xs[k + 1] - xs[k]
+    f = ys[k] + (ys[k + 1] - ys[k]) * (x - xs[k]) / span if span > 0.0 else ys[k + 1]
+    return cw[k] + (x - xs[k]) * (1.0 - 0.5 * (ys[k] + f))
+
+
+@jit
+def cut_scan(xs, ys, cw, ms, rs, lo, hi):
+    """The iid cut scan on a path's weight: the first j minimising
+    ``V_j = Σ_{i<j} rs[i] + Φ(max(hi - Σ_{i<j} ms[i], lo)) - Φ(lo)`` (``V_0 = Φ(hi) - Φ(lo)``,
+    Φ = :func:`phi`), prefix sums accumulated in order (numpy's ``cumsum``), one pass."""
+    base = phi(xs, ys, cw, lo)
+    best, low = 0, phi(xs, ys, cw, hi) - base
+    cm, cr = 0.0, 0.0
+    for j in range(ms.shape[0]):
+        cm += ms[j]
+        cr += rs[j]
+        value = cr + phi(xs, ys, cw, max(hi - cm, lo)) - base
+        if value < low:
+            best, low = j + 1, value
+    return best
+
+
+@jit
 def cumulative(xs, ys, out):
     """``out[k] = ∫_0^{xs[k]} w``: trapezoids of ``1 - F``."""
     out[0] = 0.0

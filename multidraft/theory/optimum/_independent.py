@@ -78,12 +78,16 @@ class _Classes:
     forced: np.ndarray  # token ids always in the cut
     active: np.ndarray  # token ids that belong to a class
     class_of: np.ndarray  # [len(active)] class of each active token
+    n: int  # tokens
 
     def tokens(self, classes: np.ndarray) -> np.ndarray:
         """Sorted token ids of the forced tokens and of the given classes."""
         chosen = np.zeros(len(self.p), dtype=bool)
         chosen[classes] = True
-        return np.sort(np.concatenate([self.forced, self.active[chosen[self.class_of]]]))
+        members = np.zeros(self.n, dtype=bool)
+        members[self.forced] = True
+        members[self.active[chosen[self.class_of]]] = True
+        return np.flatnonzero(members)
 
 
 def _classes(p: np.ndarray, q: np.ndarray, exact: bool) -> _Classes:
@@ -104,12 +108,8 @@ def _classes(p: np.ndarray, q: np.ndarray, exact: bool) -> _Classes:
         digest = np.zeros(len(active), dtype=np.uint64)
         for row in bits:
             digest = (digest ^ row) * np.uint64(0x9E3779B97F4A7C15)
-        order = np.argsort(digest)
-        ordered = ratios[:, order]
-        starts = np.ones(len(active), dtype=bool)
-        starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
         class_of = np.empty(len(active), dtype=np.int64)
-        class_of[order] = np.cumsum(starts) - 1
+        _kernels().label_runs(ratios, _kernels().radix_order(digest), class_of)
     m = int(class_of.max()) + 1 if len(active) else 0
     if exact:
         class_p = np.array([Fraction(0)] * m, dtype=object)
@@ -120,7 +120,7 @@ def _classes(p: np.ndarray, q: np.ndarray, exact: bool) -> _Classes:
     else:
         class_p = np.bincount(class_of, weights=p[active], minlength=m)
         class_q = np.stack([np.bincount(class_of, weights=row[active], minlength=m) for row in q])
-    return _Classes(class_p, class_q, forced, active, class_of)
+    return _Classes(class_p, class_q, forced, active, class_of, len(p))
 
 
 def _prefix_sums(values: np.ndarray) -> np.ndarray:
@@ -180,6 +180,79 @@ class _Box:
     c_in: list  # draft masses of the inside classes
 
 
+class _Undecided:
+    """The undecided classes of a box while it is decided: ids, p, q, and the thresholds that a
+    class's weighted draft mass must clear to be decided inside (``enter``) or outside
+    (``leave``). Floats are sifted by one compiled pass per round into buffers of their own
+    (:func:`~multidraft.theory.optimum._independent_kernels.sift`), Fractions by numpy masks; either
+    way the classes keep their order and the sums are numpy's."""
+
+    def __init__(self, classes: _Classes, ids: np.ndarray, margin: float, exact: bool) -> None:
+        self.exact = exact
+        self.p, self.q = classes.p[ids], classes.q[:, ids]
+        if exact:
+            self.ids, self.enter, self.leave = ids, self.p, self.p
+        else:
+            self.ids = ids.copy()  # sifted in place: the box's array is shared with its sibling
+            self.enter = self.p * ((1 + margin) / (1 - margin))
+            self.leave = self.p * ((1 - margin) / (1 + margin))
+            self.buffers = (np.empty(len(ids), dtype=np.int64), np.empty(len(ids)), np.empty(self.q.shape))
+
+    def rest(self, zero) -> list:
+        """``q_i`` of the undecided classes, for each draft i."""
+        return [row.sum() if len(self.ids) else zero for row in self.q]
+
+    def sift(self, w_lo: list, w_hi: list) -> tuple | None:
+        """One round of Lemma 2 at the weights of the box's corners: the classes decided inside
+        as (ids, p, q), those outside dropped; None when no class is decided."""
+        if not self.exact:
+            in_ids, in_p, in_q = self.buffers
+            size = len(self.ids)
+            weights = np.array(w_lo, dtype=np.float64), np.array(w_hi, dtype=np.float64)
+            inside, kept = _kernels().sift(*weights, self.ids, self.p, self.q, self.enter, self.leave, size, in_ids, in_p, in_q)
+            if kept == size:
+                return None
+            self.ids, self.p, self.q = self.ids[:kept], self.p[:kept], self.q[:, :kept]
+            self.enter, self.leave = self.enter[:kept], self.leave[:kept]
+            return in_ids[:inside].copy(), in_p[:inside], in_q[:, :inside]
+        low = sum(w * row for w, row in zip(w_lo, self.q))
+        high = sum(w * row for w, row in zip(w_hi, self.q))
+        inside, outside = low > self.enter, high < self.leave
+        if not (inside.any() or outside.any()):
+            return None
+        moved = self.ids[inside], self.p[inside], self.q[:, inside]
+        keep = ~(inside | outside)
+        self.ids, self.p, self.q, self.enter, self.leave = self.ids[keep], self.p[keep], self.q[:, keep], self.enter[keep], self.leave[keep]
+        return moved
+
+
+def _negative_part(v: list, p: np.ndarray, q: np.ndarray, exact: bool) -> np.ndarray:
+    """The negative entries of ``p - Σ_i v_i q_i``, in order (a compiled pass for floats)."""
+    if exact:
+        reduced = p - sum(v[i] * q[i] for i in range(len(q)))
+        return reduced[reduced < 0]
+    out = np.empty(len(p))
+    return out[: _kernels().negative_part(np.array(v, dtype=np.float64), p, q, out)]
+
+
+def _descending(score: np.ndarray, exact: bool) -> np.ndarray:
+    """``argsort(-score, kind="stable")``: by decreasing score, ties in index order (floats by
+    the compiled radix sort of their bits; ``+ 0.0`` makes -0.0 tie with 0.0 as it compares)."""
+    if exact:
+        return np.argsort(-score, kind="stable")
+    bits = np.empty(len(score), dtype=np.uint64)
+    _kernels().ordered_bits(-score + 0.0, bits)
+    return _kernels().radix_order(bits)
+
+
+def _kernels():
+    """:mod:`multidraft.theory.optimum._independent_kernels`, its kernels compiled (on first use)."""
+    from multidraft.theory.optimum import _independent_kernels
+
+    _independent_kernels.compiled()
+    return _independent_kernels
+
+
 class _Search:
     """Best-first branch and bound over boxes (see the module docstring)."""
 
@@ -221,7 +294,7 @@ class _Search:
         idx = box.undecided
         centre = [(a + b) / 2 for a, b in zip(box.lo, box.hi)]
         score = sum(w * cls.q[i, idx] for i, w in enumerate(_weights(centre))) / cls.p[idx]
-        order = idx[np.argsort(-score, kind="stable")]
+        order = idx[_descending(score, self.exact)]
         values = self.cut_values(box, order, _prefix_sums)
         best = int(np.argmin(values))
         self.offer(values[best], box, order[:best])
@@ -233,28 +306,17 @@ class _Search:
         In floats a class counts as inside only when its weighted draft mass exceeds p by the
         relative margin, and as outside likewise (the rounding of both sides stays below it).
         """
-        cls = self.classes
-        idx = box.undecided
-        p, q = cls.p[idx], cls.q[:, idx]
-        if self.exact:
-            enter = leave = p
-        else:
-            enter = p * ((1 + self.margin) / (1 - self.margin))
-            leave = p * ((1 - self.margin) / (1 + self.margin))
-        rest = [row.sum() for row in q]
+        undecided = _Undecided(self.classes, box.undecided, self.margin, self.exact)
+        rest = undecided.rest(self.zero)
         while True:
-            low = sum(w * row for w, row in zip(_weights(box.lo), q))
-            high = sum(w * row for w, row in zip(_weights(box.hi), q))
-            inside, outside = low > enter, high < leave
-            moved = bool(inside.any() or outside.any())
-            if moved:
-                box.inside = box.inside + [idx[inside]]
-                box.p_in = box.p_in + p[inside].sum()
-                box.c_in = [c + row[inside].sum() for c, row in zip(box.c_in, q)]
-                keep = ~(inside | outside)
-                idx, p, q, enter, leave = idx[keep], p[keep], q[:, keep], enter[keep], leave[keep]
-                rest = [row.sum() if len(idx) else self.zero for row in q]
-                box.undecided = idx
+            moved = undecided.sift(_weights(box.lo), _weights(box.hi))
+            if moved is not None:
+                ids, p_in, q_in = moved
+                box.inside = box.inside + [ids]
+                box.p_in = box.p_in + p_in.sum()
+                box.c_in = [c + row.sum() for c, row in zip(box.c_in, q_in)]
+                rest = undecided.rest(self.zero)
+                box.undecided = undecided.ids
             c_all = [c + r for c, r in zip(box.c_in, rest)]
             if self.exact:
                 lo = [max(a, c) for a, c in zip(box.lo, box.c_in)]
@@ -266,7 +328,7 @@ class _Search:
             box.lo, box.hi = lo, hi
             if any(a > b for a, b in zip(lo, hi)):
                 return False
-            if not moved and not shrunk:
+            if moved is None and not shrunk:
                 return True
 
     def lower_bound(self, box: _Box) -> object:
@@ -275,8 +337,7 @@ class _Search:
         p, q = cls.p[box.undecided], cls.q[:, box.undecided]
         best = None
         for v, kappa in _overestimators(box.lo, box.hi):
-            reduced = p - sum(v[i] * q[i] for i in range(self.k))
-            value = box.p_in - sum(v[i] * box.c_in[i] for i in range(self.k)) - kappa + reduced[reduced < 0].sum()
+            value = box.p_in - sum(v[i] * box.c_in[i] for i in range(self.k)) - kappa + _negative_part(v, p, q, self.exact).sum()
             best = value if best is None or value > best else best
         return best
 

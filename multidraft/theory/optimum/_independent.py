@@ -189,14 +189,16 @@ class _Undecided:
 
     def __init__(self, classes: _Classes, ids: np.ndarray, margin: float, exact: bool) -> None:
         self.exact = exact
-        self.p, self.q = classes.p[ids], classes.q[:, ids]
         if exact:
+            self.p, self.q = classes.p[ids], classes.q[:, ids]
             self.ids, self.enter, self.leave = ids, self.p, self.p
-        else:
-            self.ids = ids.copy()  # sifted in place: the box's array is shared with its sibling
-            self.enter = self.p * ((1 + margin) / (1 - margin))
-            self.leave = self.p * ((1 - margin) / (1 + margin))
-            self.buffers = (np.empty(len(ids), dtype=np.int64), np.empty(len(ids)), np.empty(self.q.shape))
+            return
+        self.ids = ids.copy()  # sifted in place: the box's array is shared with its sibling
+        self.p, self.enter, self.leave = np.empty(len(ids)), np.empty(len(ids)), np.empty(len(ids))
+        self.q = np.empty((len(classes.q), len(ids)))
+        up, down = (1 + margin) / (1 - margin), (1 - margin) / (1 + margin)
+        _kernels().gather(ids, classes.p, classes.q, up, down, self.p, self.q, self.enter, self.leave)
+        self.buffers = (np.empty(len(ids), dtype=np.int64), np.empty(len(ids)), np.empty(self.q.shape))
 
     def rest(self, zero) -> list:
         """``q_i`` of the undecided classes, for each draft i."""
@@ -226,13 +228,14 @@ class _Undecided:
         return moved
 
 
-def _negative_part(v: list, p: np.ndarray, q: np.ndarray, exact: bool) -> np.ndarray:
-    """The negative entries of ``p - Σ_i v_i q_i``, in order (a compiled pass for floats)."""
+def _negative_part(v: list, classes: _Classes, ids: np.ndarray, exact: bool) -> np.ndarray:
+    """The negative entries of ``p - Σ_i v_i q_i`` over the classes ``ids``, in order (one
+    compiled pass for floats)."""
     if exact:
-        reduced = p - sum(v[i] * q[i] for i in range(len(q)))
+        reduced = classes.p[ids] - sum(v[i] * classes.q[i, ids] for i in range(len(classes.q)))
         return reduced[reduced < 0]
-    out = np.empty(len(p))
-    return out[: _kernels().negative_part(np.array(v, dtype=np.float64), p, q, out)]
+    out = np.empty(len(ids))
+    return out[: _kernels().negative_part(np.array(v, dtype=np.float64), ids, classes.p, classes.q, out)]
 
 
 def _descending(score: np.ndarray, exact: bool) -> np.ndarray:
@@ -333,11 +336,10 @@ class _Search:
 
     def lower_bound(self, box: _Box) -> object:
         """The best bound of Lemma 3 over the McCormick overestimators."""
-        cls = self.classes
-        p, q = cls.p[box.undecided], cls.q[:, box.undecided]
         best = None
         for v, kappa in _overestimators(box.lo, box.hi):
-            value = box.p_in - sum(v[i] * box.c_in[i] for i in range(self.k)) - kappa + _negative_part(v, p, q, self.exact).sum()
+            negative = _negative_part(v, self.classes, box.undecided, self.exact)
+            value = box.p_in - sum(v[i] * box.c_in[i] for i in range(self.k)) - kappa + negative.sum()
             best = value if best is None or value > best else best
         return best
 
@@ -373,6 +375,8 @@ class _Search:
                     f"method 'threshold': the search exceeded {NODE_LIMIT} boxes without settling the optimum; "
                     "use method='subsets' (small n) or the transport LP"
                 )
+            if bound > -math.inf and self.lower_bound(box) >= self.best_value:
+                continue  # no set in the half beats the best: its bound before deciding (one pass) settles it
             if not self.decide(box):
                 continue
             self.offer(box.p_in - math.prod(box.c_in), box, np.zeros(0, dtype=np.int64))

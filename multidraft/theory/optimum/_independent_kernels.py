@@ -13,7 +13,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["sift", "negative_part", "radix_order", "ordered_bits", "label_runs", "KERNELS"]
+__all__ = ["sift", "negative_part", "gather", "radix_order", "ordered_bits", "label_runs", "KERNELS"]
 
 #: Bits per digit of :func:`radix_order`: 6 passes over 64 bits, 2^11 buckets each.
 DIGIT_BITS = 11
@@ -51,20 +51,34 @@ def sift(w_lo, w_hi, ids, p, q, enter, leave, size, in_ids, in_p, in_q):
     return inside, kept
 
 
-def negative_part(v, p, q, out):
-    """The negative entries of ``p - Σ_i v[i] q[i]`` (summed from i = 0 up), in order, written
-    to ``out``; returns their number (the caller sums ``out[:count]``)."""
+def negative_part(v, ids, p, q, out):
+    """The negative entries of ``p - Σ_i v[i] q[i]`` (summed from i = 0 up) over the classes
+    ``ids``, in their order, written to ``out``; returns their number (the caller sums
+    ``out[:count]``)."""
     k = q.shape[0]
     count = 0
-    for j in range(p.shape[0]):
-        total = v[0] * q[0, j]
+    for j in range(ids.shape[0]):
+        c = ids[j]
+        total = v[0] * q[0, c]
         for i in range(1, k):
-            total += v[i] * q[i, j]
-        reduced = p[j] - total
+            total += v[i] * q[i, c]
+        reduced = p[c] - total
         if reduced < 0.0:
             out[count] = reduced
             count += 1
     return count
+
+
+def gather(ids, p, q, up, down, out_p, out_q, enter, leave):
+    """``out_p = p[ids]``, ``out_q = q[:, ids]``, ``enter = out_p · up``, ``leave = out_p · down``
+    in one pass."""
+    for j in range(ids.shape[0]):
+        c = ids[j]
+        out_p[j] = p[c]
+        for i in range(q.shape[0]):
+            out_q[i, j] = q[i, c]
+        enter[j] = p[c] * up
+        leave[j] = p[c] * down
 
 
 def ordered_bits(key, out):
@@ -128,7 +142,7 @@ def label_runs(columns, order, label):
 
 
 #: The compiled kernels of this module.
-KERNELS = ("sift", "negative_part", "ordered_bits", "radix_order", "label_runs")
+KERNELS = ("sift", "negative_part", "gather", "ordered_bits", "radix_order", "label_runs")
 
 
 def compiled() -> None:

@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[49152, 131072])
     parser.add_argument("--rounds", type=int, default=None, help="column-generation rounds (default: the rule's)")
-    parser.add_argument("--instances", type=int, default=300, help="random small instances")
+    parser.add_argument("--instances", type=int, default=300, help="random small instances (0: none)")
     parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=None,
                         help="force the ordered split on (~40 s per fit at n = 16384, tens of minutes at 49152) or off (default: n <= 8192)")
     parser.add_argument("--pairs", nargs="+", default=None, metavar="T1/T2", help="only these temperature pairs, e.g. 0.8/1.6")
@@ -213,7 +213,7 @@ def main() -> None:
         Path(args.inner).write_text(json.dumps(run(args.sizes, args.repeats, args.rounds, args.split, args.pairs, laws)))
         np.savez(Path(args.inner).with_suffix(".npz"), **laws)
         return
-    small = small_instances(args.instances)
+    small = small_instances(args.instances) if args.instances else None
     print(f"small instances: {small}")
     columns = ["n", "pair", "p_star", "gap", "path", "cut_cpu_ms", "fit_cpu_ms", "select_cpu_ms", "total_cpu_ms", "total_vs_argsort_cpu"]
     if args.before:

@@ -265,7 +265,7 @@ def _region(path_i, mass, cap, lo, hi, offset):
             sorted_group[:pool] = u_groups + best - pool
             masses.append([ms[:pool].sum()])
             targets.append([max(total - rs[pool:best].sum(), 0.0)])
-    mass_g, target_g = np.concatenate(masses).astype(np.float64), np.concatenate(targets).astype(np.float64)
+    mass_g, target_g = np.concatenate(masses), np.concatenate(targets)
     groups = len(mass_g)
     start, end = np.empty(2 * groups + 2), np.empty(2 * groups + 2)
     group_end = np.zeros(groups, dtype=np.int64)
@@ -339,7 +339,8 @@ def _fit(p, qs, parts, share, path: Path, balance: bool, vertex: bool = False):
         def place(index, mine, lo, hi, groups, i=i, coordinates=coordinates):
             if vertex:
                 return (mine, *_side_by_side(coordinates, qs[i][mine], lo, groups))
-            cap = (shares[index] if i == 0 else 1.0 - shares[index])[mine] * p[mine]
+            share = shares[index][mine]
+            cap = (share if i == 0 else 1.0 - share) * p[mine]
             return (mine, *_region(coordinates, qs[i][mine], cap, lo, hi, groups))
 
         out.append(draft_layout(qs[i], parts, coordinates, place))
@@ -463,21 +464,26 @@ def fit_path_curtain(
     in_t[certificate] = True
     parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
     t = [float(q[in_t].sum()) for q in qs]
-    # each draft's mean weight over its part on the straight path: U (1 - u_j / 2), T* t_j / 2
-    mean_weight = np.where(in_t[None, :], np.array([t[1], t[0]])[:, None] / 2, 1.0 - np.array([1.0 - t[1], 1.0 - t[0]])[:, None] / 2)
-    def split(weights: np.ndarray) -> np.ndarray:
-        score = np.stack([qs[0], qs[1]]) * weights
-        total = score.sum(axis=0)
-        return np.divide(score[0], total, out=np.full(n, 0.5), where=total > 0)
 
-    # the linear score of the min-cut (weights at the end of U: t_j) and the mean weights
-    end_share, first_share = split(np.array([t[1], t[0]])[:, None] * np.ones(n)), split(mean_weight)
-    candidates = [("straight", end_share, False), ("straight", first_share, True), ("straight", end_share, True)]
+    def split(w1: float | np.ndarray, w2: float | np.ndarray) -> np.ndarray:
+        """Draft 1's share ``q_1 w_1 / (q_1 w_1 + q_2 w_2)`` of every token (1/2 where both vanish)."""
+        score1, score2 = qs[0] * w1, qs[1] * w2
+        total = score1 + score2
+        return np.divide(score1, total, out=np.full(n, 0.5), where=total > 0)
+
+    def mean_share() -> np.ndarray:
+        """The split by each draft's mean weight over its part on the straight path: U
+        ``1 - u_j / 2``, T* ``t_j / 2`` (computed only when a candidate needs it)."""
+        return split(*(np.where(in_t, t[j] / 2, 1.0 - (1.0 - t[j]) / 2) for j in (1, 0)))
+
+    # the linear score of the min-cut (weights at the end of U: t_j), then the mean weights
+    end_share = split(t[1], t[0])
+    candidates = [("straight", end_share, False), ("straight", mean_share, True), ("straight", end_share, True)]
     candidates += [(kind, None, True) for kind in paths if kind != "straight"]
     best = None
     for kind, share, balance in [c for c in candidates if c[0] in paths]:
         path = _path(kind, p, qs, parts)
-        share = _local_share(path, qs, n) if share is None else share
+        share = _local_share(path, qs, n) if share is None else share() if callable(share) else share
         for _ in range(1 + ROUNDS):
             try:
                 law1, law2, layouts = _fit(p, qs, parts, share, path, balance)
@@ -493,7 +499,7 @@ def fit_path_curtain(
         if best is not None and best[0] >= optimum - 1e-12:
             break
     if best is None:  # no fit tiled: the tokens side by side on the straight path (a vertex of B(h))
-        law1, law2, layouts = _fit(p, qs, parts, first_share, _path("straight", p, qs, parts), False, vertex=True)
+        law1, law2, layouts = _fit(p, qs, parts, mean_share(), _path("straight", p, qs, parts), False, vertex=True)
         best = (0.0, law1, law2, layouts, "straight, side by side")
     _, law1, law2, layouts, kind = best
     return path_rule(p, qs, certificate, optimum, law1, law2, layouts, kind)

@@ -181,50 +181,51 @@ class _Box:
 
 
 class _Undecided:
-    """The undecided classes of a box while it is decided: ids, p, q, and the thresholds that a
-    class's weighted draft mass must clear to be decided inside (``enter``) or outside
-    (``leave``). Floats are sifted by one compiled pass per round into buffers of their own
-    (:func:`~multidraft.theory.optimum._independent_kernels.sift`), Fractions by numpy masks; either
-    way the classes keep their order and the sums are numpy's."""
+    """The undecided classes of a box while it is decided: their ids, p and q in the first
+    ``size`` entries of arrays of their own. A class is decided inside when its weighted draft
+    mass exceeds ``p · up``, outside when it falls below ``p · down`` (both 1 in exact arithmetic).
+    Floats are sifted by one compiled pass per round, in place
+    (:func:`~multidraft.theory.optimum._independent_kernels.sift`), Fractions by numpy masks;
+    either way the classes keep their order and the sums are numpy's over contiguous rows."""
 
     def __init__(self, classes: _Classes, ids: np.ndarray, margin: float, exact: bool) -> None:
-        self.exact = exact
+        self.exact, self.size = exact, len(ids)
         if exact:
-            self.p, self.q = classes.p[ids], classes.q[:, ids]
-            self.ids, self.enter, self.leave = ids, self.p, self.p
+            self.all_ids, self.p, self.q = ids, classes.p[ids], classes.q[:, ids]
             return
-        self.ids = ids.copy()  # sifted in place: the box's array is shared with its sibling
-        self.p, self.enter, self.leave = np.empty(len(ids)), np.empty(len(ids)), np.empty(len(ids))
-        self.q = np.empty((len(classes.q), len(ids)))
-        up, down = (1 + margin) / (1 - margin), (1 - margin) / (1 + margin)
-        _kernels().gather(ids, classes.p, classes.q, up, down, self.p, self.q, self.enter, self.leave)
+        self.all_ids = ids.copy()  # sifted in place: the box's array is shared with its sibling
+        self.p, self.q = np.empty(len(ids)), np.empty((len(classes.q), len(ids)))
+        self.up, self.down = (1 + margin) / (1 - margin), (1 - margin) / (1 + margin)
+        _kernels().gather(ids, classes.p, classes.q, self.p, self.q)
         self.buffers = (np.empty(len(ids), dtype=np.int64), np.empty(len(ids)), np.empty(self.q.shape))
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.all_ids[: self.size]
 
     def rest(self, zero) -> list:
         """``q_i`` of the undecided classes, for each draft i."""
-        return [row.sum() if len(self.ids) else zero for row in self.q]
+        return [row[: self.size].sum() if self.size else zero for row in self.q]
 
     def sift(self, w_lo: list, w_hi: list) -> tuple | None:
         """One round of Lemma 2 at the weights of the box's corners: the classes decided inside
         as (ids, p, q), those outside dropped; None when no class is decided."""
         if not self.exact:
             in_ids, in_p, in_q = self.buffers
-            size = len(self.ids)
             weights = np.array(w_lo, dtype=np.float64), np.array(w_hi, dtype=np.float64)
-            inside, kept = _kernels().sift(*weights, self.ids, self.p, self.q, self.enter, self.leave, size, in_ids, in_p, in_q)
-            if kept == size:
+            inside, kept = _kernels().sift(*weights, self.up, self.down, self.all_ids, self.p, self.q, self.size, in_ids, in_p, in_q)
+            if kept == self.size:
                 return None
-            self.ids, self.p, self.q = self.ids[:kept], self.p[:kept], self.q[:, :kept]
-            self.enter, self.leave = self.enter[:kept], self.leave[:kept]
+            self.size = kept
             return in_ids[:inside].copy(), in_p[:inside], in_q[:, :inside]
         low = sum(w * row for w, row in zip(w_lo, self.q))
         high = sum(w * row for w, row in zip(w_hi, self.q))
-        inside, outside = low > self.enter, high < self.leave
+        inside, outside = low > self.p, high < self.p
         if not (inside.any() or outside.any()):
             return None
-        moved = self.ids[inside], self.p[inside], self.q[:, inside]
+        moved = self.all_ids[inside], self.p[inside], self.q[:, inside]
         keep = ~(inside | outside)
-        self.ids, self.p, self.q, self.enter, self.leave = self.ids[keep], self.p[keep], self.q[:, keep], self.enter[keep], self.leave[keep]
+        self.all_ids, self.p, self.q, self.size = self.all_ids[keep], self.p[keep], self.q[:, keep], int(keep.sum())
         return moved
 
 

@@ -19,13 +19,12 @@ __all__ = ["sift", "negative_part", "gather", "radix_order", "ordered_bits", "la
 DIGIT_BITS = 11
 
 
-def sift(w_lo, w_hi, ids, p, q, enter, leave, size, in_ids, in_p, in_q):
+def sift(w_lo, w_hi, up, down, ids, p, q, size, in_ids, in_p, in_q):
     """One deciding round (Lemma 2) over the first ``size`` undecided classes: with
     ``low = Σ_i w_lo[i] q[i]`` and ``high = Σ_i w_hi[i] q[i]`` (summed from i = 0 up), a class
-    with ``low > enter`` is decided inside (its id, p and q appended to ``in_ids``, ``in_p``,
-    ``in_q``), else one with ``high < leave`` outside; the others are moved to the front of
-    ``ids``, ``p``, ``q``, ``enter``, ``leave`` in their order. Returns (classes inside, classes
-    kept)."""
+    with ``low > p · up`` is decided inside (its id, p and q appended to ``in_ids``, ``in_p``,
+    ``in_q``), else one with ``high < p · down`` outside; the others are moved to the front of
+    ``ids``, ``p``, ``q`` in their order. Returns (classes inside, classes kept)."""
     k = q.shape[0]
     inside, kept = 0, 0
     for j in range(size):
@@ -34,19 +33,18 @@ def sift(w_lo, w_hi, ids, p, q, enter, leave, size, in_ids, in_p, in_q):
         for i in range(1, k):
             low += w_lo[i] * q[i, j]
             high += w_hi[i] * q[i, j]
-        if low > enter[j]:
+        if low > p[j] * up:
             in_ids[inside] = ids[j]
             in_p[inside] = p[j]
             for i in range(k):
                 in_q[i, inside] = q[i, j]
             inside += 1
-        elif not high < leave[j]:
-            ids[kept] = ids[j]
-            p[kept] = p[j]
-            for i in range(k):
-                q[i, kept] = q[i, j]
-            enter[kept] = enter[j]
-            leave[kept] = leave[j]
+        elif not high < p[j] * down:
+            if kept < j:
+                ids[kept] = ids[j]
+                p[kept] = p[j]
+                for i in range(k):
+                    q[i, kept] = q[i, j]
             kept += 1
     return inside, kept
 
@@ -69,16 +67,13 @@ def negative_part(v, ids, p, q, out):
     return count
 
 
-def gather(ids, p, q, up, down, out_p, out_q, enter, leave):
-    """``out_p = p[ids]``, ``out_q = q[:, ids]``, ``enter = out_p · up``, ``leave = out_p · down``
-    in one pass."""
+def gather(ids, p, q, out_p, out_q):
+    """``out_p = p[ids]``, ``out_q = q[:, ids]`` in one pass."""
     for j in range(ids.shape[0]):
         c = ids[j]
         out_p[j] = p[c]
         for i in range(q.shape[0]):
             out_q[i, j] = q[i, c]
-        enter[j] = p[c] * up
-        leave[j] = p[c] * down
 
 
 def ordered_bits(key, out):

@@ -96,18 +96,16 @@ def _classes(p: np.ndarray, q: np.ndarray, exact: bool) -> _Classes:
     positive = p > 0
     forced = np.flatnonzero(draftable & ~positive)
     active = np.flatnonzero(draftable & positive)
-    ratios = q[:, active] / p[active]  # parallel vectors have equal ratios
-    if exact:
+    if exact:  # parallel vectors have equal ratios
+        ratios = q[:, active] / p[active]
         keys: dict[tuple, int] = {}
         class_of = np.array([keys.setdefault(tuple(column), len(keys)) for column in ratios.T.tolist()], dtype=np.int64)
     else:
         # Sort by a hash of the ratio bits, then merge neighbours with equal ratios. A hash
         # collision can only leave one class in two pieces, which is still correct (merging is
         # a reduction, not a requirement).
-        bits = np.ascontiguousarray(ratios).view(np.uint64)
-        digest = np.zeros(len(active), dtype=np.uint64)
-        for row in bits:
-            digest = (digest ^ row) * np.uint64(0x9E3779B97F4A7C15)
+        ratios, digest = np.empty((len(q), len(active))), np.empty(len(active), dtype=np.uint64)
+        _kernels().ratio_digest(p, q, active, ratios, digest)
         class_of = np.empty(len(active), dtype=np.int64)
         _kernels().label_runs(ratios, _kernels().radix_order(digest), class_of)
     m = int(class_of.max()) + 1 if len(active) else 0
@@ -239,16 +237,6 @@ def _negative_part(v: list, classes: _Classes, ids: np.ndarray, exact: bool) -> 
     return out[: _kernels().negative_part(np.array(v, dtype=np.float64), ids, classes.p, classes.q, out)]
 
 
-def _descending(score: np.ndarray, exact: bool) -> np.ndarray:
-    """``argsort(-score, kind="stable")``: by decreasing score, ties in index order (floats by
-    the compiled radix sort of their bits; ``+ 0.0`` makes -0.0 tie with 0.0 as it compares)."""
-    if exact:
-        return np.argsort(-score, kind="stable")
-    bits = np.empty(len(score), dtype=np.uint64)
-    _kernels().ordered_bits(-score + 0.0, bits)
-    return _kernels().radix_order(bits)
-
-
 def _kernels():
     """:mod:`multidraft.theory.optimum._independent_kernels`, its kernels compiled (on first use)."""
     from multidraft.theory.optimum import _independent_kernels
@@ -293,13 +281,21 @@ class _Search:
         self.offer(values[best], box, box.undecided[[b for b in range(len(box.undecided)) if best >> b & 1]])
 
     def offer_prefixes(self, box: _Box) -> None:
-        """Every prefix of the undecided classes ordered by the score at the box centre."""
+        """Every prefix of the undecided classes ordered by decreasing score at the box centre
+        (ties in class order; floats by compiled passes and the radix sort)."""
         cls = self.classes
         idx = box.undecided
-        centre = [(a + b) / 2 for a, b in zip(box.lo, box.hi)]
-        score = sum(w * cls.q[i, idx] for i, w in enumerate(_weights(centre))) / cls.p[idx]
-        order = idx[_descending(score, self.exact)]
-        values = self.cut_values(box, order, _prefix_sums)
+        weights = _weights([(a + b) / 2 for a, b in zip(box.lo, box.hi)])
+        if self.exact:
+            score = sum(w * cls.q[i, idx] for i, w in enumerate(weights)) / cls.p[idx]
+            order = idx[np.argsort(-score, kind="stable")]
+            values = self.cut_values(box, order, _prefix_sums)
+        else:
+            kernels, bits = _kernels(), np.empty(len(idx), dtype=np.uint64)
+            kernels.score_bits(np.array(weights, dtype=np.float64), idx, cls.p, cls.q, bits)
+            order = idx[kernels.radix_order(bits)]
+            values = np.empty(len(order) + 1)
+            kernels.prefix_values(order, cls.p, cls.q, float(box.p_in), np.array(box.c_in, dtype=np.float64), values)
         best = int(np.argmin(values))
         self.offer(values[best], box, order[:best])
 

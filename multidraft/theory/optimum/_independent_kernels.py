@@ -13,7 +13,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["sift", "negative_part", "gather", "radix_order", "ordered_bits", "label_runs", "KERNELS"]
+__all__ = ["sift", "negative_part", "gather", "score_bits", "prefix_values", "ratio_digest", "radix_order", "label_runs", "KERNELS"]
 
 #: Bits per digit of :func:`radix_order`: 6 passes over 64 bits, 2^11 buckets each.
 DIGIT_BITS = 11
@@ -76,19 +76,61 @@ def gather(ids, p, q, out_p, out_q):
             out_q[i, j] = q[i, c]
 
 
-def ordered_bits(key, out):
-    """``out[j]``: the bits of the double ``key[j]`` as an unsigned integer of the same order
-    (the sign bit set for a non-negative key, every bit flipped for a negative one; NaN above
-    everything). ``-0.0`` maps below ``0.0``: callers add ``0.0`` first where they must tie."""
-    raw = key.view(np.uint64)
+def score_bits(w, ids, p, q, bits):
+    """Sort keys by decreasing score ``Σ_i w[i] q[i] / p`` (summed from i = 0 up) of the classes
+    ``ids``: the bits of ``-score + 0.0`` (-0.0 ties with 0.0) as an unsigned integer of the same
+    order (the sign bit set for a non-negative key, every bit flipped for a negative one; NaN
+    above everything), for :func:`radix_order`."""
+    k = q.shape[0]
     sign, everything = np.uint64(1) << np.uint64(63), ~np.uint64(0)
-    for j in range(key.shape[0]):
-        if key[j] != key[j]:
-            out[j] = everything
-        elif raw[j] & sign:
-            out[j] = ~raw[j]
+    key = np.empty(1)
+    raw = key.view(np.uint64)
+    for j in range(ids.shape[0]):
+        c = ids[j]
+        total = w[0] * q[0, c]
+        for i in range(1, k):
+            total += w[i] * q[i, c]
+        key[0] = -(total / p[c]) + 0.0
+        if key[0] != key[0]:
+            bits[j] = everything
+        elif raw[0] & sign:
+            bits[j] = ~raw[0]
         else:
-            out[j] = raw[j] | sign
+            bits[j] = raw[0] | sign
+
+
+def prefix_values(order, p, q, p_in, c_in, out):
+    """``out[j] = (p(S_j) + p_in) - Π_i (q_i(S_j) + c_in[i])`` for the prefixes S_j (j = 0..s) of
+    the classes ``order``, prefix sums accumulated in order (``numpy.cumsum``'s)."""
+    k = q.shape[0]
+    sums = np.zeros(k)
+    total = 0.0
+    for j in range(order.shape[0] + 1):
+        if j > 0:
+            c = order[j - 1]
+            total += p[c]
+            for i in range(k):
+                sums[i] += q[i, c]
+        contained = 1.0
+        for i in range(k):
+            contained *= sums[i] + c_in[i]
+        out[j] = total + p_in - contained
+
+
+def ratio_digest(p, q, active, ratios, digest):
+    """``ratios = q[:, active] / p[active]`` and a hash of each column's bits,
+    ``digest = (... ((0 ^ b_0) · C ^ b_1) · C ...)`` (uint64, wrapping; C the golden-ratio constant)."""
+    k = q.shape[0]
+    for j in range(active.shape[0]):
+        for i in range(k):
+            ratios[i, j] = q[i, active[j]] / p[active[j]]
+    bits = ratios.view(np.uint64)
+    factor = np.uint64(0x9E3779B97F4A7C15)
+    for j in range(active.shape[0]):
+        h = np.uint64(0)
+        for i in range(k):
+            h = (h ^ bits[i, j]) * factor
+        digest[j] = h
 
 
 def radix_order(bits):
@@ -137,7 +179,7 @@ def label_runs(columns, order, label):
 
 
 #: The compiled kernels of this module.
-KERNELS = ("sift", "negative_part", "gather", "ordered_bits", "radix_order", "label_runs")
+KERNELS = ("sift", "negative_part", "gather", "score_bits", "prefix_values", "ratio_digest", "radix_order", "label_runs")
 
 
 def compiled() -> None:

@@ -340,6 +340,12 @@ class _Search:
             best = value if best is None or value > best else best
         return best
 
+    def beaten(self, box: _Box, parent_bound: object) -> bool:
+        """A half (``parent_bound`` finite) whose bound already reaches the best value before it
+        is decided: no set in it beats the best, so its deciding rounds are skipped (one pass
+        instead of several; the bound only rises as a box shrinks and classes are decided)."""
+        return parent_bound > -math.inf and self.lower_bound(box) >= self.best_value
+
     def split(self, box: _Box) -> list[_Box] | None:
         """Halve the widest side (weighted by Π_{j≠i} hi_j); None when it cannot be halved (a point
         in exact arithmetic, adjacent floats otherwise)."""
@@ -372,8 +378,8 @@ class _Search:
                     f"method 'threshold': the search exceeded {NODE_LIMIT} boxes without settling the optimum; "
                     "use method='subsets' (small n) or the transport LP"
                 )
-            if bound > -math.inf and self.lower_bound(box) >= self.best_value:
-                continue  # no set in the half beats the best: its bound before deciding (one pass) settles it
+            if self.beaten(box, bound):
+                continue
             if not self.decide(box):
                 continue
             self.offer(box.p_in - math.prod(box.c_in), box, np.zeros(0, dtype=np.int64))

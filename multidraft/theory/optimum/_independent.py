@@ -12,9 +12,11 @@ itself, so the search locates ``c* = c(T*)`` instead, best first over boxes ``W 
 draft masses: a box decides the tokens whose score at its corners has one sign (Lemma 2) and
 shrinks to ``[c(IN), c(IN ∪ M)]``; it is settled by evaluating every subset of its undecided
 classes when at most :data:`LEAF_SIZE` remain, discarded when its McCormick lower bound
-(Lemma 3) is not below the best cut found, else halved. The search is complete: the chain of
-boxes that contain c* ends in a leaf that evaluates T*, or in a box whose bound is at most
-F(T*). Proofs of the reductions, the lemmas and completeness: docs/independent_optimum.md.
+(Lemma 3) is not below the best cut found, else halved. A half is first bounded before it is
+decided, and dropped when that bound already reaches the best value (the bound only rises as
+the box shrinks and classes are decided, so nothing in it could win). The search is complete:
+the chain of boxes that contain c* ends in a leaf that evaluates T*, or in a box whose bound is
+at most F(T*). Proofs of the reductions, the lemmas and completeness: docs/independent_optimum.md.
 
 *Arithmetic.* With ``exact=True`` everything is Fractions and the result is exact. In floats a
 token is decided only when its score clears the rounding of its terms by a relative margin,
@@ -24,8 +26,11 @@ number of boxes: a box that cannot be halved is settled exhaustively when at mos
 :data:`COLLAPSED_LEAF_SIZE` classes are undecided and refused with an error otherwise, and
 :data:`NODE_LIMIT` caps the search (measured box counts: docs/independent_optimum.md).
 
-*Cost.* One O(n log n) sort for the first candidate and the grouping, then O(K |M|) per
-deciding round (tens of rounds in all); the undecided set shrinks quickly.
+*Cost.* Two O(n) radix sorts (the grouping's hash and the first candidate's scores), then
+O(K |M|) per deciding round (tens of rounds in all); the undecided set shrinks quickly. In
+floats the rounds, the bounds, the hash and the first candidate's prefix scan are compiled
+passes (:mod:`~multidraft.theory.optimum._independent_kernels`) that give the doubles of the
+numpy expressions they replace, sums left to numpy (tests/test_independent_passes.py).
 """
 
 from __future__ import annotations

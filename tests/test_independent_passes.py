@@ -65,16 +65,18 @@ def test_sift_is_the_numpy_round(seed):
     assert len(twin[0]) != inside
 
 
-def test_negative_part_and_gather_are_numpys():
+def test_negative_parts_and_gather_are_numpys():
     rng = np.random.default_rng(1)
     p, q = tied(rng, 5000)
     ids = rng.permutation(5000)[:4000]
-    v = [0.7, 0.3]
-    reduced = p[ids] - sum(v[i] * q[i, ids] for i in range(2))
-    out = np.empty(4000)
-    count = kernels.negative_part(np.array(v), ids, p, q, out)
-    np.testing.assert_array_equal(out[:count], reduced[reduced < 0])
-    assert out[:count].sum() == reduced[reduced < 0].sum()
+    vs = np.array([[70.0, 0.3], [0.3, 7.0], [1.0, 0.0]])
+    out, counts = np.empty((3, 4000)), np.empty(3, dtype=np.int64)
+    kernels.negative_parts(vs, ids, p, q, out, counts)
+    for v, row, count in zip(vs, out, counts):
+        reduced = p[ids] - sum(v[i] * q[i, ids] for i in range(2))
+        np.testing.assert_array_equal(row[:count], reduced[reduced < 0])
+        assert row[:count].sum() == reduced[reduced < 0].sum()
+    assert len(set(counts.tolist())) == 3  # the rows are told apart (a pass that wrote one row for all would fail)
     out_p, out_q = np.empty(4000), np.empty((2, 4000))
     kernels.gather(ids, p, q, out_p, out_q)
     np.testing.assert_array_equal(out_p, p[ids])

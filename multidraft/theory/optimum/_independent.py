@@ -232,14 +232,15 @@ class _Undecided:
         return moved
 
 
-def _negative_part(v: list, classes: _Classes, ids: np.ndarray, exact: bool) -> np.ndarray:
-    """The negative entries of ``p - Σ_i v_i q_i`` over the classes ``ids``, in order (one
-    compiled pass for floats)."""
+def _negative_parts(vs: list, classes: _Classes, ids: np.ndarray, exact: bool) -> list[np.ndarray]:
+    """For each v of ``vs``: the negative entries of ``p - Σ_i v_i q_i`` over the classes
+    ``ids``, in order (floats: one compiled pass for all of them)."""
     if exact:
-        reduced = classes.p[ids] - sum(v[i] * classes.q[i, ids] for i in range(len(classes.q)))
-        return reduced[reduced < 0]
-    out = np.empty(len(ids))
-    return out[: _kernels().negative_part(np.array(v, dtype=np.float64), ids, classes.p, classes.q, out)]
+        reduced = [classes.p[ids] - sum(v[i] * classes.q[i, ids] for i in range(len(classes.q))) for v in vs]
+        return [r[r < 0] for r in reduced]
+    out, counts = np.empty((len(vs), len(ids))), np.empty(len(vs), dtype=np.int64)
+    _kernels().negative_parts(np.array(vs, dtype=np.float64), ids, classes.p, classes.q, out, counts)
+    return [row[:count] for row, count in zip(out, counts)]
 
 
 def _kernels():
@@ -339,8 +340,8 @@ class _Search:
     def lower_bound(self, box: _Box) -> object:
         """The best bound of Lemma 3 over the McCormick overestimators."""
         best = None
-        for v, kappa in _overestimators(box.lo, box.hi):
-            negative = _negative_part(v, self.classes, box.undecided, self.exact)
+        bounds = _overestimators(box.lo, box.hi)
+        for (v, kappa), negative in zip(bounds, _negative_parts([v for v, _ in bounds], self.classes, box.undecided, self.exact)):
             value = box.p_in - sum(v[i] * box.c_in[i] for i in range(self.k)) - kappa + negative.sum()
             best = value if best is None or value > best else best
         return best

@@ -13,7 +13,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["sift", "negative_part", "gather", "score_bits", "prefix_values", "ratio_digest", "radix_order", "label_runs", "KERNELS"]
+__all__ = ["sift", "negative_parts", "gather", "score_bits", "prefix_values", "ratio_digest", "radix_order", "label_runs", "KERNELS"]
 
 #: Bits per digit of :func:`radix_order`: 6 passes over 64 bits, 2^11 buckets each.
 DIGIT_BITS = 11
@@ -49,22 +49,22 @@ def sift(w_lo, w_hi, up, down, ids, p, q, size, in_ids, in_p, in_q):
     return inside, kept
 
 
-def negative_part(v, ids, p, q, out):
-    """The negative entries of ``p - Σ_i v[i] q[i]`` (summed from i = 0 up) over the classes
-    ``ids``, in their order, written to ``out``; returns their number (the caller sums
-    ``out[:count]``)."""
+def negative_parts(vs, ids, p, q, out, counts):
+    """For each row v of ``vs``: the negative entries of ``p - Σ_i v[i] q[i]`` (summed from
+    i = 0 up) over the classes ``ids``, in their order, written to that row of ``out``, their
+    number to ``counts`` (the caller sums ``out[r, :counts[r]]``); one pass for all rows."""
     k = q.shape[0]
-    count = 0
+    counts[:] = 0
     for j in range(ids.shape[0]):
         c = ids[j]
-        total = v[0] * q[0, c]
-        for i in range(1, k):
-            total += v[i] * q[i, c]
-        reduced = p[c] - total
-        if reduced < 0.0:
-            out[count] = reduced
-            count += 1
-    return count
+        for r in range(vs.shape[0]):
+            total = vs[r, 0] * q[0, c]
+            for i in range(1, k):
+                total += vs[r, i] * q[i, c]
+            reduced = p[c] - total
+            if reduced < 0.0:
+                out[r, counts[r]] = reduced
+                counts[r] += 1
 
 
 def gather(ids, p, q, out_p, out_q):
@@ -179,7 +179,7 @@ def label_runs(columns, order, label):
 
 
 #: The compiled kernels of this module.
-KERNELS = ("sift", "negative_part", "gather", "score_bits", "prefix_values", "ratio_digest", "radix_order", "label_runs")
+KERNELS = ("sift", "negative_parts", "gather", "score_bits", "prefix_values", "ratio_digest", "radix_order", "label_runs")
 
 
 def compiled() -> None:

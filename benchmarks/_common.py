@@ -7,6 +7,8 @@ import json
 import os
 import platform
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,6 +63,32 @@ def measure(function: Callable[[], object], repeats: int, before: Callable[[], o
         wall.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     return Timings(wall, cpu, result)
+
+
+def before_and_after_runs(
+    script: Path, revision: str, rounds: int, options: list[str], read: Callable[[Path], object] | None = None
+) -> tuple[str, list, list]:
+    """Run ``script --inner OUT *options`` on the package of ``revision`` (``git archive`` into a
+    temporary directory) and on the working tree's, each in a fresh process, alternately
+    ``rounds`` times, so that a change of the machine's load falls on both sides. Returns (the
+    full commit of ``revision``, the before results, the after results), each ``read(OUT)``
+    (default: OUT's JSON)."""
+    read = read or (lambda out: json.loads(out.read_text()))
+    here = Path(script).resolve().parent
+    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=here).stdout.strip())
+    commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
+    sides: tuple[list, list] = ([], [])
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "archive", commit, "multidraft"], capture_output=True, check=True, cwd=root).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        out = Path(folder) / "run.json"
+        for round_ in range(rounds):
+            for side, code, name in zip(sides, (folder, str(root)), ("before", "after")):
+                print(f"round {round_ + 1}/{rounds}: {name}", file=sys.stderr, flush=True)
+                environment = {**os.environ, "PYTHONPATH": os.pathsep.join([code, str(here)])}
+                subprocess.run([sys.executable, str(Path(script).resolve()), "--inner", str(out), *options], check=True, env=environment, cwd=folder)
+                side.append(read(out))
+    return commit, sides[0], sides[1]
 
 
 def provenance() -> dict:

@@ -48,7 +48,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -139,20 +138,10 @@ def before_and_after(revision: str, rounds: int, options: list[str]) -> tuple[di
     the working tree, each in a fresh process, alternately ``rounds`` times; every row's times
     are the medians over the rounds (:func:`_rounds`), so that a change of the machine's load
     falls on both sides."""
-    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip())
-    commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
-    sides: tuple[list[dict], list[dict]] = ([], [])
-    with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(["git", "archive", commit, "multidraft"], capture_output=True, check=True, cwd=root).stdout
-        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        out = Path(folder) / "run.json"
-        for round_ in range(rounds):
-            for side, code in zip(sides, (folder, str(root))):
-                print(f"round {round_ + 1}/{rounds}: {'before' if code == folder else 'after'}", file=sys.stderr)
-                environment = {**os.environ, "PYTHONPATH": os.pathsep.join([code, str(HERE)])}
-                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", str(out), *options], check=True, env=environment, cwd=folder)
-                side.append(json.loads(out.read_text()))
-    return {**_rounds(sides[0]), "commit": commit}, _rounds(sides[1])
+    from _common import before_and_after_runs
+
+    commit, before, after = before_and_after_runs(Path(__file__), revision, rounds, options)
+    return {**_rounds(before), "commit": commit}, _rounds(after)
 
 
 def _rounds(results: list[dict]) -> dict:

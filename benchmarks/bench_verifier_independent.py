@@ -38,13 +38,10 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import measure, print_table, write_results
+from _common import before_and_after_runs, measure, print_table, write_results
 
 from multidraft.theory import Independent, softmax, zipf
 from multidraft.theory.optimum import product_cut
@@ -109,23 +106,16 @@ def before_and_after(revision: str, rounds: int, options: list[str]) -> tuple[di
     the working tree, each in a fresh process, alternately ``rounds`` times; every row's times
     are the medians over the rounds (the load changes on both sides alike). Each side's laws
     and P* come back from its last round, for the comparison."""
-    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip())
-    commit = subprocess.run(["git", "rev-parse", revision], capture_output=True, text=True, check=True, cwd=root).stdout.strip()
-    sides: tuple[list[dict], list[dict]] = ([], [])
-    with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(["git", "archive", commit, "multidraft"], capture_output=True, check=True, cwd=root).stdout
-        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        out = Path(folder) / "run.json"
-        laws: list[dict] = [{}, {}]
-        for round_ in range(rounds):
-            for index, (side, code) in enumerate(zip(sides, (folder, str(root)))):
-                print(f"round {round_ + 1}/{rounds}: {('before', 'after')[index]}", file=sys.stderr, flush=True)
-                environment = {**os.environ, "PYTHONPATH": os.pathsep.join([code, str(HERE)])}
-                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", str(out), *options], check=True, env=environment, cwd=folder)
-                side.append(json.loads(out.read_text()))
-                with np.load(out.with_suffix(".npz")) as saved:
-                    laws[index] = {name: saved[name] for name in saved.files}
-    return {**_rounds(sides[0]), "commit": commit, "laws": laws[0]}, {**_rounds(sides[1]), "laws": laws[1]}
+
+    def read(out: Path) -> tuple[dict, dict]:
+        with np.load(out.with_suffix(".npz")) as saved:
+            return json.loads(out.read_text()), {name: saved[name] for name in saved.files}
+
+    commit, before, after = before_and_after_runs(Path(__file__), revision, rounds, options, read)
+    return (
+        {**_rounds([rows for rows, _ in before]), "commit": commit, "laws": before[-1][1]},
+        {**_rounds([rows for rows, _ in after]), "laws": after[-1][1]},
+    )
 
 
 def _rounds(results: list[dict]) -> dict:

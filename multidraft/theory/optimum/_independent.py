@@ -83,7 +83,7 @@ class _Classes:
     forced: np.ndarray  # token ids always in the cut
     active: np.ndarray  # token ids that belong to a class
     class_of: np.ndarray  # [len(active)] class of each active token
-    n: int  # tokens
+    n: int  # vocabulary size
 
     def tokens(self, classes: np.ndarray) -> np.ndarray:
         """Sorted token ids of the forced tokens and of the given classes."""
@@ -204,6 +204,7 @@ class _Undecided:
 
     @property
     def ids(self) -> np.ndarray:
+        """The undecided class ids, in their order."""
         return self.all_ids[: self.size]
 
     def rest(self, zero) -> list:

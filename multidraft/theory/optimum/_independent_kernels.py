@@ -1,9 +1,10 @@
 """Compiled passes of the threshold-set search (:mod:`multidraft.theory.optimum._independent`), float mode.
 
 Each pass does in one loop what the search's numpy expressions do in several, with the same
-arithmetic in the same order (so the same doubles): it writes the values a caller sums into
-contiguous buffers and leaves the sums to numpy (pairwise summation, which a compiled loop
-would not reproduce). Compiled on first use (:func:`~multidraft.theory._numba.compile_in_place`),
+arithmetic in the same order (so the same doubles): running prefix sums accumulate in order as
+``numpy.cumsum`` does, and the values a caller sums whole are written to contiguous buffers and
+summed by numpy (pairwise summation, which a compiled loop would not reproduce); the sorts are
+stable, so their permutations are ``argsort(kind="stable")``'s. Compiled on first use (:func:`~multidraft.theory._numba.compile_in_place`),
 so importing the theory does not import numba.
 """
 

@@ -24,7 +24,7 @@ from multidraft.theory import Independent, softmax, zipf
 from multidraft.theory.optimum import product_cut
 from multidraft.theory.verifier import _orientation
 from multidraft.theory.verifier._independent_rule import path_rule
-from multidraft.theory.verifier._orientation import ascend, ascent_split, gr_excess, response
+from multidraft.theory.verifier._orientation import ascend, ascent_split, ascent_staircase, gr_excess, response
 from multidraft.theory.verifier._ordered_split import prefix_pair_violation
 from multidraft.theory.verifier._staircase import fit_staircase
 
@@ -190,10 +190,10 @@ def test_ascent_reaches_the_optimum_with_one_path():
     enumerated over every draft pair (1e-13) and the output is p (1e-12)."""
     for p, q1, q2 in _instances(300, seed=5):
         optimum, parts, certificate = _optimum(p, q1, q2)
-        out = ascend(p, q1, q2, optimum)
-        law1, law2, layouts = fit_staircase(p, (q1, q2), parts, out.law2, 1)
-        rule = path_rule(p, (q1, q2), certificate, optimum, law1, law2, layouts, "staircase")
-        assert out.reached and rule.acceptance >= optimum - 1e-10
+        out = ascent_staircase(p, (q1, q2), parts, optimum)
+        law1, law2 = out.law1, out.law2
+        rule = path_rule(p, (q1, q2), certificate, optimum, law1, law2, out.layouts, "staircase")
+        assert out.ascent.reached and rule.acceptance >= optimum - 1e-10
         assert gr_excess((q1, q2), (law1, law2)) <= 1e-12 and abs(law1.sum() + law2.sum() - 1.0) <= 1e-12
         if len(p) <= 6:
             assert _brute_gr(q1, q2, law1, law2) <= 1e-12
@@ -239,6 +239,32 @@ def test_zipf_pairs_the_alternation_misses(pair):
     orders = tuple(np.argsort(-(x / q), kind="stable") for x, q in ((law1, q1), (law2, q2)))
     assert prefix_pair_violation((q1, q2), orders, (law1, law2))[1] <= 1e-12
     assert gr_excess((q1, q2), (law1, law2)) <= 1e-12
+
+
+def test_swapped_roles_when_draft_2s_staircase_does_not_tile(monkeypatch):
+    """Where draft 2's staircase does not tile, the ascent on draft 1's law and its staircase take
+    over (60 instances, P* to 1e-10); without that fallback the error would propagate."""
+    def draft_1_only(p, qs, parts, law, j):
+        if j == 1:
+            raise RuntimeError("path curtain: the stack pass did not tile its region")
+        return fit_staircase(p, qs, parts, law, j)
+
+    monkeypatch.setattr(_orientation, "fit_staircase", draft_1_only)
+    for p, q1, q2 in _instances(60, seed=5):
+        optimum, parts, _ = _optimum(p, q1, q2)
+        out = ascent_staircase(p, (q1, q2), parts, optimum)
+        assert out.fixed == 0 and float(np.minimum(p, out.law1 + out.law2).sum()) >= optimum - 1e-10
+
+
+def test_zipf_pair_whose_draft_2_staircase_did_not_tile():
+    """Regression, n = 49152, 0.8/1.2: draft 2's staircase (49,000 densities) failed the stack
+    pass's tiling check; the fit still returns one path at P* (to 1e-9)."""
+    rng = np.random.default_rng(0)
+    rng.random(49152)
+    p = zipf(49152, 1.1, rng)
+    qs = (softmax(np.log(p), 0.8), softmax(np.log(p), 1.2))
+    optimum, parts, _ = _optimum(p, *qs)
+    assert ascent_split(p, qs, parts, optimum)[2] >= optimum - 1e-9
 
 
 BAD_ASCENT = {

@@ -44,7 +44,7 @@ import numpy as np
 
 from multidraft.theory.verifier._staircase import fit_staircase
 
-__all__ = ["Ascent", "response", "gr_excess", "ascend", "ascent_split", "ITERATIONS", "REACH"]
+__all__ = ["Ascent", "AscentStaircase", "response", "gr_excess", "ascend", "ascent_staircase", "ascent_split", "ITERATIONS", "REACH"]
 
 #: Most supergradient steps of :func:`ascend` (each one O(n log n): two sorts).
 ITERATIONS = 500
@@ -195,17 +195,51 @@ def ascend(target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, optimum: 
     return Ascent(q2 * (1.0 - best_rho), best_rho, best_value, steps, bool(optimum - best_value <= REACH))
 
 
-def ascent_split(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int = ITERATIONS) -> tuple[np.ndarray, np.ndarray, float]:
-    """Per-draft laws ``(x_1, x_2, Σ min(p, x_1 + x_2))`` of one staircase path: :func:`ascend`
-    for draft 2's law, then the staircase from it (:func:`._staircase.fit_staircase`: draft 2 side
-    by side by density, draft 1's curtain against ``(p - x_2)_+``), both laws read off the pieces,
-    so the acceptance is the path's own (exact, lossless whatever the ascent reached).
+@dataclass(frozen=True)
+class AscentStaircase:
+    """Result of :func:`ascent_staircase`: the staircase's per-draft laws and layouts (read off its
+    pieces), the draft ``fixed`` whose law was climbed (1: draft 2's; 0: draft 1's, after draft 2's
+    staircase did not tile) and that :class:`Ascent`."""
 
-    ``parts`` = (U, T*) as token ids, ``optimum`` = P*. At an optimal ``x_2`` a U draft beats
-    every T* draft (complementary slackness), so the staircase's clipping into the parts' boxes
-    leaves it unchanged and the path reaches V = P*. Raises ``RuntimeError`` if the layout does
-    not tile (as :func:`._staircase.fit_staircase`). Same inputs as :func:`ascend`; the same
-    contract as :func:`._ordered_split.ordered_split`'s return, which it can replace.
+    law1: np.ndarray
+    law2: np.ndarray
+    layouts: tuple
+    fixed: int
+    ascent: Ascent
+
+
+def ascent_staircase(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int = ITERATIONS) -> AscentStaircase:
+    """One staircase path from the ascent: :func:`ascend` on draft 2's law, then the staircase from
+    it (:func:`._staircase.fit_staircase`: draft 2 side by side by density, draft 1's curtain
+    against ``(p - x_2)_+``); if that layout does not tile, the same with the drafts' roles
+    swapped (the ascent on draft 1's law). Both laws are read off the pieces, so the acceptance
+    ``Σ min(p, law1 + law2)`` is the path's own (exact, lossless whatever the ascent reached).
+
+    ``parts`` = (U, T*) as token ids, ``optimum`` = P*. At an optimal law a U draft beats every T*
+    draft (complementary slackness), so the staircase's clipping into the parts' boxes leaves it
+    unchanged and the path reaches V = P*. Raises ``RuntimeError`` if neither layout tiles.
+
+    Tiling: at n = 49152, 0.8/1.2, draft 2's staircase (49,000 distinct densities) failed the
+    stack pass's tiling check while draft 1's (19 densities) tiled (docs §4e).
+    """
+    try:
+        return _staircase_from(p, qs, parts, optimum, iterations, 1)
+    except RuntimeError:
+        return _staircase_from(p, qs, parts, optimum, iterations, 0)
+
+
+def _staircase_from(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int, fixed: int) -> AscentStaircase:
+    """The ascent on draft ``fixed``'s law and the staircase from it."""
+    own, other = qs[fixed], qs[1 - fixed]
+    out = ascend(p, other, own, optimum, iterations=iterations)
+    law1, law2, layouts = fit_staircase(p, qs, parts, out.law2, fixed)
+    return AscentStaircase(law1, law2, layouts, fixed, out)
+
+
+def ascent_split(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int = ITERATIONS) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-draft laws ``(x_1, x_2, Σ min(p, x_1 + x_2))`` of the staircase of
+    :func:`ascent_staircase`: the contract of :func:`._ordered_split.ordered_split`'s return,
+    which it can replace. Same inputs and errors as :func:`ascent_staircase`.
 
     >>> import numpy as np
     >>> p, q1, q2 = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8])
@@ -213,6 +247,5 @@ def ascent_split(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterati
     >>> round(value, 12)
     0.78
     """
-    out = ascend(p, qs[0], qs[1], optimum, iterations=iterations)
-    law1, law2, _ = fit_staircase(p, qs, parts, out.law2, 1)
-    return law1, law2, float(np.minimum(p, law1 + law2).sum())
+    out = ascent_staircase(p, qs, parts, optimum, iterations)
+    return out.law1, out.law2, float(np.minimum(p, out.law1 + out.law2).sum())

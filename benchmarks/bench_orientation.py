@@ -62,7 +62,7 @@ def rows_for(n: int, pairs: list[str], repeats: int, split_max: int) -> list[dic
         orders = tuple(np.argsort(-(x / q), kind="stable") for x, q in zip(laws, qs))
         row = {
             "n": n, "pair": f"{t1:g}/{t2:g}", "p_star": optimum, "cut_ms": 1e3 * cut_timing.median,
-            "climbed": f"draft {2 - out.fixed}", "steps": out.ascent.steps, "ascent_gap": out.ascent.value - optimum,
+            "climbed": f"draft {out.fixed + 1}", "steps": out.ascent.steps, "ascent_gap": out.ascent.value - optimum,
             "fit_cpu_ms": 1e3 * fit.cpu_median, "fit_ms": 1e3 * fit.median, "gap": _gap(target, laws, optimum),
             "pair_check": prefix_pair_violation(qs, orders, laws)[1], "gr_1d": gr_excess(qs, laws),
             "law_sum_minus_1": float(laws[0].sum() + laws[1].sum() - 1.0),

@@ -95,8 +95,7 @@ def test_response_is_what_the_staircase_reaches():
 
 def test_k_without_its_tail_is_caught(monkeypatch):
     """Broken twin: K(a) without the term ``a · q_2({ρ >= a})`` disagrees with the staircase."""
-    def no_tail(q2, rho, a):
-        order = np.argsort(rho, kind="stable")
+    def no_tail(q2, rho, a, order):
         below = np.concatenate([[0.0], np.cumsum(q2[order] * rho[order])])
         return below[np.searchsorted(rho[order], a, side="left")]
 
@@ -171,7 +170,7 @@ def test_gr_excess_equals_brute_force():
 def test_gr_excess_with_a_broken_k_is_caught(monkeypatch):
     """Broken twin: K as ``min(a, Σ q_2 ρ)`` (the concave envelope of its end points only) misses
     violations that brute force finds."""
-    monkeypatch.setattr(_orientation, "_k_at", lambda q2, rho, a: np.minimum(a, float(q2 @ rho)))
+    monkeypatch.setattr(_orientation, "_k_at", lambda q2, rho, a, order: np.minimum(a, float(q2 @ rho)))
     gaps = [abs(gr_excess((q1, q2), (x1, x2)) - _brute_gr(q1, q2, x1, x2)) for q1, q2, x1, x2 in _gr_cases()]
     assert max(gaps) > 1e-3
 

@@ -94,12 +94,17 @@ def test_response_is_what_the_staircase_reaches():
 
 
 def test_k_without_its_tail_is_caught(monkeypatch):
-    """Broken twin: K(a) without the term ``a · q_2({ρ >= a})`` disagrees with the staircase."""
-    def no_tail(q2, rho, a, order):
-        below = np.concatenate([[0.0], np.cumsum(q2[order] * rho[order])])
-        return below[np.searchsorted(rho[order], a, side="left")]
+    """Broken twin: K(a) without the term ``a · q_2({ρ >= a})`` (the prefix minimum in numpy)
+    disagrees with the staircase."""
+    def no_tail(order, q1, short, by_rho, rho, q2):
+        masses, sums = np.concatenate([[0.0], np.cumsum(q1[order])]), np.concatenate([[0.0], np.cumsum(short[order])])
+        below = np.concatenate([[0.0], np.cumsum(q2[by_rho] * rho[by_rho])])
+        slack = below[np.searchsorted(rho[by_rho], masses, side="left")] - sums
+        k = int(np.argmin(slack))
+        return k, slack[k], masses[k]
 
-    monkeypatch.setattr(_orientation, "_k_at", no_tail)
+    monkeypatch.setattr(_orientation, "compile_in_place", lambda namespace, names: None)
+    monkeypatch.setattr(_orientation, "_min_slack", no_tail)
     rng = np.random.default_rng(6)
     gaps = [abs(response(p, q1, q2, rho)[0] - _staircase_value(p, q1, q2, rho))
             for (p, q1, q2), rho in ((x, _random_rho(rng, len(x[0]))) for x in _instances(60, seed=1))]  # fmt: skip

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multidraft.theory._numba import compile_in_place
 from multidraft.theory.verifier._staircase import fit_staircase
 
 __all__ = ["Ascent", "AscentStaircase", "response", "gr_excess", "ascend", "ascent_staircase", "ascent_split", "ITERATIONS", "REACH", "STEP"]
@@ -84,13 +85,35 @@ def _k_at(q2: np.ndarray, rho: np.ndarray, a: np.ndarray, order: np.ndarray) -> 
     return below[count] + a * (total[-1] - total[count])
 
 
-def _density_prefixes(q: np.ndarray, law: np.ndarray, hint: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tokens by decreasing ``law / q`` (``law > 0 = q`` first), and the prefix sums of q and law
-    along that order (n + 1 entries each, from 0)."""
+def _density_order(q: np.ndarray, law: np.ndarray, hint: np.ndarray | None = None) -> np.ndarray:
+    """Tokens by decreasing ``law / q`` (``law > 0 = q`` first); the sort started from ``hint``."""
     with np.errstate(divide="ignore", invalid="ignore"):
         density = np.where(q > 0, law / np.where(q > 0, q, 1.0), np.where(law > 0, np.inf, 0.0))
-    order = _argsort(-density, hint)
-    return order, np.concatenate([[0.0], np.cumsum(q[order])]), np.concatenate([[0.0], np.cumsum(law[order])])
+    return _argsort(-density, hint)
+
+
+def _min_slack(order, q1, short, by_rho, rho, q2):
+    """``(k*, min_k [K(A_k) - C_k], A_k*)``: the minimum of eq. (2) over the n + 1 prefixes of
+    ``order`` (A, C: prefix sums of ``q1``, ``short``), with K read off ρ in the order ``by_rho``
+    (ascending) by one merge: O(n). Sums sequential, as numpy's cumsum. Compiled on first use."""
+    n = order.shape[0]
+    total = 0.0
+    for j in range(n):
+        total += q2[by_rho[j]]
+    below, passed, j = 0.0, 0.0, 0  # Σ q_2 ρ and Σ q_2 over the ρ_j < a met so far
+    a, c, best, best_k, best_a = 0.0, 0.0, 0.0, 0, 0.0
+    for i in range(n + 1):
+        while j < n and rho[by_rho[j]] < a:
+            below += q2[by_rho[j]] * rho[by_rho[j]]
+            passed += q2[by_rho[j]]
+            j += 1
+        slack = below + a * (total - passed) - c
+        if slack < best:
+            best, best_k, best_a = slack, i, a
+        if i < n:
+            a += q1[order[i]]
+            c += short[order[i]]
+    return best_k, best, best_a
 
 
 def response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray) -> tuple[float, np.ndarray]:
@@ -100,7 +123,7 @@ def response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray) -> 
 
     Source: (GR) of docs/nonidentical_verifier.md §4c reduced to one dimension (§4e, Lemma 6);
     V is what the staircase from ``x_2`` reaches (:func:`._staircase.fit_staircase`, draft 1's
-    curtain against ``(p - x_2)_+``). Complexity O(n log n): two sorts.
+    curtain against ``(p - x_2)_+``). Complexity O(n log n): two sorts and one compiled O(n) merge.
 
     Uniform drafts on two tokens with p = (0.75, 0.25) give ``P* = 0.75 + 0.25 = 1`` when draft 2
     keeps all it drew of token 0 and gives token 1 away:
@@ -116,16 +139,16 @@ def response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray) -> 
 def _response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray, hints: tuple) -> tuple[float, np.ndarray, tuple]:
     """:func:`response` and its two orders (decreasing ``(p - x_2)_+ / q_1``, increasing ρ), each
     sort started from ``hints`` (the previous step's orders, or None)."""
+    compile_in_place(globals(), ["_min_slack"])
     law2 = q2 * (1.0 - rho)
     short = np.maximum(p - law2, 0.0)
-    order, masses, sums = _density_prefixes(q1, short, hints[0])
+    order = _density_order(q1, short, hints[0])
     by_rho = _argsort(rho, hints[1])
-    slack = _k_at(q2, rho, masses, by_rho) - sums
-    k = int(np.argmin(slack))
-    value = float(np.minimum(p, law2).sum() + short.sum() + slack[k])
+    k, slack, a = _min_slack(order, q1, short, by_rho, rho, q2)
+    value = float(np.minimum(p, law2).sum() + short.sum() + slack)
     first = np.zeros(len(p), dtype=bool)
     first[order[:k]] = True
-    g = q2 * ((rho < masses[k]).astype(float) - (first & (short > 0)))
+    g = q2 * ((rho < a).astype(float) - (first & (short > 0)))
     return value, g, (order, by_rho)
 
 
@@ -159,7 +182,8 @@ def gr_excess(qs: tuple, laws: tuple) -> float:
     if (x2 > q2 + 1e-12).any():  # a law read off pieces rounds by ~1e-18 beyond tiny masses
         raise ValueError("gr_excess: draft 2's law exceeds its draft mass on some token (x_2 <= q_2 for every rule)")
     rho = np.where(q2 > 0, 1.0 - np.minimum(x2 / np.where(q2 > 0, q2, 1.0), 1.0), 0.0)
-    _, masses, sums = _density_prefixes(q1, x1)
+    order = _density_order(q1, x1)
+    masses, sums = (np.concatenate([[0.0], np.cumsum(v[order])]) for v in (q1, x1))
     return float((sums - _k_at(q2, rho, masses, np.argsort(rho, kind="stable"))).max())
 
 
@@ -201,7 +225,7 @@ def ascend(target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, optimum: 
         value, g, hints = _response(p, q1, q2, rho, hints)
         if value > best_value:
             best_value, best_rho = value, rho
-        norm = float(g @ g)
+        norm = float((g * g).sum())  # not g @ g: BLAS's threads cost 8 ms CPU at n = 49152 on a loaded machine
         if optimum - value <= REACH or norm == 0.0:
             break
         step = np.clip(rho + STEP * (optimum - value) / norm * g, 0.0, 1.0)

@@ -271,6 +271,32 @@ def test_zipf_pair_whose_draft_2_staircase_did_not_tile():
     assert ascent_split(p, qs, parts, optimum)[2] >= optimum - 1e-9
 
 
+def _slow_instance() -> tuple:
+    """Instance 305 of a 2,000-instance scratch run (seed 1): P* = 1; the ascent on draft 2's law
+    needs 2,986 steps (γ = 1.5) to reach it, the one on draft 1's law 2."""
+    rng = np.random.default_rng(1)
+    for index in range(306):
+        n = int(rng.integers(2, 8))
+        alpha = float(rng.choice([0.1, 0.3, 1.0, 3.0]))
+        p, q1, q2 = (rng.dirichlet(np.full(n, alpha)) for _ in range(3))
+        if index % 5 == 0:
+            q1[rng.integers(n)] = 0.0
+            q1 /= q1.sum()
+    return p, q1, q2
+
+
+def test_swapped_roles_when_draft_2s_ascent_crawls():
+    """Regression: where the ascent on draft 2's law stops short after its 500 steps, the one on
+    draft 1's law reaches P* and its path is returned (to 1e-12). Twin: draft 2's try alone stays
+    more than 1e-6 short."""
+    p, q1, q2 = _slow_instance()
+    optimum, parts, _ = _optimum(p, q1, q2)
+    out = ascent_staircase(p, (q1, q2), parts, optimum)
+    assert out.fixed == 0 and float(np.minimum(p, out.law1 + out.law2).sum()) >= optimum - 1e-12
+    alone = _orientation._staircase_from(p, (q1, q2), parts, optimum, _orientation.ITERATIONS, 1)
+    assert float(np.minimum(p, alone.law1 + alone.law2).sum()) < optimum - 1e-6
+
+
 BAD_ASCENT = {
     "shapes": (np.full(3, 1 / 3), np.full(2, 0.5), np.full(3, 1 / 3), 1.0, 10, "one length"),
     "optimum-nan": (np.full(2, 0.5), np.full(2, 0.5), np.full(2, 0.5), float("nan"), 10, "optimum"),

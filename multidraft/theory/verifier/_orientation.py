@@ -52,7 +52,7 @@ ITERATIONS = 500
 #: :func:`ascend` stops this close to P* (the staircase's law is exact either way).
 REACH = 1e-13
 #: Polyak's step is scaled by this (any factor in (0, 2) keeps the convergence; 1.5 took 9-15
-#: steps where 1 took 13-27 on the hard Zipf pairs at n = 49152, docs §4e).
+#: steps where 1 took 13-27 on four Zipf pairs at n = 49152, docs §4e).
 STEP = 1.5
 
 
@@ -209,7 +209,7 @@ def ascend(target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, optimum: 
     other shapes, an optimum outside [0, 1] or ``iterations`` that is not an integer >= 1.
 
     Source: docs/nonidentical_verifier.md §4e; Polyak, "Minimization of unsmooth functionals"
-    (1969). Complexity: O(n log n) per step; 1-26 steps on the Zipf pairs at n = 49152 (§4e).
+    (1969). Complexity: O(n log n) per step; 1-15 steps on the 15 Zipf pairs at n = 49152 (§4e).
 
     >>> import numpy as np
     >>> p, q1, q2 = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8])

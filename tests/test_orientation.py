@@ -31,18 +31,26 @@ from multidraft.theory.verifier._staircase import fit_staircase
 from rule_checks import enumerated_law, enumerated_output
 
 
+def _draw(rng: np.random.Generator, index: int) -> tuple:
+    """Dirichlet(α) target and drafts, n = 2..7, α in {0.1, 0.3, 1, 3}; draft 1 without one token
+    every fifth draw."""
+    n = int(rng.integers(2, 8))
+    alpha = float(rng.choice([0.1, 0.3, 1.0, 3.0]))
+    p, q1, q2 = (rng.dirichlet(np.full(n, alpha)) for _ in range(3))
+    if index % 5 == 0:
+        q1[rng.integers(n)] = 0.0
+        q1 /= q1.sum()
+    return p, q1, q2
+
+
 def _instances(count: int, seed: int) -> list[tuple]:
     """Small instances (n = 2..7): Dirichlet(0.1..3) target and drafts, with a zero draft mass every
     fifth, identical drafts every seventh, disjoint draft supports every eleventh."""
     rng = np.random.default_rng(seed)
     out = []
     for index in range(count):
-        n = int(rng.integers(2, 8))
-        alpha = float(rng.choice([0.1, 0.3, 1.0, 3.0]))
-        p, q1, q2 = (rng.dirichlet(np.full(n, alpha)) for _ in range(3))
-        if index % 5 == 0:
-            q1[rng.integers(n)] = 0.0
-            q1 /= q1.sum()
+        p, q1, q2 = _draw(rng, index)
+        n = len(p)
         if index % 7 == 0:
             q2 = q1.copy()
         if index % 11 == 0 and n >= 4:
@@ -276,13 +284,8 @@ def _slow_instance() -> tuple:
     needs 2,986 steps (γ = 1.5) to reach it, the one on draft 1's law 2."""
     rng = np.random.default_rng(1)
     for index in range(306):
-        n = int(rng.integers(2, 8))
-        alpha = float(rng.choice([0.1, 0.3, 1.0, 3.0]))
-        p, q1, q2 = (rng.dirichlet(np.full(n, alpha)) for _ in range(3))
-        if index % 5 == 0:
-            q1[rng.integers(n)] = 0.0
-            q1 /= q1.sum()
-    return p, q1, q2
+        instance = _draw(rng, index)
+    return instance
 
 
 def test_swapped_roles_when_draft_2s_ascent_crawls():

@@ -45,12 +45,14 @@ import numpy as np
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.verifier._staircase import fit_staircase
 
-__all__ = ["Ascent", "AscentStaircase", "response", "gr_excess", "ascend", "ascent_staircase", "ascent_split", "ITERATIONS", "REACH", "STEP"]
+__all__ = ["Ascent", "AscentStaircase", "response", "gr_excess", "ascend", "ascent_staircase", "ascent_split", "ITERATIONS", "REACH", "STEP", "SWITCH"]
 
 #: Most supergradient steps of :func:`ascend` (each one O(n log n): two sorts).
 ITERATIONS = 500
 #: :func:`ascend` stops this close to P* (the staircase's law is exact either way).
 REACH = 1e-13
+#: Most steps of one turn of :func:`ascent_staircase` before the other draft's law is climbed.
+SWITCH = 100
 #: Polyak's step is scaled by this (any factor in (0, 2) keeps the convergence; 1.5 took 9-15
 #: steps where 1 took 13-27 on four Zipf pairs at n = 49152, docs §4e).
 STEP = 1.5
@@ -67,6 +69,12 @@ class Ascent:
     value: float
     steps: int
     reached: bool
+
+
+def _share_given(law: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``ρ = 1 - min(law / q, 1)``, the share of each token's draft mass that the draft gives away
+    (0 where q = 0)."""
+    return np.where(q > 0, 1.0 - np.minimum(law / np.where(q > 0, q, 1.0), 1.0), 0.0)
 
 
 def _argsort(key: np.ndarray, hint: np.ndarray | None) -> np.ndarray:
@@ -181,7 +189,7 @@ def gr_excess(qs: tuple, laws: tuple) -> float:
         raise ValueError("gr_excess: laws must be non-negative")
     if (x2 > q2 + 1e-12).any():  # a law read off pieces rounds by ~1e-18 beyond tiny masses
         raise ValueError("gr_excess: draft 2's law exceeds its draft mass on some token (x_2 <= q_2 for every rule)")
-    rho = np.where(q2 > 0, 1.0 - np.minimum(x2 / np.where(q2 > 0, q2, 1.0), 1.0), 0.0)
+    rho = _share_given(x2, q2)
     order = _density_order(q1, x1)
     masses, sums = (np.concatenate([[0.0], np.cumsum(v[order])]) for v in (q1, x1))
     return float((sums - _k_at(q2, rho, masses, np.argsort(rho, kind="stable"))).max())
@@ -196,17 +204,21 @@ def _check(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, optimum: float, iterat
         raise ValueError(f"ascend: iterations must be an integer >= 1, got {iterations!r}")
 
 
-def ascend(target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, optimum: float, *, iterations: int = ITERATIONS) -> Ascent:
+def ascend(
+    target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, optimum: float, *, iterations: int = ITERATIONS, start: np.ndarray | None = None
+) -> Ascent:
     """Projected supergradient ascent on ``V(ρ)`` (module docstring) with Polyak's step:
 
         ρ ← clip(ρ + γ (P* - V(ρ)) / |g|^2 · g, 0, 1),  γ = :data:`STEP`,  from ``x_2 = min(p, q_2)``,
 
     stopping within :data:`REACH` of ``optimum`` (P*), at a stationary point (g = 0, or a step
     the box stops: then ρ maximises V), or after ``iterations`` steps; returns the best ρ seen.
+    ``start``: the first ρ instead (length n, in [0, 1]).
 
     ``target``, ``draft1``, ``draft2``: distributions of length n (float arrays summing to 1);
     ``optimum``: P* (:func:`multidraft.theory.optimum.product_cut`). Raises ``ValueError`` for
-    other shapes, an optimum outside [0, 1] or ``iterations`` that is not an integer >= 1.
+    other shapes, an optimum outside [0, 1], ``iterations`` that is not an integer >= 1, or a
+    ``start`` of another length or outside [0, 1].
 
     Source: docs/nonidentical_verifier.md §4e; Polyak, "Minimization of unsmooth functionals"
     (1969). Complexity: O(n log n) per step; 1-15 steps on the 15 Zipf pairs at n = 49152 (§4e).
@@ -219,7 +231,12 @@ def ascend(target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, optimum: 
     """
     p, q1, q2 = (np.asarray(x, dtype=float) for x in (target, draft1, draft2))
     _check(p, q1, q2, optimum, iterations)
-    rho = np.where(q2 > 0, np.clip(1.0 - p / np.where(q2 > 0, q2, 1.0), 0.0, 1.0), 0.0)
+    if start is None:
+        rho = _share_given(p, q2)
+    else:
+        rho = np.asarray(start, dtype=float)
+        if rho.shape != p.shape or not np.all((rho >= 0.0) & (rho <= 1.0)):
+            raise ValueError(f"ascend: start must be a length-{len(p)} array in [0, 1]")
     best_value, best_rho, steps, hints = -np.inf, rho, 0, (None, None)
     for steps in range(1, iterations + 1):
         value, g, hints = _response(p, q1, q2, rho, hints)
@@ -238,9 +255,9 @@ def ascend(target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, optimum: 
 @dataclass(frozen=True)
 class AscentStaircase:
     """Result of :func:`ascent_staircase`: the staircase's per-draft laws and layouts (read off its
-    pieces), the draft ``fixed`` whose law was climbed (1: draft 2's; 0: draft 1's, tried when
-    draft 2's staircase did not tile or its ascent fell short) and that :class:`Ascent` (whose
-    ``law2`` is then draft 1's law: the climbed draft is ``draft2`` of :func:`ascend`)."""
+    pieces), the draft ``fixed`` whose law was climbed in the turn that built it (1: draft 2's; 0:
+    draft 1's) and that turn's :class:`Ascent` (whose ``law2`` is the climbed draft's law: that
+    draft is ``draft2`` of :func:`ascend`)."""
 
     law1: np.ndarray
     law2: np.ndarray
@@ -250,42 +267,44 @@ class AscentStaircase:
 
 
 def ascent_staircase(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int = ITERATIONS) -> AscentStaircase:
-    """One staircase path from the ascent: :func:`ascend` on draft 2's law, then the staircase from
-    it (:func:`._staircase.fit_staircase`: draft 2 side by side by density, draft 1's curtain
-    against ``(p - x_2)_+``); if that layout does not tile or the ascent does not reach the
-    optimum, the same with the drafts' roles swapped (the ascent on draft 1's law), keeping the
-    better path. Both laws are read off the pieces, so the acceptance ``Σ min(p, law1 + law2)`` is
-    the path's own (exact, lossless whatever the ascent reached).
+    """One staircase path from alternating ascents: :func:`ascend` on draft 2's law for at most
+    :data:`SWITCH` steps, the staircase from it (:func:`._staircase.fit_staircase`: draft 2 side by
+    side by density, draft 1's curtain against ``(p - x_2)_+``, so draft 1's law is its best answer),
+    and, unless the ascent reached the optimum, the ascent on draft 1's law started from that best
+    answer, and so on, the drafts taking turns, until the optimum or ``iterations`` steps in all;
+    the best exact path is returned. A staircase that does not tile hands the turn to the other
+    draft from its own start (``x = min(p, q)``). Both laws are read off the pieces, so the
+    acceptance ``Σ min(p, law1 + law2)`` is the path's own (exact, lossless whatever the ascents
+    reached).
 
     ``parts`` = (U, T*) as token ids, ``optimum`` = P*. At an optimal law a U draft beats every T*
     draft (complementary slackness), so the staircase's clipping into the parts' boxes leaves it
-    unchanged and the path reaches V = P*. Raises ``RuntimeError`` if neither layout tiles.
+    unchanged and the path reaches V = P*. Raises ``RuntimeError`` if no staircase tiles.
 
-    Why two tries (docs §4e): at n = 49152, 0.8/1.2 draft 2's staircase (49,000 distinct
-    densities) failed the stack pass's tiling check while draft 1's (19 densities) tiled; on one
-    of 2,000 small instances the ascent on draft 2's law crawled (2,986 steps to 1e-13) where the
-    one on draft 1's took 2.
+    Why turns (docs §4e): at n = 49152, 0.8/1.2 draft 2's staircase (49,000 distinct densities)
+    failed the stack pass's tiling check while draft 1's (19 densities) tiled; on random Dirichlet
+    instances at n = 4096 the ascent on one draft's law can crawl (4 of 24 still 2e-6 to 1e-5 short
+    after 500 steps), and the turn to the other draft, started from the best answer, ends in 5-91
+    steps.
     """
-    found = []
-    for fixed in (1, 0):
+    fixed, start, spent, best, value = 1, None, 0, None, -np.inf
+    while spent < iterations:
+        out = ascend(p, qs[1 - fixed], qs[fixed], optimum, iterations=min(SWITCH, iterations - spent), start=start)
+        spent += out.steps
+        turn, fixed, start = fixed, 1 - fixed, None  # the other draft next, from its own start unless this staircase tiles
         try:
-            out = _staircase_from(p, qs, parts, optimum, iterations, fixed)
+            law1, law2, layouts = fit_staircase(p, qs, parts, out.law2, turn)
         except RuntimeError:
             continue
-        if out.ascent.reached:
-            return out
-        found.append(out)
-    if not found:
-        raise RuntimeError("ascent_staircase: the staircase from neither draft's law tiles")
-    return max(found, key=lambda out: float(np.minimum(p, out.law1 + out.law2).sum()))
-
-
-def _staircase_from(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int, fixed: int) -> AscentStaircase:
-    """The ascent on draft ``fixed``'s law and the staircase from it."""
-    own, other = qs[fixed], qs[1 - fixed]
-    out = ascend(p, other, own, optimum, iterations=iterations)
-    law1, law2, layouts = fit_staircase(p, qs, parts, out.law2, fixed)
-    return AscentStaircase(law1, law2, layouts, fixed, out)
+        acceptance = float(np.minimum(p, law1 + law2).sum())
+        if acceptance > value:
+            best, value = AscentStaircase(law1, law2, layouts, turn, out), acceptance
+        if out.reached:
+            break
+        start = _share_given((law1, law2)[fixed], qs[fixed])
+    if best is None:
+        raise RuntimeError("ascent_staircase: no staircase from the ascents' laws tiles")
+    return best
 
 
 def ascent_split(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int = ITERATIONS) -> tuple[np.ndarray, np.ndarray, float]:

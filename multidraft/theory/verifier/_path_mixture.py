@@ -45,8 +45,10 @@ from multidraft.theory.verifier._independent_rule import (
     fit_priority_order,
     pair_choice,
     pair_with_cut,
+    path_rule,
 )
 from multidraft.theory.verifier._ordered_split import ordered_split
+from multidraft.theory.verifier._orientation import ascent_staircase
 from multidraft.theory.verifier._staircase import STEPS, staircase_rule
 
 __all__ = ["PathMixtureRule", "fit_independent_rule", "fit_path_mixture", "vertex_law", "SMALL", "ROUNDS", "SPLIT_SIZE"]
@@ -193,21 +195,28 @@ def _mixture(columns: np.ndarray, weights: tuple, parts: tuple) -> np.ndarray:
 def fit_independent_rule(
     target: np.ndarray, draft1: np.ndarray, draft2: np.ndarray, *, certificate: np.ndarray | None = None,
     optimum: float | None = None, rounds: int | None = None, steps: int = STEPS, split: bool | None = None,
+    ascent: bool = True,
 ) -> IndependentRule:  # fmt: skip
     """The verifier for ``p`` and two independent drafts ``q_1``, ``q_2``, one path curtain with
-    its exact law r and the single-draft step for r (lossless for any r):
-    :func:`fit_path_mixture` (the best single path, else a random path by column generation),
-    then, unless that is one path at P*, :func:`~multidraft.theory.verifier._staircase.staircase_rule`
-    (at most ``steps`` alternating steps): one path at least as good as the mixture (equal to it
-    when the column generation closed: P*, docs/nonidentical_verifier.md §4c), else the mixture.
-    If that still falls short and ``split`` (default: ``n <=`` :data:`SPLIT_SIZE`), both drafts'
-    laws move together: :func:`~multidraft.theory.verifier._ordered_split.ordered_split` (a
-    linear programme over two token orders, §4d) and the staircase from its laws, kept if better.
+    its exact law r and the single-draft step for r (lossless for any r), the first of these that
+    reaches P* (to :data:`TOLERANCE`), else the best:
 
-    ``rounds`` as in :func:`fit_path_mixture`; the acceptance ``Σ min(p, r)`` is the rule's own.
+    1. the best single path (:func:`~multidraft.theory.verifier._independent_rule.fit_path_curtain`);
+    2. if ``ascent``: the staircase from the ascent on one draft's law,
+       :func:`~multidraft.theory.verifier._orientation.ascent_staircase` (``P* = max_ρ V(ρ)``,
+       docs/nonidentical_verifier.md §4e; at P* on all 30 Zipf settings at n = 49152 and 131072);
+    3. the random path by column generation (:func:`fit_path_mixture`, ``rounds``), then
+       :func:`~multidraft.theory.verifier._staircase.staircase_rule` (at most ``steps``
+       alternating steps): one path at least as good as the mixture (§4c);
+    4. if ``split`` (default: ``n <=`` :data:`SPLIT_SIZE`): the ordered split
+       (:func:`~multidraft.theory.verifier._ordered_split.ordered_split`, a linear programme over
+       two token orders, §4d) and the staircase from its laws.
 
-    Raises ``ValueError`` for ``rounds`` that is not an integer >= 0 (or None), or ``split`` that
-    is not a bool (or None).
+    ``ascent=False`` skips step 2 (the fits before it, for comparison). The acceptance
+    ``Σ min(p, r)`` is the rule's own.
+
+    Raises ``ValueError`` for ``rounds`` that is not an integer >= 0 (or None), ``split`` that
+    is not a bool (or None), or ``ascent`` that is not a bool.
 
     >>> import numpy as np
     >>> rule = fit_independent_rule(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8]))
@@ -216,20 +225,54 @@ def fit_independent_rule(
     """
     if split is not None and not isinstance(split, bool):
         raise ValueError(f"split: the ordered split is switched by True, False or None (by size), got {split!r}")
-    rule = fit_path_mixture(target, draft1, draft2, certificate=certificate, optimum=optimum, rounds=rounds)
-    if rule.acceptance >= rule.optimum - TOLERANCE and not isinstance(rule, PathMixtureRule):
-        return rule
-    rule = staircase_rule(rule, steps)
+    if not isinstance(ascent, bool):
+        raise ValueError(f"ascent: the ascent is switched by True or False, got {ascent!r}")
+    _check_rounds(rounds)
+    single = fit_path_mixture(target, draft1, draft2, certificate=certificate, optimum=optimum, rounds=0)
+    if single.acceptance >= single.optimum - TOLERANCE:
+        return single
+    climbed = _ascent_rule(single) if ascent else None
+    if climbed is not None and climbed.acceptance >= climbed.optimum - TOLERANCE:
+        return climbed
+    rule = single
+    if (ROUNDS if single.n <= SMALL else 0) if rounds is None else rounds:
+        rule = fit_path_mixture(single.target, single.draft, single.draft2, certificate=single.certificate, optimum=single.optimum, rounds=rounds)
+    rule = _better(staircase_rule(rule, steps), climbed)
     if rule.acceptance >= rule.optimum - TOLERANCE or steps == 0 or not (rule.n <= SPLIT_SIZE if split is None else split):
         return rule
-    in_t = np.zeros(rule.n, dtype=bool)
-    in_t[rule.certificate] = True
-    parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
-    qs = (rule.draft, rule.draft2)
-    law1, law2, value = ordered_split(rule.target, qs, parts, (rule.law1, rule.law2), rule.optimum)
+    law1, law2, value = ordered_split(rule.target, (rule.draft, rule.draft2), _parts(rule), (rule.law1, rule.law2), rule.optimum)
     if value <= rule.acceptance:
         return rule
     return staircase_rule(rule, steps, laws=(law1, law2))
+
+
+def _parts(rule: IndependentRule) -> tuple[np.ndarray, np.ndarray]:
+    """(U, T*) of ``rule``'s cut, as token ids."""
+    in_t = np.zeros(rule.n, dtype=bool)
+    in_t[rule.certificate] = True
+    return np.flatnonzero(~in_t), np.flatnonzero(in_t)
+
+
+def _ascent_rule(rule: IndependentRule) -> IndependentRule | None:
+    """The one-path rule of :func:`~multidraft.theory.verifier._orientation.ascent_staircase` on
+    ``rule``'s target, drafts and cut (its laws read off its pieces), or None when none of the
+    ascents' staircases tiles."""
+    qs = (rule.draft, rule.draft2)
+    try:
+        out = ascent_staircase(rule.target, qs, _parts(rule), rule.optimum)
+    except RuntimeError:
+        return None
+    return path_rule(rule.target, qs, rule.certificate, rule.optimum, out.law1, out.law2, out.layouts, "staircase")
+
+
+def _better(rule: IndependentRule, other: IndependentRule | None) -> IndependentRule:
+    """``other`` if it accepts more than ``rule``, else ``rule``."""
+    return other if other is not None and other.acceptance > rule.acceptance else rule
+
+
+def _check_rounds(rounds: int | None) -> None:
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0):
+        raise ValueError(f"rounds: the column-generation rounds must be an integer >= 0 or None, got {rounds!r}")
 
 
 def fit_path_mixture(
@@ -253,8 +296,7 @@ def fit_path_mixture(
     >>> round(rule.acceptance, 12), round(rule.optimum, 12)
     (0.78, 0.78)
     """
-    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0):
-        raise ValueError(f"rounds: the column-generation rounds must be an integer >= 0 or None, got {rounds!r}")
+    _check_rounds(rounds)
     p, qs, certificate, optimum = pair_with_cut(target, draft1, draft2, certificate, optimum)
     n = len(p)
     single = fit_path_curtain(p, *qs, certificate=certificate, optimum=optimum)

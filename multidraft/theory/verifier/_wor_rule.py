@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -48,7 +48,7 @@ from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, min_sum, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
+from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -302,10 +302,14 @@ def _cut_parts(p, q, cut):
     sorts linear), and U's tokens by decreasing p/q, its q = 0 tokens first (by id, with any
     q > 0 token whose p/q overflowed)."""
     rest = cut.order[cut.size :]
-    drafted = q[rest] > 0
+    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
+    drafted = q_sorted[cut.size :] > 0
+    every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
+    u_hint = (rest, p_sorted[cut.size :], q_sorted[cut.size :]) if every else (rest[drafted], p_sorted[cut.size :][drafted], q_sorted[cut.size :][drafted])
+    t_hint = (cut.order[: cut.size], p_sorted[: cut.size], q_sorted[: cut.size])
     parts = []
-    for hint, clip, total in ((rest[drafted], "min", 1.0 - cut.contained), (cut.order[: cut.size], "max", cut.contained)):
-        tokens, values, masses, key = sorted_part(hint, p, q)
+    for (hint, *gathered), clip, total in ((u_hint, "min", 1.0 - cut.contained), (t_hint, "max", cut.contained)):
+        tokens, values, masses, key = sorted_part(hint, p, q, gathered)
         parts.append(_Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key)))
     u_part = parts[0]
     u_tokens = u_part.tokens[u_part.index]
@@ -423,7 +427,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     before."""
     cut = optimal_cut(p, q, k, sort=radix_order)
     if cut.size and cut.value >= 1.0 - SIDE_TOLERANCE:
-        empty = _rule_for_cut(p, q, k, OptimalCut(cut.order, 0, cut.value, 0.0, cut.candidates))
+        empty = _rule_for_cut(p, q, k, replace(cut, size=0, contained=0.0))
         if not empty.first_draft and empty.acceptance >= 1.0 - SIDE_TOLERANCE:
             return empty
     return _rule_for_cut(p, q, k, cut)
@@ -480,11 +484,10 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     if len(drafted_u):
         coefficients = j_law(q_t, outside, k)
         p_drafted = p[drafted_u]
-        layout, _ = clipped_layout(p_drafted, q_u[drafted] / outside, coefficients, np.arange(len(drafted_u))[::-1])
-        group[drafted_u] = layout.token_group
-        r[drafted_u] = layout.law
-        u_target = float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
-        u_short = u_target - float(np.minimum(p_drafted, layout.law).sum())
+        layout, accepted = clipped_layout(p_drafted, q_u[drafted] / outside, coefficients, np.arange(len(drafted_u))[::-1])
+        scatter(drafted_u, layout.token_group, layout.law, group, r)
+        u_target = min_sum_at(p, r_star, u_tokens)
+        u_short = u_target - accepted
         if u_short > SIDE_TOLERANCE:
             a_u, r_u = _u_side(p, q, k, u_tokens, t_tokens)
             fb_short = u_target - float(np.minimum(p[u_tokens], r_u).sum())

@@ -429,11 +429,14 @@ def _gather_checked(p, q, key, order, p_sorted, q_sorted):
     np.isnan(ordered[-2:]).all()`` with ``ordered = key[order]``."""
     n = order.shape[0]
     tie = False
+    previous = 0.0
     for i in range(n):
         j = order[i]
         p_sorted[i], q_sorted[i] = p[j], q[j]
-        if i > 0 and key[j] == key[order[i - 1]]:
+        current = key[j]
+        if i > 0 and current == previous:
             tie = True
+        previous = current
     nan_end = True
     for i in range(max(n - 2, 0), n):
         if not key[order[i]] != key[order[i]]:

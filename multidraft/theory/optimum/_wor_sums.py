@@ -69,19 +69,21 @@ def _compiled() -> None:
 def _prefix_sums(p, q, prefix_p, prefix_q):
     """``P_j``, ``min(Q_j, 1)`` for j = 0..n, summed left to right (``np.cumsum``'s additions
     after a leading 0, without its copies)."""
-    prefix_p[0], prefix_q[0] = 0.0, 0.0
+    total_p, total_q = 0.0, 0.0  # running sums in registers (not re-read from the arrays just written)
+    prefix_p[0], prefix_q[0] = total_p, total_q
     for j in range(p.shape[0]):
-        prefix_p[j + 1] = prefix_p[j] + p[j]
-        prefix_q[j + 1] = prefix_q[j] + q[j]
-    for j in range(q.shape[0] + 1):
-        prefix_q[j] = min(prefix_q[j], 1.0)
+        total_p += p[j]
+        total_q += q[j]
+        prefix_p[j + 1], prefix_q[j + 1] = total_p, min(total_q, 1.0)
 
 
 def _suffix_sums(q, out):
     """``out[j] = Σ_{i >= j} q_i`` added from the end, ``out[n] = 0``."""
-    out[q.shape[0]] = 0.0
+    total = 0.0  # in a register: the same additions without a store and reload per token
+    out[q.shape[0]] = total
     for j in range(q.shape[0] - 1, -1, -1):
-        out[j] = out[j + 1] + q[j]
+        total += q[j]
+        out[j] = total
 
 
 def _top_spread(q, k):

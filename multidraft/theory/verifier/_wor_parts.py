@@ -16,6 +16,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.verifier import _radix
+from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
@@ -132,7 +133,7 @@ def pairwise_sum(values: np.ndarray) -> float:
     """
     values = np.ascontiguousarray(values, dtype=np.float64)
     _compiled()
-    return float(0.0 + _pairwise(values, values, _NO_INDEX, 0, len(values), False))
+    return float(0.0 + _pairwise(values, values, None, 0, len(values), False))
 
 
 def min_sum(first: np.ndarray, second: np.ndarray) -> float:
@@ -141,7 +142,7 @@ def min_sum(first: np.ndarray, second: np.ndarray) -> float:
     if first.shape != second.shape:
         raise ValueError(f"min_sum: shapes {first.shape} and {second.shape} differ")
     _compiled()
-    return float(0.0 + _pairwise(first, second, _NO_INDEX, 0, len(first), True))
+    return float(0.0 + _pairwise(first, second, None, 0, len(first), True))
 
 
 def min_sum_at(first: np.ndarray, second: np.ndarray, index: np.ndarray) -> float:
@@ -181,13 +182,15 @@ def radix_order(key: np.ndarray) -> np.ndarray | None:
     key = np.ascontiguousarray(key, dtype=np.float64)
     size = len(key)
     shift = max(int(size - 1).bit_length(), 1)
-    packed, order = np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.int64)
-    _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
-    _radix.radix_sort(packed, np.empty(size, dtype=np.uint64), _radix.new_counts(), shift, shift + KEY_BITS)
-    _compiled()
-    if _longest_run(packed, shift) > LONG_RUN:
-        return None
-    _radix.settle_ties(packed, shift, key, order)
+    order = np.empty(size, dtype=np.int64)
+    with _workspace(size) as work:  # the packed keys and the sort's scratch reused from fit to fit
+        packed = work.packed[:size]
+        _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
+        _radix.radix_sort(packed, work.packed_scratch, work.counts, shift, shift + KEY_BITS)
+        _compiled()
+        if _longest_run(packed, shift) > LONG_RUN:
+            return None
+        _radix.settle_ties(packed, shift, key, order)
     return order
 
 
@@ -312,18 +315,15 @@ def _descending_values(values, out, budget):
     return count
 
 
-#: The ``index`` of :func:`_pairwise` that reads the entries in place.
-_NO_INDEX = np.empty(0, dtype=np.int64)
-
-
 def _item(a, b, index, i, smaller):
-    j = index[i] if index.shape[0] else i
-    return min(a[j], b[j]) if smaller else a[j]
+    if index is None:  # pruned when compiled for index=None: the in-place sums keep their loop
+        return min(a[i], b[i]) if smaller else a[i]
+    return min(a[index[i]], b[index[i]]) if smaller else a[index[i]]
 
 
 def _pairwise(a, b, index, lo, n, smaller):
     """numpy's ``pairwise_sum`` of entries ``lo .. lo + n - 1`` (of ``min(a, b)`` if ``smaller``;
-    entry i read at ``index[i]`` when ``index`` is not empty)."""
+    entry i read at ``index[i]`` unless ``index`` is None)."""
     if n < 8:
         total = 0.0
         for i in range(lo, lo + n):

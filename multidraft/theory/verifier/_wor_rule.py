@@ -323,6 +323,21 @@ def _cut_parts(p, q, cut):
     return parts[0], parts[1], u_tokens
 
 
+def _u_arrays(p, q, u_part, u_tokens, r_star):
+    """U's drafted tokens in position order, their p and q, L = q(U) (summed over ``u_tokens``,
+    as ``q[u_tokens].sum()``) and U's target ``Σ min(p, r*)`` over ``u_tokens``. When every U
+    token is drafted (every P* = 1 node) ``u_tokens`` is the part's tokens read by its index, so
+    the part's arrays are read that way too (almost in order: no random reads over the
+    vocabulary), the same values in the same order."""
+    if len(u_tokens) == len(u_part.tokens):
+        index = u_part.index
+        q_drafted = u_part.masses[index]
+        return u_tokens, u_part.values[index], q_drafted, pairwise_sum(q_drafted), min_sum_at(u_part.values, u_part.law, index)
+    q_u = q[u_tokens]
+    drafted_u = u_tokens[q_u > 0]
+    return drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
+
+
 def _t_side(merged_p, merged_q, lead, k, r_star_t=None):
     """Front/back on T* with p, q given in its position order, led by U merged into one token
     of mass L when ``lead`` (``merged_p``, ``merged_q``: :func:`~multidraft.theory.verifier._wor_parts.side_arrays`):
@@ -446,8 +461,7 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     r_star = np.zeros(n)
     r_star[u_part.tokens], r_star[t_part.tokens] = u_part.law, t_part.law
     boundary = n - cut.size
-    q_u = q[u_tokens]
-    outside = float(q_u.sum())
+    drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
     alpha, r = np.zeros(n), np.zeros(n)
     note = None
 
@@ -478,15 +492,11 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     # U side: the J-curtain at its best; the front/back U side (other orders too, for a small U)
     # where that falls short.
     u_rule, coefficients, layout, group = "j-curtain", None, None, np.full(n, -1, dtype=np.int64)
-    drafted = q_u > 0
-    drafted_u = u_tokens[drafted]
     u_short = 0.0
     if len(drafted_u):
         coefficients = j_law(q_t, outside, k)
-        p_drafted = p[drafted_u]
-        layout, accepted = clipped_layout(p_drafted, q_u[drafted] / outside, coefficients, np.arange(len(drafted_u))[::-1])
+        layout, accepted = clipped_layout(p_drafted, q_drafted / outside, coefficients, np.arange(len(drafted_u))[::-1])
         scatter(drafted_u, layout.token_group, layout.law, group, r)
-        u_target = min_sum_at(p, r_star, u_tokens)
         u_short = u_target - accepted
         if u_short > SIDE_TOLERANCE:
             a_u, r_u = _u_side(p, q, k, u_tokens, t_tokens)

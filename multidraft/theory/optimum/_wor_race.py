@@ -48,7 +48,7 @@ from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_ord
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
-from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
+from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 
@@ -110,18 +110,18 @@ def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray
 
 def _sorted_by_scan(p: np.ndarray, q: np.ndarray, sort) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(order, p[order], q[order])`` for :func:`scan_order`: the gathers and the check for
-    ties in one compiled pass (:func:`_gather_checked`; numpy's ``key[order]`` and two gathers
-    were three passes of random reads over the vocabulary)."""
+    ties in one compiled pass (:func:`~multidraft.theory.optimum._wor_sums.gather_checked`;
+    numpy's ``key[order]`` and two gathers were three passes of random reads)."""
     p, q = np.ascontiguousarray(p), np.ascontiguousarray(q)
     with np.errstate(divide="ignore", invalid="ignore"):
         key = np.divide(q, p)
     np.negative(key, out=key)
     order = None if sort is None else sort(key)
-    _compiled()
     if order is None:
+        _compiled()
         order = _radix_order(key)
     p_sorted, q_sorted = np.empty(len(p)), np.empty(len(q))
-    if _gather_checked(p, q, key, np.ascontiguousarray(order, dtype=np.int64), p_sorted, q_sorted):
+    if gather_checked(p, q, key, np.ascontiguousarray(order, dtype=np.int64), p_sorted, q_sorted):
         order = ratio_order(p, q)
         p_sorted, q_sorted = p[order], q[order]
     return order, p_sorted, q_sorted
@@ -422,28 +422,6 @@ def _compiled() -> None:
     compile_in_place(globals(), KERNELS)
 
 
-def _gather_checked(p, q, key, order, p_sorted, q_sorted):
-    """``p_sorted, q_sorted = p[order], q[order]``; returns whether the keys in that order hold a
-    tie (two neighbours equal) or end in two NaN (p = q = 0 twice; one NaN for one token, and
-    True for none): numpy's ``(ordered[1:] == ordered[:-1]).any() or
-    np.isnan(ordered[-2:]).all()`` with ``ordered = key[order]``."""
-    n = order.shape[0]
-    tie = False
-    previous = 0.0
-    for i in range(n):
-        j = order[i]
-        p_sorted[i], q_sorted[i] = p[j], q[j]
-        current = key[j]
-        if i > 0 and current == previous:
-            tie = True
-        previous = current
-    nan_end = True
-    for i in range(max(n - 2, 0), n):
-        if not key[order[i]] != key[order[i]]:
-            nan_end = False
-    return tie or nan_end
-
-
 def _radix_order(key):
     n = key.shape[0]
     bits, spare = np.empty(n, np.uint64), np.empty(n, np.uint64)
@@ -603,6 +581,6 @@ def _count_law(q, light, scale, a, k, t):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_gather_checked", "_radix_order", "_advance", "_add_factors", "_product_at", "_checkpoints",
+    "_radix_order", "_advance", "_add_factors", "_product_at", "_checkpoints",
     "_containment", "_count_law",
 )

@@ -192,10 +192,14 @@ def test_u_arrays_read_by_the_index_are_the_gathers_and_the_part_unindexed_is_ca
 
 
 def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(monkeypatch):
-    p, q, k = next(_zipf_nodes())
-    rule = _wor_rule.wor_selection_rule(p, q, k)
+    """At P* = 1 every group is one piece and the offsets decide no winner; here (T = 0.8, K = 2)
+    U's pool is a group of several pieces, where they do."""
     rng = np.random.default_rng(26)
-    tuples = np.argsort(-(np.log(q) + rng.gumbel(size=(200, len(q)))), axis=1)[:, :k]
+    p = zipf(4096, exponent=1.1, rng=rng)
+    q, k = softmax(np.log(p), temperature=0.8), 2
+    rule = _wor_rule.wor_selection_rule(p, q, k)
+    assert rule.u_rule == "j-curtain" and np.any(rule.layout.group_last - rule.layout.group_first > 1)
+    tuples = np.argsort(-(np.log(q) + rng.gumbel(size=(3000, len(q)))), axis=1)[:, :k]
     fresh = _wor_rule.wor_selection_rule(p, q, k).choose(tuples, np.random.default_rng(1))
     calls = []
     original = _wor_rule.piece_offsets
@@ -203,6 +207,6 @@ def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(
     for _ in range(3):
         np.testing.assert_array_equal(rule.choose(tuples, np.random.default_rng(1)), fresh)
     assert len(calls) == 1
-    stale = _wor_rule.wor_selection_rule(p, q, k)  # the twin: offsets of the pieces in reverse order
-    stale.__dict__["_piece_offsets"] = original(stale.layout.piece_start[::-1], stale.layout.piece_end[::-1])
+    stale = _wor_rule.wor_selection_rule(p, q, k)  # the twin: a stale (zero) cache
+    stale.__dict__["_piece_offsets"] = np.zeros(len(stale.layout.piece_start) + 1)
     assert not np.array_equal(stale.choose(tuples, np.random.default_rng(1)), fresh)

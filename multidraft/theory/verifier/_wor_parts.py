@@ -255,17 +255,20 @@ def _longest_run(packed, shift):
 
 
 def _descending_index(key, out):
-    """Runs of equal keys from the last, each run's indices in increasing order (the reversal
-    with every run reversed back), reading ``key`` in order rather than through ``out``."""
-    position, end = 0, key.shape[0]
-    while end > 0:
-        start = end - 1
-        while start > 0 and key[start - 1] == key[end - 1]:
-            start -= 1
-        for i in range(start, end):
-            out[position] = i
-            position += 1
-        end = start
+    m = key.shape[0]
+    for i in range(m):
+        out[i] = m - 1 - i
+    start = 0
+    while start < m:
+        stop = start + 1
+        while stop < m and key[out[stop]] == key[out[start]]:
+            stop += 1
+        low, high = start, stop - 1
+        while low < high:
+            out[low], out[high] = out[high], out[low]
+            low += 1
+            high -= 1
+        start = stop
 
 
 def _gather(index, p, q, r, out_p, out_q, out_r):

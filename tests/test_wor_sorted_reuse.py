@@ -208,5 +208,5 @@ def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(
         np.testing.assert_array_equal(rule.choose(tuples, np.random.default_rng(1)), fresh)
     assert len(calls) == 1
     stale = _wor_rule.wor_selection_rule(p, q, k)  # the twin: a stale (zero) cache
-    stale.__dict__["_piece_offsets"] = np.zeros(len(stale.layout.piece_start) + 1)
+    stale.offsets_memo.append(np.zeros(len(stale.layout.piece_start) + 1))
     assert not np.array_equal(stale.choose(tuples, np.random.default_rng(1)), fresh)

@@ -9,9 +9,12 @@ first use by :func:`compile_in_place`; numba is imported only then.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import MutableMapping, Sequence
 
 __all__ = ["compile_in_place"]
+
+_LOCK = threading.Lock()
 
 
 def compile_in_place(
@@ -29,5 +32,7 @@ def compile_in_place(
     if not pending:  # the usual case: building the decorator below costs ~30 µs per call
         return
     jit = numba.njit(cache=True, nogil=True, fastmath=set(fastmath) or False)
-    for name in pending:
-        namespace[name] = jit(namespace[name])
+    with _LOCK:  # threads fitting at once: one wraps, the others see its dispatcher (jit of one raises)
+        for name in pending:
+            if not isinstance(namespace[name], Dispatcher):
+                namespace[name] = jit(namespace[name])

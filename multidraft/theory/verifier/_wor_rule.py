@@ -37,10 +37,9 @@ fit fails, the first draft is used.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -100,6 +99,8 @@ class WithoutReplacementRule(FrontBackRule):
         First position of the T* side's uniform tail (``n``: none; always given): on a row that drafts no U
         token and no head coin says front, the winner is uniform among the drafted tail tokens
         (:mod:`~multidraft.theory._wor_tail`).
+    offsets_memo : list
+        The layout's piece offsets once the rule has drawn (empty before; not compared).
     """
 
     u_rule: str = "j-curtain"
@@ -109,6 +110,7 @@ class WithoutReplacementRule(FrontBackRule):
     optimal_law: np.ndarray | None = None
     shortfall: tuple[float, float] = (0.0, 0.0)
     tail: int = 0
+    offsets_memo: list = field(default_factory=list, repr=False, compare=False)
 
     def _in_u(self, tuples: np.ndarray) -> np.ndarray:
         return self.position[tuples] < self.boundary
@@ -168,18 +170,20 @@ class WithoutReplacementRule(FrontBackRule):
                 repeating = repeat & (count < k)
         return marks
 
-    @functools.cached_property
     def _piece_offsets(self) -> np.ndarray:
         """The covered length before every piece of the layout (:func:`piece_offsets`), once per
-        rule rather than per draw (~10^5 pieces at n = 49152); read-only."""
-        offsets = piece_offsets(self.layout.piece_start, self.layout.piece_end)
-        offsets.flags.writeable = False
-        return offsets
+        rule rather than per draw (~10^5 pieces at n = 49152; kept in :attr:`offsets_memo`,
+        read-only)."""
+        if not self.offsets_memo:
+            offsets = piece_offsets(self.layout.piece_start, self.layout.piece_end)
+            offsets.flags.writeable = False
+            self.offsets_memo.append(offsets)
+        return self.offsets_memo[0]
 
     def _curtain_winner(self, marks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The token of the U-point with the smallest uniform position in its group's set."""
         layout = self.layout
-        cumulative = self._piece_offsets
+        cumulative = self._piece_offsets()
         present = marks >= 0
         group = np.where(present, self.group[np.maximum(marks, 0)], 0)
         first, last = layout.group_first[group], layout.group_last[group]

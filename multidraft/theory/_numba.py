@@ -24,7 +24,9 @@ def compile_in_place(
     numba-compiled versions (``cache=True, nogil=True``); names already compiled are kept.
     Compilation itself happens at each kernel's first call, by which time every callee it names
     is compiled. ``fastmath``: LLVM flags for reductions that may be reordered (``{"reassoc"}``
-    lets a sum be vectorised; the result then differs from the sequential sum by rounding)."""
+    lets a sum be vectorised; the result then differs from the sequential sum by rounding).
+    Threads may call it at once (fits in threads): one wraps each kernel, under a lock, and the
+    others keep its dispatcher."""
     import numba
     from numba.core.dispatcher import Dispatcher
 

@@ -326,7 +326,7 @@ def _cut_parts(p, q, cut):
         parts.append(_Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key)))
     u_part = parts[0]
     u_tokens = u_part.tokens[u_part.index]
-    if not drafted.all():
+    if not every:
         if len(u_tokens) and np.isinf(p[u_tokens[0]] / q[u_tokens[0]]):
             ratio = np.full(len(rest), np.inf)
             np.divide(p[rest], q[rest], out=ratio, where=drafted)

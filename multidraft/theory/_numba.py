@@ -9,9 +9,12 @@ first use by :func:`compile_in_place`; numba is imported only then.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import MutableMapping, Sequence
 
 __all__ = ["compile_in_place"]
+
+_LOCK = threading.Lock()
 
 
 def compile_in_place(
@@ -21,7 +24,9 @@ def compile_in_place(
     numba-compiled versions (``cache=True, nogil=True``); names already compiled are kept.
     Compilation itself happens at each kernel's first call, by which time every callee it names
     is compiled. ``fastmath``: LLVM flags for reductions that may be reordered (``{"reassoc"}``
-    lets a sum be vectorised; the result then differs from the sequential sum by rounding)."""
+    lets a sum be vectorised; the result then differs from the sequential sum by rounding).
+    Threads may call it at once (fits in threads): one wraps each kernel, under a lock, and the
+    others keep its dispatcher."""
     import numba
     from numba.core.dispatcher import Dispatcher
 
@@ -29,5 +34,7 @@ def compile_in_place(
     if not pending:  # the usual case: building the decorator below costs ~30 µs per call
         return
     jit = numba.njit(cache=True, nogil=True, fastmath=set(fastmath) or False)
-    for name in pending:
-        namespace[name] = jit(namespace[name])
+    with _LOCK:  # threads fitting at once: one wraps, the others see its dispatcher (jit of one raises)
+        for name in pending:
+            if not isinstance(namespace[name], Dispatcher):
+                namespace[name] = jit(namespace[name])

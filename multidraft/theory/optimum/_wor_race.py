@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_ord
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
-from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
+from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 
@@ -70,6 +70,9 @@ class OptimalCut:
     candidates : int
         Prefixes the bounds leave as candidates (the rest were pruned); of these, only the
         ones whose lower bound is within the tolerance of the best cut found are evaluated.
+    p_sorted, q_sorted : ndarray [n] or None
+        p and q in scan order (``target[order]``, ``draft[order]``), as the scan gathered them
+        (None where not given): the rule's parts read them instead of gathering again.
     """
 
     order: np.ndarray
@@ -77,6 +80,8 @@ class OptimalCut:
     value: float
     contained: float
     candidates: int
+    p_sorted: np.ndarray | None = field(default=None, repr=False, compare=False)
+    q_sorted: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 #: Exact probes that tighten the pruning bound before the candidate pass, and the candidate
@@ -100,17 +105,26 @@ def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray
     >>> scan_order(np.array([0.5, 0.25, 0.125, 0.0]), np.array([0.25, 0.25, 0.0, 0.5])).tolist()
     [3, 1, 0, 2]
     """
+    return _sorted_by_scan(np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64), sort)[0]
+
+
+def _sorted_by_scan(p: np.ndarray, q: np.ndarray, sort) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, p[order], q[order])`` for :func:`scan_order`: the gathers and the check for
+    ties in one compiled pass (:func:`~multidraft.theory.optimum._wor_sums.gather_checked`;
+    numpy's ``key[order]`` and two gathers were three passes of random reads)."""
+    p, q = np.ascontiguousarray(p), np.ascontiguousarray(q)
     with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.divide(draft, target)
+        key = np.divide(q, p)
     np.negative(key, out=key)
     order = None if sort is None else sort(key)
     if order is None:
         _compiled()
         order = _radix_order(key)
-    ordered = key[order]
-    if (ordered[1:] == ordered[:-1]).any() or np.isnan(ordered[-2:]).all():  # ties (NaN: p = q = 0 twice)
-        return ratio_order(target, draft)
-    return order
+    p_sorted, q_sorted = np.empty(len(p)), np.empty(len(q))
+    if gather_checked(p, q, key, np.ascontiguousarray(order, dtype=np.int64), p_sorted, q_sorted):
+        order = ratio_order(p, q)
+        p_sorted, q_sorted = p[order], q[order]
+    return order, p_sorted, q_sorted
 
 
 class RaceBasis:
@@ -255,8 +269,7 @@ def optimal_cut(
     for all would take its nodes out to the smallest outside mass of any initial candidate: no
     token is light then.)"""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
-    order = scan_order(p, q, sort)
-    p_sorted, q_sorted = p[order], q[order]
+    order, p_sorted, q_sorted = _sorted_by_scan(p, q, sort)
     draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
     prefix_p, _, lower, upper = prefix_bounds(p_sorted, q_sorted, k)
     bound = float(upper[: draftable + 1].min())
@@ -286,7 +299,9 @@ def optimal_cut(
     contained = _candidate_containment(q_sorted, k, candidates, lower[candidates], prefix_p, tolerance, basis)
     values = prefix_p[candidates] + 1.0 - contained
     best = int(np.nanargmin(values))
-    return OptimalCut(order, int(candidates[best]), float(min(values[best], 1.0)), float(contained[best]), len(candidates))
+    return OptimalCut(
+        order, int(candidates[best]), float(min(values[best], 1.0)), float(contained[best]), len(candidates), p_sorted, q_sorted
+    )
 
 
 def _candidate_containment(q_sorted, k, candidates, lower, prefix_p, tolerance, basis):

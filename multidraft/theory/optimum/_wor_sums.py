@@ -8,6 +8,8 @@ that prune the scan, outside masses, and the race's spread σ (docs/optimal_veri
   (:mod:`~multidraft.theory.optimum._wor_race`).
 * σ = the draft mass outside the K - 1 largest tokens summed over those tokens, and β the least
   of the K - 1 largest: what ``race_step`` needs to place the nodes of a race.
+* p and q gathered into the scan order, with the check for tied keys that sends the scan to
+  :func:`~multidraft.theory.laws._kernels.ratio_order` (:func:`gather_checked`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["upper_products", "prefix_bounds", "outside_mass", "race_spread"]
+__all__ = ["upper_products", "prefix_bounds", "outside_mass", "race_spread", "gather_checked"]
 
 
 def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.ndarray:
@@ -24,17 +26,24 @@ def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.nda
     (``prefix_q`` = Q_j, M_i the mass of the i largest tokens among the first j, M_0 = 0),
     multiplied left to right: one compiled pass keeping the K - 1 largest masses so far, no
     [n, K] table (issue 34, item 3)."""
+    out = np.empty(len(prefix_q))
     _compiled()
-    return _upper_products(np.ascontiguousarray(q_sorted, dtype=np.float64), prefix_q, int(k))
+    _upper_products(np.ascontiguousarray(q_sorted, dtype=np.float64), prefix_q, int(k), None, out)
+    return out
 
 
 def prefix_bounds(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Prefix masses (P_j, Q_j) and the lower/upper bounds on every prefix's cut (module docstring)."""
+    """Prefix masses (P_j, Q_j) and the lower/upper bounds on every prefix's cut (module
+    docstring): numpy's ``P + 1.0 - Q**K`` and ``P + 1.0 - upper_products(...)``, the same bits
+    (the power by numpy, whose vectorised ``pow`` rounds differently from libm's), the
+    subtractions written by the products' pass: two arrays of the vocabulary's size instead of six."""
     prefix_p, prefix_q = np.empty(len(p_sorted) + 1), np.empty(len(q_sorted) + 1)
     _compiled()
-    _prefix_sums(np.ascontiguousarray(p_sorted, dtype=np.float64), np.ascontiguousarray(q_sorted, dtype=np.float64), prefix_p, prefix_q)
-    lower = prefix_p + 1.0 - prefix_q**k
-    upper = prefix_p + 1.0 - upper_products(q_sorted, prefix_q, k)
+    q_sorted = np.ascontiguousarray(q_sorted, dtype=np.float64)
+    _prefix_sums(np.ascontiguousarray(p_sorted, dtype=np.float64), q_sorted, prefix_p, prefix_q)
+    lower = prefix_q**k  # then P + 1.0 - Q^K in place
+    upper = np.empty(len(prefix_q))
+    _upper_products(q_sorted, prefix_q, int(k), (prefix_p, lower), upper)
     return prefix_p, prefix_q, lower, upper
 
 
@@ -61,6 +70,14 @@ def race_spread(draft: np.ndarray, k: int) -> tuple[float, float]:
     return spread, least_top
 
 
+def gather_checked(p: np.ndarray, q: np.ndarray, key: np.ndarray, order: np.ndarray, p_sorted: np.ndarray, q_sorted: np.ndarray) -> bool:
+    """``p_sorted, q_sorted = p[order], q[order]`` and whether the scan's keys in that order hold
+    a tie or end in NaN (:func:`_gather_checked`), in one compiled pass of random reads where
+    numpy's ``key[order]`` and two gathers made three."""
+    _compiled()
+    return bool(_gather_checked(p, q, key, order, p_sorted, q_sorted))
+
+
 def _compiled() -> None:
     """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
     compile_in_place(globals(), KERNELS)
@@ -69,19 +86,21 @@ def _compiled() -> None:
 def _prefix_sums(p, q, prefix_p, prefix_q):
     """``P_j``, ``min(Q_j, 1)`` for j = 0..n, summed left to right (``np.cumsum``'s additions
     after a leading 0, without its copies)."""
-    prefix_p[0], prefix_q[0] = 0.0, 0.0
+    total_p, total_q = 0.0, 0.0  # running sums in registers (not re-read from the arrays just written)
+    prefix_p[0], prefix_q[0] = total_p, total_q
     for j in range(p.shape[0]):
-        prefix_p[j + 1] = prefix_p[j] + p[j]
-        prefix_q[j + 1] = prefix_q[j] + q[j]
-    for j in range(q.shape[0] + 1):
-        prefix_q[j] = min(prefix_q[j], 1.0)
+        total_p += p[j]
+        total_q += q[j]
+        prefix_p[j + 1], prefix_q[j + 1] = total_p, min(total_q, 1.0)
 
 
 def _suffix_sums(q, out):
     """``out[j] = Σ_{i >= j} q_i`` added from the end, ``out[n] = 0``."""
-    out[q.shape[0]] = 0.0
+    total = 0.0  # in a register: the same additions without a store and reload per token
+    out[q.shape[0]] = total
     for j in range(q.shape[0] - 1, -1, -1):
-        out[j] = out[j + 1] + q[j]
+        total += q[j]
+        out[j] = total
 
 
 def _top_spread(q, k):
@@ -117,9 +136,33 @@ def _top_spread(q, k):
     return total, least, positive
 
 
-def _upper_products(q, prefix_q, k):
+def _gather_checked(p, q, key, order, p_sorted, q_sorted):
+    """``p_sorted, q_sorted = p[order], q[order]``; returns whether the keys in that order hold a
+    tie (two neighbours equal) or end in two NaN (p = q = 0 twice; one NaN for one token, and
+    True for none): numpy's ``(ordered[1:] == ordered[:-1]).any() or
+    np.isnan(ordered[-2:]).all()`` with ``ordered = key[order]``."""
+    n = order.shape[0]
+    tie = False
+    previous = 0.0
+    for i in range(n):
+        j = order[i]
+        p_sorted[i], q_sorted[i] = p[j], q[j]
+        current = key[j]
+        if i > 0 and current == previous:
+            tie = True
+        previous = current
+    nan_end = True
+    for i in range(max(n - 2, 0), n):
+        if not key[order[i]] != key[order[i]]:
+            nan_end = False
+    return tie or nan_end
+
+
+def _upper_products(q, prefix_q, k, bounds, out):
+    """``out[j]`` = the product of :func:`upper_products`, or, given ``bounds = (P, lower)``
+    (``lower`` holding Q_j^K), ``P_j + 1.0 - product`` (the upper bound), with ``lower[j]``
+    turned into ``P_j + 1.0 - Q_j^K`` in the same pass."""
     n = q.shape[0]
-    out = np.empty(n + 1)
     best = np.zeros(k)  # best[0] unused; best[1..k-1] the largest masses so far, decreasing
     for j in range(n + 1):
         if j > 0:
@@ -135,9 +178,13 @@ def _upper_products(q, prefix_q, k):
         for i in range(1, k):
             running += best[i]
             product *= max(prefix_q[j] - running, 0.0)
-        out[j] = product
-    return out
+        if bounds is None:
+            out[j] = product
+        else:
+            shifted = bounds[0][j] + 1.0
+            bounds[1][j] = shifted - bounds[1][j]
+            out[j] = shifted - product
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_upper_products")
+KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_gather_checked", "_upper_products")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.verifier._curtain import curtain_fit
 from multidraft.theory.verifier._orders import sorted_tokens
+from multidraft.theory.verifier._wor_parts import min_sum
 
 __all__ = ["polynomial_weight", "water_level", "clipped_layout", "point_win_probabilities", "Layout"]
 
@@ -200,12 +201,11 @@ def _iid_layout(p: np.ndarray, m: np.ndarray, k: int) -> tuple[Layout, float]:
     """:func:`clipped_layout` for G = x^K by the iid curtain's fit, its groups and pieces
     written as a :class:`Layout` (r = m · the group's realised density)."""
     fit = curtain_fit(p, m, k)
-    token_group = fit.group.astype(np.int64)
-    law = m * fit.density[token_group]
-    first, last = fit.group_bounds[:-1], fit.group_bounds[1:]
-    piece_group = np.repeat(np.arange(len(first)), last - first)
-    layout = Layout(token_group, piece_group, fit.piece_start, fit.piece_end, first, last, law)
-    return layout, float(np.minimum(p, law).sum())
+    token_group, law, piece_group = np.empty(len(p), dtype=np.int64), np.empty(len(p)), np.empty(len(fit.piece_start), dtype=np.int64)
+    compile_in_place(globals(), KERNELS)
+    iid_glue(fit.group, fit.density, np.ascontiguousarray(m, dtype=np.float64), fit.group_bounds, token_group, law, piece_group)
+    layout = Layout(token_group, piece_group, fit.piece_start, fit.piece_end, fit.group_bounds[:-1], fit.group_bounds[1:], law)
+    return layout, min_sum(p, law)
 
 
 def _group_ends(piece_group: np.ndarray) -> np.ndarray:
@@ -276,7 +276,7 @@ def _stack_pass(mass, weight, c, lo, hi):
 
 
 #: The compiled kernels, module-level so that numba's disk cache finds them in the next process.
-KERNELS = ("sums", "weight", "weights", "solo", "stack_pass", "breakpoint_sums")
+KERNELS = ("sums", "weight", "weights", "solo", "stack_pass", "breakpoint_sums", "iid_glue")
 
 
 def _kernels():
@@ -303,6 +303,19 @@ def breakpoint_sums(values, masses, value_total, mass_total, clip_min, out):
             out[j] = value_before + density * (mass_total - mass_before)
         else:
             out[j] = density * mass_before + (value_total - value_before)
+
+
+def iid_glue(group, density, share, bounds, token_group, law, piece_group):
+    """The iid fit's arrays as a :class:`Layout`'s, in one pass each: ``token_group`` = the
+    groups widened to int64, ``law = share · density[group]`` (the same products as numpy's),
+    ``piece_group`` = every piece's group (group g owns pieces ``bounds[g]:bounds[g + 1]``, as
+    ``np.repeat``) -- without numpy's gathered and repeated temporaries."""
+    for i in range(group.shape[0]):
+        token_group[i] = group[i]
+        law[i] = share[i] * density[group[i]]
+    for g in range(bounds.shape[0] - 1):
+        for piece in range(bounds[g], bounds[g + 1]):
+            piece_group[piece] = g
 
 
 def sums(x, y, c):

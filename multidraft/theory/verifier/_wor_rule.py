@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -48,7 +48,7 @@ from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, min_sum, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
+from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
@@ -99,6 +99,8 @@ class WithoutReplacementRule(FrontBackRule):
         First position of the T* side's uniform tail (``n``: none; always given): on a row that drafts no U
         token and no head coin says front, the winner is uniform among the drafted tail tokens
         (:mod:`~multidraft.theory._wor_tail`).
+    offsets_memo : list
+        The layout's piece offsets once the rule has drawn (empty before; not compared).
     """
 
     u_rule: str = "j-curtain"
@@ -108,6 +110,7 @@ class WithoutReplacementRule(FrontBackRule):
     optimal_law: np.ndarray | None = None
     shortfall: tuple[float, float] = (0.0, 0.0)
     tail: int = 0
+    offsets_memo: list = field(default_factory=list, repr=False, compare=False)
 
     def _in_u(self, tuples: np.ndarray) -> np.ndarray:
         return self.position[tuples] < self.boundary
@@ -167,10 +170,20 @@ class WithoutReplacementRule(FrontBackRule):
                 repeating = repeat & (count < k)
         return marks
 
+    def _piece_offsets(self) -> np.ndarray:
+        """The covered length before every piece of the layout (:func:`piece_offsets`), once per
+        rule rather than per draw (~10^5 pieces at n = 49152; kept in :attr:`offsets_memo`,
+        read-only)."""
+        if not self.offsets_memo:
+            offsets = piece_offsets(self.layout.piece_start, self.layout.piece_end)
+            offsets.flags.writeable = False
+            self.offsets_memo.append(offsets)
+        return self.offsets_memo[0]
+
     def _curtain_winner(self, marks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The token of the U-point with the smallest uniform position in its group's set."""
         layout = self.layout
-        cumulative = piece_offsets(layout.piece_start, layout.piece_end)
+        cumulative = self._piece_offsets()
         present = marks >= 0
         group = np.where(present, self.group[np.maximum(marks, 0)], 0)
         first, last = layout.group_first[group], layout.group_last[group]
@@ -302,14 +315,18 @@ def _cut_parts(p, q, cut):
     sorts linear), and U's tokens by decreasing p/q, its q = 0 tokens first (by id, with any
     q > 0 token whose p/q overflowed)."""
     rest = cut.order[cut.size :]
-    drafted = q[rest] > 0
+    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
+    drafted = q_sorted[cut.size :] > 0
+    every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
+    u_hint = (rest, p_sorted[cut.size :], q_sorted[cut.size :]) if every else (rest[drafted], p_sorted[cut.size :][drafted], q_sorted[cut.size :][drafted])
+    t_hint = (cut.order[: cut.size], p_sorted[: cut.size], q_sorted[: cut.size])
     parts = []
-    for hint, clip, total in ((rest[drafted], "min", 1.0 - cut.contained), (cut.order[: cut.size], "max", cut.contained)):
-        tokens, values, masses, key = sorted_part(hint, p, q)
+    for (hint, *gathered), clip, total in ((u_hint, "min", 1.0 - cut.contained), (t_hint, "max", cut.contained)):
+        tokens, values, masses, key = sorted_part(hint, p, q, gathered)
         parts.append(_Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key)))
     u_part = parts[0]
     u_tokens = u_part.tokens[u_part.index]
-    if not drafted.all():
+    if not every:
         if len(u_tokens) and np.isinf(p[u_tokens[0]] / q[u_tokens[0]]):
             ratio = np.full(len(rest), np.inf)
             np.divide(p[rest], q[rest], out=ratio, where=drafted)
@@ -317,6 +334,21 @@ def _cut_parts(p, q, cut):
         else:
             u_tokens = np.concatenate([np.sort(rest[~drafted]), u_tokens])
     return parts[0], parts[1], u_tokens
+
+
+def _u_arrays(p, q, u_part, u_tokens, r_star):
+    """U's drafted tokens in position order, their p and q, L = q(U) (summed over ``u_tokens``,
+    as ``q[u_tokens].sum()``) and U's target ``Σ min(p, r*)`` over ``u_tokens``. When every U
+    token is drafted (every P* = 1 node) ``u_tokens`` is the part's tokens read by its index, so
+    the part's arrays are read that way too (almost in order: no random reads over the
+    vocabulary), the same values in the same order."""
+    if len(u_tokens) == len(u_part.tokens):
+        index = u_part.index
+        q_drafted = u_part.masses[index]
+        return u_tokens, u_part.values[index], q_drafted, pairwise_sum(q_drafted), min_sum_at(u_part.values, u_part.law, index)
+    q_u = q[u_tokens]
+    drafted_u = u_tokens[q_u > 0]
+    return drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
 
 
 def _t_side(merged_p, merged_q, lead, k, r_star_t=None):
@@ -423,7 +455,7 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
     before."""
     cut = optimal_cut(p, q, k, sort=radix_order)
     if cut.size and cut.value >= 1.0 - SIDE_TOLERANCE:
-        empty = _rule_for_cut(p, q, k, OptimalCut(cut.order, 0, cut.value, 0.0, cut.candidates))
+        empty = _rule_for_cut(p, q, k, replace(cut, size=0, contained=0.0))
         if not empty.first_draft and empty.acceptance >= 1.0 - SIDE_TOLERANCE:
             return empty
     return _rule_for_cut(p, q, k, cut)
@@ -442,8 +474,7 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     r_star = np.zeros(n)
     r_star[u_part.tokens], r_star[t_part.tokens] = u_part.law, t_part.law
     boundary = n - cut.size
-    q_u = q[u_tokens]
-    outside = float(q_u.sum())
+    drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
     alpha, r = np.zeros(n), np.zeros(n)
     note = None
 
@@ -474,17 +505,12 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     # U side: the J-curtain at its best; the front/back U side (other orders too, for a small U)
     # where that falls short.
     u_rule, coefficients, layout, group = "j-curtain", None, None, np.full(n, -1, dtype=np.int64)
-    drafted = q_u > 0
-    drafted_u = u_tokens[drafted]
     u_short = 0.0
     if len(drafted_u):
         coefficients = j_law(q_t, outside, k)
-        p_drafted = p[drafted_u]
-        layout, _ = clipped_layout(p_drafted, q_u[drafted] / outside, coefficients, np.arange(len(drafted_u))[::-1])
-        group[drafted_u] = layout.token_group
-        r[drafted_u] = layout.law
-        u_target = float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
-        u_short = u_target - float(np.minimum(p_drafted, layout.law).sum())
+        layout, accepted = clipped_layout(p_drafted, q_drafted / outside, coefficients, np.arange(len(drafted_u))[::-1])
+        scatter(drafted_u, layout.token_group, layout.law, group, r)
+        u_short = u_target - accepted
         if u_short > SIDE_TOLERANCE:
             a_u, r_u = _u_side(p, q, k, u_tokens, t_tokens)
             fb_short = u_target - float(np.minimum(p[u_tokens], r_u).sum())

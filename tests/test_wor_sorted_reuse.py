@@ -1,0 +1,212 @@
+"""The P* = 1 fit's reuse of what it has already computed (issue 30, item 5): the scan gathers p
+and q in its order and checks ties in one pass and hands the sorted arrays to the rule's parts;
+the prefix bounds are written by the products' pass; U's drafted arrays, L and U's target are
+read from the part by its index; U's target sums in place through an index; the iid layout's
+glue is one pass. Each is checked against the numpy expressions it replaces, bit for bit, and
+each check catches a deliberately broken twin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from multidraft.theory import softmax, zipf
+from multidraft.theory.laws._kernels import ratio_order
+from multidraft.theory.optimum import _wor_race, _wor_sums
+from multidraft.theory.optimum._wor_race import optimal_cut
+from multidraft.theory.verifier import _wor_parts, _wor_rule
+from multidraft.theory.verifier._wor_curtain import _iid_layout
+from multidraft.theory.verifier._curtain import curtain_fit
+
+
+def _main_scan_order(p, q, sort):
+    """The scan order as main computed it (numpy: gathers of the keys, the tie check)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.divide(q, p)
+    np.negative(key, out=key)
+    order = sort(key) if sort is not None else None
+    if order is None:
+        order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    if (ordered[1:] == ordered[:-1]).any() or np.isnan(ordered[-2:]).all():
+        return ratio_order(p, q)
+    return order
+
+
+def _pairs():
+    rng = np.random.default_rng(21)
+    for trial in range(60):
+        size = int(rng.integers(1, 3000))
+        p, q = rng.dirichlet(np.full(size, 0.5)), rng.dirichlet(np.full(size, 0.5))
+        if trial % 3 == 0:
+            p[rng.random(size) < 0.1] = 0.0
+            q[rng.random(size) < 0.1] = 0.0
+        if trial % 5 == 0:  # exact ties of q/p
+            q = p * rng.integers(1, 3, size)
+        if trial % 7 == 0 and size >= 2:  # p = q = 0 twice: NaN keys at the end
+            p[:2], q[:2] = 0.0, 0.0
+        if p.sum() > 0 and q.sum() > 0:
+            yield p / p.sum(), q / q.sum()
+
+
+def test_the_scan_gathers_are_numpys_and_a_tie_check_without_the_nan_end_is_caught():
+    nan_ends = 0
+    for p, q in _pairs():
+        order, p_sorted, q_sorted = _wor_race._sorted_by_scan(p, q, _wor_parts.radix_order)
+        np.testing.assert_array_equal(order, _main_scan_order(p, q, _wor_parts.radix_order))
+        np.testing.assert_array_equal(p_sorted, p[order])
+        np.testing.assert_array_equal(q_sorted, q[order])
+        key = -(q / np.where(p > 0, p, np.nan))
+        ordered = np.sort(key)  # NaN last, as the scan's sort puts them
+        nan_ends += bool(np.isnan(ordered[-2:]).all()) and not (ordered[1:] == ordered[:-1]).any()
+    assert nan_ends >= 1  # the twin (ties alone) misses these: their keys hold no equal pair
+    twin = np.array([-2.0, -1.0, np.nan, np.nan])
+    p_sorted, q_sorted = np.empty(4), np.empty(4)
+    assert _wor_sums.gather_checked(np.ones(4), np.ones(4), twin, np.arange(4), p_sorted, q_sorted)
+    assert not (twin[1:] == twin[:-1]).any()  # the twin's verdict: no tie, so no fallback
+
+
+def test_the_prefix_bounds_are_the_numpy_expressions_and_a_reassociated_bound_is_caught():
+    rng = np.random.default_rng(22)
+    caught = 0
+    for trial in range(40):
+        n, k = int(rng.integers(1, 4000)), int(rng.integers(1, 9))
+        p, q = rng.dirichlet(np.full(n, 0.4)), rng.dirichlet(np.full(n, 0.4))
+        prefix_p, prefix_q, lower, upper = _wor_sums.prefix_bounds(p, q, k)
+        want_p = np.concatenate([[0.0], np.cumsum(p)])
+        want_q = np.minimum(np.concatenate([[0.0], np.cumsum(q)]), 1.0)
+        np.testing.assert_array_equal(prefix_p, want_p)
+        np.testing.assert_array_equal(prefix_q, want_q)
+        np.testing.assert_array_equal(lower, want_p + 1.0 - want_q**k)
+        np.testing.assert_array_equal(upper, want_p + 1.0 - _wor_sums.upper_products(q, want_q, k))
+        np.testing.assert_array_equal(_wor_sums.outside_mass(q), np.concatenate([np.cumsum(q[::-1])[::-1], [0.0]]))
+        caught += not np.array_equal(want_p + (1.0 - want_q**k), lower)  # the twin: 1 - Q^K first
+    assert caught >= 10
+
+
+@pytest.mark.parametrize("sizes", [range(0, 300), [511, 512, 1000, 4096, 8193, 49152]])
+def test_min_sum_at_is_numpys_sum_of_the_gathers_and_a_sum_in_place_is_caught(sizes):
+    rng = np.random.default_rng(23)
+    caught = 0
+    for size in sizes:
+        a = rng.random(size + 5) * 10.0 ** rng.uniform(-12, 0, size + 5)
+        b = rng.random(size + 5) * 10.0 ** rng.uniform(-12, 0, size + 5)
+        index = rng.permutation(size + 5)[:size]
+        expected = float(np.minimum(a[index], b[index]).sum())
+        assert _wor_parts.min_sum_at(a, b, index) == expected
+        caught += float(np.minimum(a, b)[np.sort(index)].sum()) != expected  # the twin: in token order
+    assert caught >= len(sizes) // 4
+    with pytest.raises(ValueError, match="index out of range"):
+        _wor_parts.min_sum_at(np.ones(3), np.ones(3), np.array([0, 3]))
+    with pytest.raises(ValueError, match="shapes"):
+        _wor_parts.min_sum_at(np.ones(3), np.ones(4), np.array([0]))
+
+
+def test_sorted_part_from_gathered_arrays_is_the_gathering_one_and_arrays_in_id_order_are_caught():
+    rng = np.random.default_rng(24)
+    caught = 0
+    for trial in range(40):
+        size = int(rng.integers(2, 3000))
+        q = rng.dirichlet(np.full(size, 0.5)) + 1e-12
+        p = q * rng.integers(1, 4, size) if trial % 2 == 0 else rng.dirichlet(np.full(size, 0.5))
+        hint = rng.permutation(size)
+        if trial % 3:
+            hint = hint[np.argsort(p[hint] / q[hint], kind="stable")]  # strictly increasing: returned as is
+        expected = _wor_parts.sorted_part(hint, p, q)
+        got = _wor_parts.sorted_part(hint, p, q, (p[hint], q[hint]))
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+        twin = _wor_parts.sorted_part(hint, p, q, (p[np.sort(hint)], q[np.sort(hint)]))
+        caught += not all(np.array_equal(a, b) for a, b in zip(twin, expected))
+    assert caught >= 30
+    with pytest.raises(ValueError, match="gathered shapes"):
+        _wor_parts.sorted_part(np.arange(3), np.ones(3) / 3, np.ones(3) / 3, (np.ones(2), np.ones(2)))
+
+
+def _zipf_nodes(n=4096):
+    rng = np.random.default_rng(25)
+    for k in (2, 7):
+        p = zipf(n, exponent=1.1, rng=rng)
+        yield p, softmax((np.log(p) + 0.5 * rng.standard_normal(n)) / 1.2), k  # the tree benchmark's nodes: P* = 1
+
+
+def test_the_iid_layout_glue_is_the_numpy_expressions_and_a_law_by_token_is_caught():
+    for p, q, k in _zipf_nodes():
+        fit = curtain_fit(p, q, k)
+        layout, acceptance = _iid_layout(p, q, k)
+        group = fit.group.astype(np.int64)
+        np.testing.assert_array_equal(layout.token_group, group)
+        np.testing.assert_array_equal(layout.law, q * fit.density[group])
+        bounds = fit.group_bounds
+        np.testing.assert_array_equal(layout.piece_group, np.repeat(np.arange(len(bounds) - 1), np.diff(bounds)))
+        np.testing.assert_array_equal(layout.group_first, bounds[:-1])
+        assert acceptance == float(np.minimum(p, q * fit.density[group]).sum())
+        twin = q * fit.density[np.minimum(np.arange(len(q)), len(fit.density) - 1)]  # the density by token, not group
+        assert not np.array_equal(layout.law, twin)
+
+
+def _rule_fields(rule):
+    yield from (rule.selection_law, rule.accept, rule.residual, rule.position, rule.alpha, rule.group, rule.optimal_law)
+    yield from (np.array([rule.optimum, rule.boundary, rule.tail, *rule.shortfall, float(rule.first_draft)]), np.asarray(rule.j_law, dtype=float))
+    if rule.layout is not None:
+        yield from (rule.layout.token_group, rule.layout.piece_start, rule.layout.piece_end, rule.layout.law)
+
+
+def test_the_rule_from_the_scans_sorted_arrays_is_the_gathering_one_and_shuffled_arrays_are_caught():
+    """Every U token drafted (the fast read of :func:`_wor_rule._u_arrays`) and some q = 0 (its
+    gathers), at the empty cut and the scan's."""
+    for p, q, k in _zipf_nodes():
+        for zeros in (False, True):
+            q_case = q.copy()
+            if zeros:
+                q_case[::50] = 0.0
+                q_case /= q_case.sum()
+            cut = optimal_cut(p, q_case, k, sort=_wor_parts.radix_order)
+            for chosen in (cut, dataclasses.replace(cut, size=0, contained=0.0)):
+                got = _wor_rule._rule_for_cut(p, q_case, k, chosen)
+                gathered = _wor_rule._rule_for_cut(p, q_case, k, dataclasses.replace(chosen, p_sorted=None, q_sorted=None))
+                for a, b in zip(_rule_fields(got), _rule_fields(gathered)):
+                    np.testing.assert_array_equal(a, b)
+            if not zeros:  # the twin: q in the scan order reversed (every q > 0, so still a valid part)
+                shuffled = dataclasses.replace(cut, size=0, contained=0.0, q_sorted=cut.q_sorted[::-1].copy())
+                twin = _wor_rule._rule_for_cut(p, q_case, k, shuffled)
+                assert not np.array_equal(twin.selection_law, got.selection_law)
+
+
+def test_u_arrays_read_by_the_index_are_the_gathers_and_the_part_unindexed_is_caught():
+    for p, q, k in _zipf_nodes():
+        cut = dataclasses.replace(optimal_cut(p, q, k, sort=_wor_parts.radix_order), size=0, contained=0.0)
+        u_part, _, u_tokens = _wor_rule._cut_parts(p, q, cut)
+        r_star = np.zeros(len(p))
+        r_star[u_part.tokens] = u_part.law
+        drafted_u, p_drafted, q_drafted, outside, target = _wor_rule._u_arrays(p, q, u_part, u_tokens, r_star)
+        np.testing.assert_array_equal(drafted_u, u_tokens)
+        np.testing.assert_array_equal(p_drafted, p[u_tokens])
+        np.testing.assert_array_equal(q_drafted, q[u_tokens])
+        assert outside == float(q[u_tokens].sum())
+        assert target == float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
+        assert float(u_part.masses.sum()) != outside or not np.array_equal(u_part.masses, q[u_tokens])  # the twin: unindexed
+
+
+def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(monkeypatch):
+    """At P* = 1 every group is one piece and the offsets decide no winner; here (T = 0.8, K = 2)
+    U's pool is a group of several pieces, where they do."""
+    rng = np.random.default_rng(26)
+    p = zipf(4096, exponent=1.1, rng=rng)
+    q, k = softmax(np.log(p), temperature=0.8), 2
+    rule = _wor_rule.wor_selection_rule(p, q, k)
+    assert rule.u_rule == "j-curtain" and np.any(rule.layout.group_last - rule.layout.group_first > 1)
+    tuples = np.argsort(-(np.log(q) + rng.gumbel(size=(3000, len(q)))), axis=1)[:, :k]
+    fresh = _wor_rule.wor_selection_rule(p, q, k).choose(tuples, np.random.default_rng(1))
+    calls = []
+    original = _wor_rule.piece_offsets
+    monkeypatch.setattr(_wor_rule, "piece_offsets", lambda *a: calls.append(1) or original(*a))
+    for _ in range(3):
+        np.testing.assert_array_equal(rule.choose(tuples, np.random.default_rng(1)), fresh)
+    assert len(calls) == 1
+    stale = _wor_rule.wor_selection_rule(p, q, k)  # the twin: a stale (zero) cache
+    stale.offsets_memo.append(np.zeros(len(stale.layout.piece_start) + 1))
+    assert not np.array_equal(stale.choose(tuples, np.random.default_rng(1)), fresh)

@@ -67,26 +67,32 @@ def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
 
 def front_back_pass(
     target: np.ndarray, draft: np.ndarray, boundary: int, k: int, nodes: np.ndarray, weights: np.ndarray,
-    alpha: np.ndarray | None = None,
+    alpha: np.ndarray | None = None, upto: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(α, r)`` by position for p and q given in position order (U = ``[0, boundary)``).
 
     ``alpha=None`` fits α (module docstring); otherwise the law of the rule with the given α.
+    ``upto``: only the first ``upto`` positions get their α and r (the others 0, or their given
+    α): a later position enters those laws only through the suffix products, which the pass
+    computes first, so each is what the whole pass gives, bit for bit (the U side alone of
+    ``wor_selection_rule``: U's few hundred tokens, not the T* tokens behind them, ~2/3 of a pass
+    over the vocabulary).
     """
-    alpha, r, _, _ = front_back_head(target, draft, boundary, k, nodes, weights, alpha)
+    alpha, r, _, _ = front_back_head(target, draft, boundary, k, nodes, weights, alpha, upto=upto)
     return alpha, r
 
 
 def front_back_head(
     target: np.ndarray, draft: np.ndarray, boundary: int, k: int, nodes: np.ndarray, weights: np.ndarray,
-    alpha: np.ndarray | None = None, suffix: tuple[np.ndarray, np.ndarray, float] | None = None,
+    alpha: np.ndarray | None = None, suffix: tuple[np.ndarray, np.ndarray, float] | None = None, upto: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`front_back_pass` for the *head* of a T* part followed by a tail of tokens not given
     (``boundary < len(draft)``): ``suffix = (Φ, Ψ, mass)`` are the tail's truncated product
     ``Π (e^{-qt} + (1 - e^{-qt}) x)`` and its arrival companion at the nodes (``[G, K]``) and its
     draft mass; the tail's coins say "back". Returns ``(α, r, Φ_pre, Ψ_pre)``, the last two the
     prefix pair after the head (U blocked, coins applied): what the tail's law needs
-    (:mod:`~multidraft.theory._wor_tail`)."""
+    (:mod:`~multidraft.theory._wor_tail`). ``upto`` as in :func:`front_back_pass` (the prefix
+    pair is then that after position ``upto``)."""
     fit = alpha is None
     given = np.zeros(len(draft)) if fit else np.ascontiguousarray(alpha, dtype=np.float64)
     count = len(nodes)
@@ -103,7 +109,7 @@ def front_back_head(
     alpha, r, pre_phi, pre_psi = _pass(
         np.ascontiguousarray(target, dtype=np.float64), np.ascontiguousarray(draft, dtype=np.float64),
         int(boundary), int(k), nodes, weights, given, fit, np.ascontiguousarray(suffix_phi, dtype=np.float64),
-        np.ascontiguousarray(suffix_psi, dtype=np.float64), float(suffix_mass),
+        np.ascontiguousarray(suffix_psi, dtype=np.float64), float(suffix_mass), len(draft) if upto is None else int(upto),
     )  # fmt: skip
     return alpha, r, np.ascontiguousarray(pre_phi[:, :count].T), np.ascontiguousarray(pre_psi[:, :count].T)
 
@@ -213,7 +219,7 @@ def _coefficients(pre_phi, pre_psi, post_phi, post_psi, k, x1, x2):
             x2[g] += a[g] * b[g] + c[g] * d[g]
 
 
-def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix_mass):
+def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix_mass, upto):
     n, nodes = q.shape[0], t.shape[0]
     stay, drawn = np.empty(nodes), np.empty(nodes)
     tops = np.arange(k - 1, 1, -2)  # the top coefficient of each two-coefficient pass of _factor
@@ -253,6 +259,8 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
     x1, x2, y1, y2 = np.empty(nodes), np.empty(nodes), np.empty(nodes), np.empty(nodes)
     for c in range(blocks):
         lo, hi = c * block, min(c * block + block, n)
+        if lo >= upto:  # the laws asked for are done
+            break
         post_phi[hi - lo], post_psi[hi - lo] = mark_phi[c + 1], mark_psi[c + 1]
         for j in range(hi - 1, lo - 1, -1):
             i = j - lo
@@ -267,7 +275,7 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
             if j > lo:
                 post_phi[i], post_psi[i] = post_phi[i + 1], post_psi[i + 1]
                 _factor(post_phi[i], post_psi[i], stays[i], draws[i], q[j], 1.0, k, tops)
-        for j in range(lo, hi):
+        for j in range(lo, min(hi, upto)):
             i = j - lo
             if j == boundary:  # T*: the event D ∩ U = ∅ blocks every U token
                 pre_psi[:, :] = 0.0

@@ -119,12 +119,9 @@ class RaceBasis:
     step from ``race_step``'s bound (both of its forms). The cut's probes and its final race take
     it from :func:`race_basis` once. σ and the step are computed on first use: a cut whose
     candidates all hold the whole draft mass (λ = 0, g = 1 without a race: every P* = 1 node of
-    a tree) never needs them (their 0.3-0.5 ms at n = 49152).
-
-    It also keeps the races' checkpoints (:meth:`checkpoints`): races with the same nodes (the
-    same count: the step and left end are the basis's) and the same light scale share them, the
-    longer head continuing the shorter's from its last checkpoint. A P* < 1 node's cut ran 2-9
-    races over ~49,000 tokens, most with one node set (0.5 ms each at n = 49152, K = 2)."""
+    a tree) never needs them (their 0.3-0.5 ms at n = 49152). It keeps the races' checkpoints
+    (:meth:`checkpoints`): a P* < 1 node's cut ran 2-9 races over ~49,000 tokens, most of them at
+    one node set (0.5 ms each at n = 49152, K = 2)."""
 
     def __init__(self, q_sorted: np.ndarray, k: int, outside: np.ndarray) -> None:
         self.outside, self._q_sorted, self._k = outside, q_sorted, k
@@ -132,31 +129,22 @@ class RaceBasis:
 
     def checkpoints(self, head: np.ndarray, light: np.ndarray, scale: float, t: np.ndarray, a: np.ndarray, prefixes: np.ndarray) -> tuple:
         """``(q, light, scale, starts, marks)`` of the split race over ``head`` (q in scan order,
-        ``light`` its mask, ``scale`` the largest light mass) at the nodes ``t``: checkpoints every
-        :data:`CHECKPOINT` tokens and at ``prefixes``, each the state after the tokens before it.
-        A token's factor and powers depend on itself, the nodes and the scale only, and enter in
-        token order by the same operations wherever a pass starts, so a state is the same from
-        any race that reaches it: those already made for the same nodes and scale are kept, over
-        the longest head asked (``q``, ``light`` cover it)."""
+        ``light`` its mask, ``scale`` its largest light mass) at the nodes ``t``: checkpoints every
+        :data:`CHECKPOINT` tokens and at ``prefixes``. A token's factor and powers depend on itself,
+        the nodes and the scale only, and enter in token order by the same operations wherever a
+        pass starts: a state is the same from any race that reaches it, so those made for the
+        same nodes and scale are kept, over the longest head asked (``q``, ``light`` cover it)."""
         key = (t.tobytes(), scale)
         known = self._known.get(key)
         if known is not None and len(known[0]) >= len(head):
             return known
         begin = 0 if known is None else int(known[3][-1])
         starts = np.union1d(np.arange(0, len(head) + 1, CHECKPOINT), prefixes)
-        starts = starts[starts >= begin]
-        if known is None:
-            state = np.zeros((self._k, len(t)))
-            state[0, :] = 1.0
-            initial = (np.zeros(a.shape[0]), state, 0.0)
-        else:
-            starts = np.union1d(starts, [begin])
-            initial = (known[4][0][-1], known[4][1][-1], float(known[4][2][-1]))
-        _compiled()
+        starts = np.union1d(starts[starts >= begin], [begin])
+        initial = _empty_prefix(self._k, len(t), a.shape[0]) if known is None else tuple(x[-1] for x in known[4])
         marks = _checkpoints(head, light, scale, a, self._k, t, starts, *initial)
         if known is not None:  # the known marks, then the new ones after their last (its state again)
-            starts = np.concatenate([known[3], starts[1:]])
-            marks = tuple(np.concatenate([old, new[1:]]) for old, new in zip(known[4], marks))
+            starts, marks = np.concatenate([known[3], starts[1:]]), tuple(np.concatenate([old, new[1:]]) for old, new in zip(known[4], marks))
         self._known[key] = (head, light, scale, starts, marks)
         return self._known[key]
 
@@ -177,6 +165,13 @@ class RaceBasis:
 def race_basis(q_sorted: np.ndarray, k: int) -> RaceBasis:
     """The :class:`RaceBasis` of the draft masses in scan order."""
     return RaceBasis(q_sorted, k, outside_mass(q_sorted))
+
+
+def _empty_prefix(k: int, nodes: int, sums: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(ν, state, mass)`` of a race's empty prefix: no power sums, the product 1, no mass."""
+    state = np.zeros((k, nodes))
+    state[0, :] = 1.0
+    return np.zeros(sums), state, 0.0
 
 
 def _scan_nodes(k: int, step: float, smallest_rate: float) -> tuple[np.ndarray, np.ndarray]:
@@ -231,17 +226,13 @@ class PrefixRace:
         self._marks = self._checkpoints(split)
 
     def _checkpoints(self, split: bool) -> tuple:
-        """(q, light mask, scale, checkpoint prefixes, marks) of the split pass (shared through
-        :meth:`RaceBasis.checkpoints`), or of the token-by-token one (one checkpoint, the empty
-        prefix)."""
+        """(q, light mask, scale, checkpoint prefixes, marks): the basis's split pass, or token by token."""
         _compiled()
         if split:
             light, scale = light_split(self.head, float(self.t[-1]))
             return self._basis.checkpoints(self.head, light, scale, self.t, self.a, self._live)
         light, starts = np.zeros(len(self.head), dtype=bool), np.zeros(1, dtype=np.int64)
-        state = np.zeros((self.k, len(self.t)))
-        state[0, :] = 1.0
-        return self.head, light, 1.0, starts, _checkpoints(self.head, light, 1.0, self.a, self.k, self.t, starts, np.zeros(self.a.shape[0]), state, 0.0)
+        return self.head, light, 1.0, starts, _checkpoints(self.head, light, 1.0, self.a, self.k, self.t, starts, *_empty_prefix(self.k, len(self.t), self.a.shape[0]))
 
     def negligible(self, prefixes: np.ndarray) -> np.ndarray:
         """Prefixes whose value is 1 within ``RACE_TOLERANCE``."""

@@ -1,6 +1,7 @@
 """The cut's races share their checkpoints through the basis (issue 30, item 5: a P* < 1 node's
 cut ran 2-9 races over the whole vocabulary): every g is what a race with a basis of its own
-gives, bit for bit, in any order of asking, and a memo that ignores the light scale is caught.
+gives, bit for bit, in any order of asking, and a memo that ignores the light scale is caught;
+the probes' chords raise the bounds in one pass with numpy's bits.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.theory import softmax, zipf
-from multidraft.theory.optimum import _wor_race
+from multidraft.theory.optimum import _wor_race, _wor_sums
 from multidraft.theory.optimum._wor_race import PrefixRace, RaceBasis, race_basis, scan_order
 
 
@@ -77,3 +78,35 @@ def test_checkpoints_kept_across_light_scales_are_caught():
         basis.checkpoints(q_sorted[: size // 2], long_light, long_scale, t, a, np.array([size // 2]))
         got = basis.checkpoints(q_sorted[:1500], short_light, short_scale, t, a, at)
         assert np.array_equal(got[4][0][1], fresh[4][0][1]) == same  # the power sums at the first checkpoint after 0
+
+
+def test_tightened_bounds_are_numpys_bits_and_a_chord_by_shares_is_caught():
+    """:func:`tighten_bounds` against ``np.maximum(lower, P + 1 - np.interp(...))``, the count of
+    prefixes within the threshold and the first of least bound among them, bit for bit: places
+    on the chord's nodes, beyond its ends, NaN bounds. The twin (the chord as a share of the
+    rise, ``fp_j + (x - x_j)/(x_{j+1} - x_j) · (fp_{j+1} - fp_j)``) differs in the last bits."""
+    rng = np.random.default_rng(9)
+    caught = 0
+    for trial in range(40):
+        size = int(rng.integers(1, 5000))
+        place = np.sort(-rng.random(size) ** 3)
+        prefix_p = np.sort(rng.random(size))
+        lower = prefix_p + 1.0 - rng.random(size)
+        lower[rng.random(size) < 0.01] = np.nan
+        known = np.unique(np.concatenate([rng.choice(place, min(size, 3)), -rng.random(2), [0.0]]))
+        known_x, known_g = known.tolist(), np.sort(rng.random(len(known))).tolist()
+        threshold = float(np.nanquantile(lower, 0.3)) if trial % 5 else -np.inf
+        chord = np.interp(place, known_x, known_g)
+        expected = np.maximum(lower, prefix_p + 1.0 - chord)
+        candidates = np.flatnonzero(expected <= threshold)
+        got = lower.copy()
+        count, first = _wor_sums.tighten_bounds(got, prefix_p, place, known_x, known_g, threshold)
+        np.testing.assert_array_equal(got, expected)
+        assert count == len(candidates)
+        assert first == (int(candidates[np.argmin(expected[candidates])]) if len(candidates) else -1)
+        xp, fp = np.array(known_x), np.array(known_g)
+        j = np.clip(np.searchsorted(xp, place, side="right") - 1, 0, len(xp) - 2)
+        shares = fp[j] + (place - xp[j]) / (xp[j + 1] - xp[j]) * (fp[j + 1] - fp[j])
+        inside = (place > xp[0]) & (place < xp[-1]) & ~np.isin(place, xp)
+        caught += not np.array_equal(shares[inside], chord[inside])
+    assert caught >= 20

@@ -48,7 +48,7 @@ from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_ord
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
-from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread
+from multidraft.theory.optimum._wor_sums import outside_mass, prefix_bounds, race_spread, tighten_bounds
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 
@@ -298,20 +298,17 @@ def optimal_cut(
     # ~1e-16 per token, which is all of the spacing left when one token holds 1 - 1e-12.
     place = -basis.outside[: draftable + 1]
     known_x, known_g = [float(place[0]), 0.0], [0.0, 1.0]
+    candidates = np.flatnonzero(lower <= bound + tolerance)
+    count, probe = len(candidates), int(candidates[np.argmin(lower[candidates])]) if len(candidates) else -1
     for _ in range(_PROBES):
-        candidates = np.flatnonzero(lower <= bound + tolerance)
-        if len(candidates) <= _FEW:
-            break
-        probe = int(candidates[np.argmin(lower[candidates])])
-        if probe == 0 or place[probe] in known_x:  # its lower bound is exact already: no better prefix
+        if count <= _FEW or probe == 0 or place[probe] in known_x:  # probe's bound exact already: no better prefix
             break
         contained = float(containment_at(q_sorted, k, np.array([probe]), basis=basis)[0])
         bound = min(bound, prefix_p[probe] + 1.0 - contained)
         at = int(np.searchsorted(known_x, place[probe]))
         known_x.insert(at, float(place[probe]))
         known_g.insert(at, contained)
-        chord = np.interp(place, known_x, known_g)
-        lower = np.maximum(lower, prefix_p[: draftable + 1] + 1.0 - chord)
+        count, probe = tighten_bounds(lower, prefix_p, place, known_x, known_g, bound + tolerance)
     candidates = np.flatnonzero(lower <= bound + tolerance)
     contained = _candidate_containment(q_sorted, k, candidates, lower[candidates], prefix_p, tolerance, basis)
     values = prefix_p[candidates] + 1.0 - contained

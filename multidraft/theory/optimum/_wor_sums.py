@@ -8,6 +8,8 @@ that prune the scan, outside masses, and the race's spread σ (docs/optimal_veri
   (:mod:`~multidraft.theory.optimum._wor_race`).
 * σ = the draft mass outside the K - 1 largest tokens summed over those tokens, and β the least
   of the K - 1 largest: what ``race_step`` needs to place the nodes of a race.
+* The chords of the cut's probes raise the lower bounds, and the candidates left are counted,
+  in one pass (:func:`tighten_bounds`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["upper_products", "prefix_bounds", "outside_mass", "race_spread"]
+__all__ = ["upper_products", "prefix_bounds", "outside_mass", "race_spread", "tighten_bounds"]
 
 
 def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.ndarray:
@@ -59,6 +61,18 @@ def race_spread(draft: np.ndarray, k: int) -> tuple[float, float]:
     if positive < k:
         return max(spread, np.finfo(np.float64).tiny), 0.0
     return spread, least_top
+
+
+def tighten_bounds(lower: np.ndarray, prefix_p: np.ndarray, place: np.ndarray, known_x: list[float], known_g: list[float], threshold: float) -> tuple[int, int]:
+    """``lower <- max(lower, P_j + 1 - chord(x_j))`` in place, ``chord = np.interp(place,
+    known_x, known_g)`` (g's chords through the probed prefixes, Lemma 1), then ``(count,
+    first)``: how many prefixes have ``lower <= threshold`` and the first of least lower bound
+    among them (-1 if none). The bits of the numpy expressions (``np.interp``'s slopes, its
+    exact-node and end cases, ``np.maximum``'s NaN), in one pass instead of six over the
+    vocabulary's prefixes (0.3 ms per probe at n = 49152)."""
+    _compiled()
+    xp, fp = np.asarray(known_x, dtype=np.float64), np.asarray(known_g, dtype=np.float64)
+    return _tighten(lower, prefix_p, place, xp, fp, (fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1]), float(threshold))
 
 
 def _compiled() -> None:
@@ -139,5 +153,40 @@ def _upper_products(q, prefix_q, k):
     return out
 
 
+def _chord(x, xp, fp, slopes):
+    """``np.interp(x, xp, fp)`` at one point, numpy's own steps (compiled_base.c)."""
+    last = xp.shape[0] - 1
+    if x != x:
+        return x
+    if x < xp[0]:
+        return fp[0]
+    if x > xp[last]:
+        return fp[last]
+    if x == xp[last]:
+        return fp[last]
+    j = np.searchsorted(xp, x, side="right") - 1  # xp[j] <= x < xp[j + 1]
+    if xp[j] == x:
+        return fp[j]
+    value = slopes[j] * (x - xp[j]) + fp[j]
+    if value != value:
+        value = slopes[j] * (x - xp[j + 1]) + fp[j + 1]
+        if value != value and fp[j] == fp[j + 1]:
+            value = fp[j]
+    return value
+
+
+def _tighten(lower, prefix_p, place, xp, fp, slopes, threshold):
+    count, first = 0, -1
+    for j in range(lower.shape[0]):
+        raised = (prefix_p[j] + 1.0) - _chord(place[j], xp, fp, slopes)
+        if not (lower[j] >= raised or lower[j] != lower[j]):  # np.maximum: NaN wins
+            lower[j] = raised
+        if lower[j] <= threshold:
+            count += 1
+            if first < 0 or lower[j] < lower[first]:
+                first = j
+    return count, first
+
+
 #: The compiled kernels of this module.
-KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_upper_products")
+KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_upper_products", "_chord", "_tighten")

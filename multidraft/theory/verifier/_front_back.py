@@ -295,10 +295,9 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
                     else:
                         y2[:] = 0.0
                 whole, last = 0.0, 0.0
-                a, b, s = stays[i], draws[i], blocked[i]
-                for g in range(nodes):
-                    whole += w[g] * 1.0 * (q[j] * a[g] * x1[g] + b[g] * x2[g])
-                    last += w[g] * s[g] * (q[j] * a[g] * y1[g] + b[g] * y2[g])
+                for g in range(nodes):  # indexed, not through row views (5% of a pass at K = 2)
+                    whole += w[g] * 1.0 * (q[j] * stays[i, g] * x1[g] + draws[i, g] * x2[g])
+                    last += w[g] * blocked[i, g] * (q[j] * stays[i, g] * y1[g] + draws[i, g] * y2[g])
                 if fit:
                     gap = whole - last
                     if gap <= 1e-300:

@@ -278,6 +278,9 @@ def test_compile_in_place_builds_no_decorator_once_every_kernel_is_compiled(monk
     assert len(built) == 1
     compile_in_place(namespace, ["first", "second"])  # the twin: a plain name builds it again
     assert isinstance(namespace["second"], Dispatcher) and len(built) == 2
+    namespace["third"] = _increment  # a name to inline gets numba's inline="always", the others not
+    compile_in_place(namespace, ["third"], inline=frozenset({"third"}))
+    assert namespace["third"].targetoptions.get("inline") == "always" and "inline" not in namespace["first"].targetoptions
 
 
 def _p_star_one(seed: int, count: int):

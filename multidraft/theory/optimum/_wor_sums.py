@@ -153,40 +153,41 @@ def _upper_products(q, prefix_q, k):
     return out
 
 
-def _chord(x, xp, fp, slopes):
-    """``np.interp(x, xp, fp)`` at one point, numpy's own steps (compiled_base.c)."""
-    last = xp.shape[0] - 1
-    if x != x:
-        return x
-    if x < xp[0]:
-        return fp[0]
-    if x > xp[last]:
-        return fp[last]
-    if x == xp[last]:
-        return fp[last]
-    j = np.searchsorted(xp, x, side="right") - 1  # xp[j] <= x < xp[j + 1]
-    if xp[j] == x:
-        return fp[j]
-    value = slopes[j] * (x - xp[j]) + fp[j]
-    if value != value:
-        value = slopes[j] * (x - xp[j + 1]) + fp[j + 1]
-        if value != value and fp[j] == fp[j + 1]:
-            value = fp[j]
-    return value
-
-
 def _tighten(lower, prefix_p, place, xp, fp, slopes, threshold):
-    count, first = 0, -1
-    for j in range(lower.shape[0]):
-        raised = (prefix_p[j] + 1.0) - _chord(place[j], xp, fp, slopes)
-        if not (lower[j] >= raised or lower[j] != lower[j]):  # np.maximum: NaN wins
-            lower[j] = raised
-        if lower[j] <= threshold:
+    """:func:`tighten_bounds`'s pass; the chord is ``np.interp``'s own steps (compiled_base.c:
+    the ends, a place on a node, ``slope (x - x_j) + f_j`` and its NaN fallbacks), its interval
+    found from the previous one (the places increase)."""
+    count, first, j, last = 0, -1, 0, xp.shape[0] - 1
+    for i in range(lower.shape[0]):
+        x = place[i]
+        if x != x:
+            chord = x
+        elif x < xp[0]:
+            chord = fp[0]
+        elif x >= xp[last]:
+            chord = fp[last]
+        else:
+            if xp[j] > x:
+                j = 0
+            while xp[j + 1] <= x:  # xp[j] <= x < xp[j + 1]
+                j += 1
+            if xp[j] == x:
+                chord = fp[j]
+            else:
+                chord = slopes[j] * (x - xp[j]) + fp[j]
+                if chord != chord:
+                    chord = slopes[j] * (x - xp[j + 1]) + fp[j + 1]
+                    if chord != chord and fp[j] == fp[j + 1]:
+                        chord = fp[j]
+        raised = (prefix_p[i] + 1.0) - chord
+        if not (lower[i] >= raised or lower[i] != lower[i]):  # np.maximum: NaN wins
+            lower[i] = raised
+        if lower[i] <= threshold:
             count += 1
-            if first < 0 or lower[j] < lower[first]:
-                first = j
+            if first < 0 or lower[i] < lower[first]:
+                first = i
     return count, first
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_upper_products", "_chord", "_tighten")
+KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_upper_products", "_tighten")

@@ -105,7 +105,7 @@ def front_back_head(
     pad = -count % LANES
     nodes, weights = (np.concatenate([np.asarray(x, dtype=np.float64), np.full(pad, fill)]) for x, fill in ((nodes, nodes[-1]), (weights, 0.0)))
     suffix_phi, suffix_psi = (np.concatenate([np.transpose(x), np.repeat(np.transpose(x)[:, -1:], pad, axis=1)], axis=1) for x in (suffix_phi, suffix_psi))
-    compile_in_place(globals(), KERNELS)
+    compile_in_place(globals(), KERNELS, inline=INLINED)
     alpha, r, pre_phi, pre_psi = _pass(
         np.ascontiguousarray(target, dtype=np.float64), np.ascontiguousarray(draft, dtype=np.float64),
         int(boundary), int(k), nodes, weights, given, fit, np.ascontiguousarray(suffix_phi, dtype=np.float64),
@@ -314,5 +314,7 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
     return alpha, r, pre_phi, pre_psi
 
 
-#: The compiled kernels of this module.
+#: The compiled kernels of this module, and those copied into the pass where it calls them
+#: (about ten calls per token, each passing arrays).
 KERNELS = ("_decay", "_factor", "_coefficients", "_pass")
+INLINED = frozenset({"_decay", "_factor", "_coefficients"})

@@ -183,7 +183,7 @@ def test_front_back_head_on_padded_nodes_is_the_unpadded_pass_and_a_weighted_pad
         alpha, r, pre_phi, pre_psi = _front_back.front_back_head(p, q, boundary, k, nodes, weights)
         suffix_phi, suffix_psi = np.zeros((k, len(nodes))), np.zeros((k, len(nodes)))
         suffix_phi[0] = 1.0
-        plain = _front_back._pass(p, q, boundary, k, nodes, weights, np.zeros(n), True, suffix_phi, suffix_psi, 0.0)
+        plain = _front_back._pass(p, q, boundary, k, nodes, weights, np.zeros(n), True, suffix_phi, suffix_psi, 0.0, n)
         for got, expected in zip((alpha, r, pre_phi, pre_psi), (plain[0], plain[1], plain[2].T, plain[3].T)):
             np.testing.assert_array_equal(got, expected)
         pad, middle = -len(nodes) % _front_back.LANES, len(nodes) // 2  # the twin: pads that weigh
@@ -191,7 +191,7 @@ def test_front_back_head_on_padded_nodes_is_the_unpadded_pass_and_a_weighted_pad
         twin_weights = np.concatenate([weights, np.full(pad, weights[middle])])
         twin = _front_back._pass(
             p, q, boundary, k, twin_nodes, twin_weights, np.zeros(n), True, np.pad(suffix_phi, ((0, 0), (0, pad)), mode="edge"),
-            np.pad(suffix_psi, ((0, 0), (0, pad)), mode="edge"), 0.0,
+            np.pad(suffix_psi, ((0, 0), (0, pad)), mode="edge"), 0.0, n,
         )  # fmt: skip
         assert not np.array_equal(twin[1], r)
     assert checked >= 20
@@ -278,6 +278,9 @@ def test_compile_in_place_builds_no_decorator_once_every_kernel_is_compiled(monk
     assert len(built) == 1
     compile_in_place(namespace, ["first", "second"])  # the twin: a plain name builds it again
     assert isinstance(namespace["second"], Dispatcher) and len(built) == 2
+    namespace["third"] = _increment  # a name to inline gets numba's inline="always", the others not
+    compile_in_place(namespace, ["third"], inline=frozenset({"third"}))
+    assert namespace["third"].targetoptions.get("inline") == "always" and "inline" not in namespace["first"].targetoptions
 
 
 def _p_star_one(seed: int, count: int):

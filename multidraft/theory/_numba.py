@@ -18,23 +18,29 @@ _LOCK = threading.Lock()
 
 
 def compile_in_place(
-    namespace: MutableMapping[str, object], names: Sequence[str], fastmath: frozenset[str] = frozenset()
+    namespace: MutableMapping[str, object], names: Sequence[str], fastmath: frozenset[str] = frozenset(),
+    inline: frozenset[str] = frozenset(),
 ) -> None:
     """Replace the functions ``names`` of a module's ``namespace`` (its ``globals()``) by their
     numba-compiled versions (``cache=True, nogil=True``); names already compiled are kept.
     Compilation itself happens at each kernel's first call, by which time every callee it names
     is compiled. ``fastmath``: LLVM flags for reductions that may be reordered (``{"reassoc"}``
     lets a sum be vectorised; the result then differs from the sequential sum by rounding).
-    Threads may call it at once (fits in threads): one wraps each kernel, under a lock, and the
-    others keep its dispatcher."""
+    ``inline``: names compiled with ``inline="always"``, whose body numba copies into every
+    kernel that calls them (the same operations, so the same bits), where a call passing arrays
+    costs more than a short body (the front/back pass: 13% of it at K = 2). Threads may call it at
+    once (fits in threads): one wraps each kernel, under a lock, and the others keep its
+    dispatcher."""
     import numba
     from numba.core.dispatcher import Dispatcher
 
     pending = [name for name in names if not isinstance(namespace[name], Dispatcher)]
     if not pending:  # the usual case: building the decorator below costs ~30 µs per call
         return
-    jit = numba.njit(cache=True, nogil=True, fastmath=set(fastmath) or False)
+    options = dict(cache=True, nogil=True, fastmath=set(fastmath) or False)
+    jit = numba.njit(**options)
+    inlined = numba.njit(**options, inline="always") if set(inline) & set(pending) else None
     with _LOCK:  # threads fitting at once: one wraps, the others see its dispatcher (jit of one raises)
         for name in pending:
             if not isinstance(namespace[name], Dispatcher):
-                namespace[name] = jit(namespace[name])
+                namespace[name] = (inlined if name in inline else jit)(namespace[name])

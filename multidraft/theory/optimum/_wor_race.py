@@ -48,7 +48,7 @@ from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_ord
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
-from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread
+from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread, radix_order_64, tighten_bounds
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
 
@@ -118,8 +118,7 @@ def _sorted_by_scan(p: np.ndarray, q: np.ndarray, sort) -> tuple[np.ndarray, np.
     np.negative(key, out=key)
     order = None if sort is None else sort(key)
     if order is None:
-        _compiled()
-        order = _radix_order(key)
+        order = radix_order_64(key)
     p_sorted, q_sorted = np.empty(len(p)), np.empty(len(q))
     if gather_checked(p, q, key, np.ascontiguousarray(order, dtype=np.int64), p_sorted, q_sorted):
         order = ratio_order(p, q)
@@ -133,10 +132,34 @@ class RaceBasis:
     step from ``race_step``'s bound (both of its forms). The cut's probes and its final race take
     it from :func:`race_basis` once. σ and the step are computed on first use: a cut whose
     candidates all hold the whole draft mass (λ = 0, g = 1 without a race: every P* = 1 node of
-    a tree) never needs them (their 0.3-0.5 ms at n = 49152)."""
+    a tree) never needs them (their 0.3-0.5 ms at n = 49152). It keeps the races' checkpoints
+    (:meth:`checkpoints`): a P* < 1 node's cut ran 2-9 races over ~49,000 tokens, most of them at
+    one node set (0.5 ms each at n = 49152, K = 2)."""
 
     def __init__(self, q_sorted: np.ndarray, k: int, outside: np.ndarray) -> None:
         self.outside, self._q_sorted, self._k = outside, q_sorted, k
+        self._known: dict[tuple[bytes, float], tuple] = {}
+
+    def checkpoints(self, head: np.ndarray, light: np.ndarray, scale: float, t: np.ndarray, a: np.ndarray, prefixes: np.ndarray) -> tuple:
+        """``(q, light, scale, starts, marks)`` of the split race over ``head`` (q in scan order,
+        ``light`` its mask, ``scale`` its largest light mass) at the nodes ``t``: checkpoints every
+        :data:`CHECKPOINT` tokens and at ``prefixes``. A token's factor and powers depend on itself,
+        the nodes and the scale only, and enter in token order by the same operations wherever a
+        pass starts: a state is the same from any race that reaches it, so those made for the
+        same nodes and scale are kept, over the longest head asked (``q``, ``light`` cover it)."""
+        key = (t.tobytes(), scale)
+        known = self._known.get(key)
+        if known is not None and len(known[0]) >= len(head):
+            return known
+        begin = 0 if known is None else int(known[3][-1])
+        starts = np.union1d(np.arange(0, len(head) + 1, CHECKPOINT), prefixes)
+        starts = np.union1d(starts[starts >= begin], [begin])
+        initial = _empty_prefix(self._k, len(t), a.shape[0]) if known is None else tuple(x[-1] for x in known[4])
+        marks = _checkpoints(head, light, scale, a, self._k, t, starts, *initial)
+        if known is not None:  # the known marks, then the new ones after their last (its state again)
+            starts, marks = np.concatenate([known[3], starts[1:]]), tuple(np.concatenate([old, new[1:]]) for old, new in zip(known[4], marks))
+        self._known[key] = (head, light, scale, starts, marks)
+        return self._known[key]
 
     @functools.cached_property
     def _spread_step(self) -> tuple[float, float]:
@@ -155,6 +178,13 @@ class RaceBasis:
 def race_basis(q_sorted: np.ndarray, k: int) -> RaceBasis:
     """The :class:`RaceBasis` of the draft masses in scan order."""
     return RaceBasis(q_sorted, k, outside_mass(q_sorted))
+
+
+def _empty_prefix(k: int, nodes: int, sums: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(ν, state, mass)`` of a race's empty prefix: no power sums, the product 1, no mass."""
+    state = np.zeros((k, nodes))
+    state[0, :] = 1.0
+    return np.zeros(sums), state, 0.0
 
 
 def _scan_nodes(k: int, step: float, smallest_rate: float) -> tuple[np.ndarray, np.ndarray]:
@@ -205,18 +235,17 @@ class PrefixRace:
         self.a = stirling_weights(moment_order(k), k)
         self.split = split
         self._live = live
+        self._basis = basis
         self._marks = self._checkpoints(split)
 
     def _checkpoints(self, split: bool) -> tuple:
-        """(light mask, scale, checkpoint prefixes, marks) of the split pass, or of the
-        token-by-token one (one checkpoint, the empty prefix)."""
+        """(q, light mask, scale, checkpoint prefixes, marks): the basis's split pass, or token by token."""
         _compiled()
         if split:
             light, scale = light_split(self.head, float(self.t[-1]))
-            starts = np.union1d(np.arange(0, len(self.head) + 1, CHECKPOINT), self._live)
-        else:
-            light, scale, starts = np.zeros(len(self.head), dtype=bool), 1.0, np.zeros(1, dtype=np.int64)
-        return light, scale, starts, _checkpoints(self.head, light, scale, self.a, self.k, self.t, starts)
+            return self._basis.checkpoints(self.head, light, scale, self.t, self.a, self._live)
+        light, starts = np.zeros(len(self.head), dtype=bool), np.zeros(1, dtype=np.int64)
+        return self.head, light, 1.0, starts, _checkpoints(self.head, light, 1.0, self.a, self.k, self.t, starts, *_empty_prefix(self.k, len(self.t), self.a.shape[0]))
 
     def negligible(self, prefixes: np.ndarray) -> np.ndarray:
         """Prefixes whose value is 1 within ``RACE_TOLERANCE``."""
@@ -237,9 +266,9 @@ class PrefixRace:
         return np.clip(out, 0.0, 1.0)
 
     def _run(self, marks: tuple, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        light, scale, starts, (nu_marks, state_marks, mass_marks) = marks
+        q, light, scale, starts, (nu_marks, state_marks, mass_marks) = marks
         return _containment(
-            self.head, light, scale, self.a, self.k, self.t, self.w, starts, nu_marks, state_marks, mass_marks,
+            q, light, scale, self.a, self.k, self.t, self.w, starts, nu_marks, state_marks, mass_marks,
             prefixes, self.outside[prefixes],
         )  # fmt: skip
 
@@ -281,20 +310,17 @@ def optimal_cut(
     # ~1e-16 per token, which is all of the spacing left when one token holds 1 - 1e-12.
     place = -basis.outside[: draftable + 1]
     known_x, known_g = [float(place[0]), 0.0], [0.0, 1.0]
+    candidates = np.flatnonzero(lower <= bound + tolerance)
+    count, probe = len(candidates), int(candidates[np.argmin(lower[candidates])]) if len(candidates) else -1
     for _ in range(_PROBES):
-        candidates = np.flatnonzero(lower <= bound + tolerance)
-        if len(candidates) <= _FEW:
-            break
-        probe = int(candidates[np.argmin(lower[candidates])])
-        if probe == 0 or place[probe] in known_x:  # its lower bound is exact already: no better prefix
+        if count <= _FEW or probe == 0 or place[probe] in known_x:  # probe's bound exact already: no better prefix
             break
         contained = float(containment_at(q_sorted, k, np.array([probe]), basis=basis)[0])
         bound = min(bound, prefix_p[probe] + 1.0 - contained)
         at = int(np.searchsorted(known_x, place[probe]))
         known_x.insert(at, float(place[probe]))
         known_g.insert(at, contained)
-        chord = np.interp(place, known_x, known_g)
-        lower = np.maximum(lower, prefix_p[: draftable + 1] + 1.0 - chord)
+        count, probe = tighten_bounds(lower, prefix_p, place, known_x, known_g, bound + tolerance)
     candidates = np.flatnonzero(lower <= bound + tolerance)
     contained = _candidate_containment(q_sorted, k, candidates, lower[candidates], prefix_p, tolerance, basis)
     values = prefix_p[candidates] + 1.0 - contained
@@ -422,39 +448,6 @@ def _compiled() -> None:
     compile_in_place(globals(), KERNELS)
 
 
-def _radix_order(key):
-    n = key.shape[0]
-    bits, spare = np.empty(n, np.uint64), np.empty(n, np.uint64)
-    order, moved = np.arange(n), np.empty(n, np.int64)
-    raw = key.view(np.uint64)
-    sign, everything = np.uint64(1) << np.uint64(63), ~np.uint64(0)
-    for i in range(n):
-        if key[i] != key[i]:
-            bits[i] = everything  # NaN (p = q = 0) last
-        elif raw[i] & sign:
-            bits[i] = ~raw[i]
-        else:
-            bits[i] = raw[i] | sign
-    counts = np.empty(2048, np.int64)
-    mask = np.uint64(2047)
-    for shift in range(0, 64, 11):
-        step = np.uint64(shift)
-        counts[:] = 0
-        for i in range(n):
-            counts[np.int64((bits[i] >> step) & mask)] += 1
-        if counts.max() == n:  # one digit throughout: the pass would not move anything
-            continue
-        total = 0
-        for d in range(2048):
-            total, counts[d] = total + counts[d], total
-        for i in range(n):
-            d = np.int64((bits[i] >> step) & mask)
-            spare[counts[d]], moved[counts[d]] = bits[i], order[i]
-            counts[d] += 1
-        bits, spare, order, moved = spare, bits, moved, order
-    return order
-
-
 def _advance(q, light, scale, t, k, state, nu, lo, hi, mass):
     """Tokens ``lo..hi - 1`` into the split product: runs of light tokens into the power sums
     (:func:`~multidraft.theory.optimum._wor_moments._accumulate_powers`), each other token's
@@ -516,16 +509,13 @@ def _product_at(state_g, nu, scale, light_mass, t_g, k, a, out, out_bound, phi, 
         out_bound[m] = ROUNDING * bound
 
 
-def _checkpoints(q, light, scale, a, k, t, starts):
-    """At the prefixes ``starts`` (sorted, from 0): (power sums, product of the other tokens'
-    factors, light mass)."""
+def _checkpoints(q, light, scale, a, k, t, starts, nu, state, mass):
+    """At the prefixes ``starts`` (sorted): (power sums, product of the other tokens' factors,
+    light mass), from their values ``nu``, ``state``, ``mass`` at ``starts[0]`` (copied)."""
     nodes = t.shape[0]
     marks = starts.shape[0]
     nu_marks, state_marks, mass_marks = np.zeros((marks, a.shape[0])), np.zeros((marks, k, nodes)), np.zeros(marks)
-    state = np.zeros((k, nodes))
-    state[0, :] = 1.0
-    nu = np.zeros(a.shape[0])
-    mass = 0.0
+    state, nu = state.copy(), nu.copy()
     for mark in range(marks):
         nu_marks[mark], state_marks[mark], mass_marks[mark] = nu, state, mass
         if mark + 1 < marks:
@@ -581,6 +571,6 @@ def _count_law(q, light, scale, a, k, t):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_radix_order", "_advance", "_add_factors", "_product_at", "_checkpoints",
+    "_advance", "_add_factors", "_product_at", "_checkpoints",
     "_containment", "_count_law",
 )

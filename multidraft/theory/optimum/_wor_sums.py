@@ -10,6 +10,9 @@ that prune the scan, outside masses, and the race's spread σ (docs/optimal_veri
   of the K - 1 largest: what ``race_step`` needs to place the nodes of a race.
 * p and q gathered into the scan order, with the check for tied keys that sends the scan to
   :func:`~multidraft.theory.laws._kernels.ratio_order` (:func:`gather_checked`).
+* The chords of the cut's probes raise the lower bounds, and the candidates left are counted,
+  in one pass (:func:`tighten_bounds`).
+* The scan's own 64-bit radix sort of its keys (:func:`radix_order_64`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["upper_products", "prefix_bounds", "outside_mass", "race_spread", "gather_checked"]
+__all__ = ["upper_products", "prefix_bounds", "outside_mass", "race_spread", "gather_checked", "tighten_bounds", "radix_order_64"]
 
 
 def upper_products(q_sorted: np.ndarray, prefix_q: np.ndarray, k: int) -> np.ndarray:
@@ -76,6 +79,32 @@ def gather_checked(p: np.ndarray, q: np.ndarray, key: np.ndarray, order: np.ndar
     numpy's ``key[order]`` and two gathers made three."""
     _compiled()
     return bool(_gather_checked(p, q, key, order, p_sorted, q_sorted))
+
+
+def tighten_bounds(lower: np.ndarray, prefix_p: np.ndarray, place: np.ndarray, known_x: list[float], known_g: list[float], threshold: float) -> tuple[int, int]:
+    """``lower <- max(lower, P_j + 1 - chord(x_j))`` in place, ``chord = np.interp(place,
+    known_x, known_g)`` (g's chords through the probed prefixes, Lemma 1), then ``(count,
+    first)``: how many prefixes have ``lower <= threshold`` and the first of least lower bound
+    among them (-1 if none). The bits of the numpy expressions (``np.interp``'s slopes, its
+    exact-node and end cases, ``np.maximum``'s NaN), in one pass instead of six over the
+    vocabulary's prefixes (0.3 ms per probe at n = 49152)."""
+    _compiled()
+    xp, fp = np.asarray(known_x, dtype=np.float64), np.asarray(known_g, dtype=np.float64)
+    return _tighten(lower, prefix_p, place, xp, fp, (fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1]), float(threshold))
+
+
+def radix_order_64(key: np.ndarray) -> np.ndarray:
+    """The stable ascending order of the doubles ``key`` (NaN last) by all 64 bits: the bits made
+    order-preserving as unsigned integers (sign bit set for positives, all bits flipped for
+    negatives, NaN the largest), then stable counting passes of 11 bits (a pass whose digit is
+    the same throughout is skipped); the scan's own sort
+    (:func:`~multidraft.theory.optimum._wor_race.scan_order`).
+
+    >>> radix_order_64(np.array([-0.5, -np.inf, np.nan, -0.0, -0.75])).tolist()
+    [1, 4, 0, 3, 2]
+    """
+    _compiled()
+    return _radix_order(np.ascontiguousarray(key, dtype=np.float64))
 
 
 def _compiled() -> None:
@@ -186,5 +215,74 @@ def _upper_products(q, prefix_q, k, bounds, out):
             out[j] = shifted - product
 
 
+def _tighten(lower, prefix_p, place, xp, fp, slopes, threshold):
+    """:func:`tighten_bounds`'s pass; the chord is ``np.interp``'s own steps (compiled_base.c:
+    the ends, a place on a node, ``slope (x - x_j) + f_j`` and its NaN fallbacks), its interval
+    found from the previous one (the places increase)."""
+    count, first, j, last = 0, -1, 0, xp.shape[0] - 1
+    for i in range(lower.shape[0]):
+        x = place[i]
+        if x != x:
+            chord = x
+        elif x < xp[0]:
+            chord = fp[0]
+        elif x >= xp[last]:
+            chord = fp[last]
+        else:
+            if xp[j] > x:
+                j = 0
+            while xp[j + 1] <= x:  # xp[j] <= x < xp[j + 1]
+                j += 1
+            if xp[j] == x:
+                chord = fp[j]
+            else:
+                chord = slopes[j] * (x - xp[j]) + fp[j]
+                if chord != chord:
+                    chord = slopes[j] * (x - xp[j + 1]) + fp[j + 1]
+                    if chord != chord and fp[j] == fp[j + 1]:
+                        chord = fp[j]
+        raised = (prefix_p[i] + 1.0) - chord
+        if not (lower[i] >= raised or lower[i] != lower[i]):  # np.maximum: NaN wins
+            lower[i] = raised
+        if lower[i] <= threshold:
+            count += 1
+            if first < 0 or lower[i] < lower[first]:
+                first = i
+    return count, first
+
+
+def _radix_order(key):
+    n = key.shape[0]
+    bits, spare = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    order, moved = np.arange(n), np.empty(n, np.int64)
+    raw = key.view(np.uint64)
+    sign, everything = np.uint64(1) << np.uint64(63), ~np.uint64(0)
+    for i in range(n):
+        if key[i] != key[i]:
+            bits[i] = everything  # NaN (p = q = 0) last
+        elif raw[i] & sign:
+            bits[i] = ~raw[i]
+        else:
+            bits[i] = raw[i] | sign
+    counts = np.empty(2048, np.int64)
+    mask = np.uint64(2047)
+    for shift in range(0, 64, 11):
+        step = np.uint64(shift)
+        counts[:] = 0
+        for i in range(n):
+            counts[np.int64((bits[i] >> step) & mask)] += 1
+        if counts.max() == n:  # one digit throughout: the pass would not move anything
+            continue
+        total = 0
+        for d in range(2048):
+            total, counts[d] = total + counts[d], total
+        for i in range(n):
+            d = np.int64((bits[i] >> step) & mask)
+            spare[counts[d]], moved[counts[d]] = bits[i], order[i]
+            counts[d] += 1
+        bits, spare, order, moved = spare, bits, moved, order
+    return order
+
+
 #: The compiled kernels of this module.
-KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_gather_checked", "_upper_products")
+KERNELS = ("_prefix_sums", "_suffix_sums", "_top_spread", "_gather_checked", "_upper_products", "_tighten", "_radix_order")

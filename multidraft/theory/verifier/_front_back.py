@@ -67,26 +67,32 @@ def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
 
 def front_back_pass(
     target: np.ndarray, draft: np.ndarray, boundary: int, k: int, nodes: np.ndarray, weights: np.ndarray,
-    alpha: np.ndarray | None = None,
+    alpha: np.ndarray | None = None, upto: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(α, r)`` by position for p and q given in position order (U = ``[0, boundary)``).
 
     ``alpha=None`` fits α (module docstring); otherwise the law of the rule with the given α.
+    ``upto``: only the first ``upto`` positions get their α and r (the others 0, or their given
+    α): a later position enters those laws only through the suffix products, which the pass
+    computes first, so each is what the whole pass gives, bit for bit (the U side alone of
+    ``wor_selection_rule``: U's few hundred tokens, not the T* tokens behind them, ~2/3 of a pass
+    over the vocabulary).
     """
-    alpha, r, _, _ = front_back_head(target, draft, boundary, k, nodes, weights, alpha)
+    alpha, r, _, _ = front_back_head(target, draft, boundary, k, nodes, weights, alpha, upto=upto)
     return alpha, r
 
 
 def front_back_head(
     target: np.ndarray, draft: np.ndarray, boundary: int, k: int, nodes: np.ndarray, weights: np.ndarray,
-    alpha: np.ndarray | None = None, suffix: tuple[np.ndarray, np.ndarray, float] | None = None,
+    alpha: np.ndarray | None = None, suffix: tuple[np.ndarray, np.ndarray, float] | None = None, upto: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`front_back_pass` for the *head* of a T* part followed by a tail of tokens not given
     (``boundary < len(draft)``): ``suffix = (Φ, Ψ, mass)`` are the tail's truncated product
     ``Π (e^{-qt} + (1 - e^{-qt}) x)`` and its arrival companion at the nodes (``[G, K]``) and its
     draft mass; the tail's coins say "back". Returns ``(α, r, Φ_pre, Ψ_pre)``, the last two the
     prefix pair after the head (U blocked, coins applied): what the tail's law needs
-    (:mod:`~multidraft.theory._wor_tail`)."""
+    (:mod:`~multidraft.theory._wor_tail`). ``upto`` as in :func:`front_back_pass` (the prefix
+    pair is then that after position ``upto``)."""
     fit = alpha is None
     given = np.zeros(len(draft)) if fit else np.ascontiguousarray(alpha, dtype=np.float64)
     count = len(nodes)
@@ -99,11 +105,11 @@ def front_back_head(
     pad = -count % LANES
     nodes, weights = (np.concatenate([np.asarray(x, dtype=np.float64), np.full(pad, fill)]) for x, fill in ((nodes, nodes[-1]), (weights, 0.0)))
     suffix_phi, suffix_psi = (np.concatenate([np.transpose(x), np.repeat(np.transpose(x)[:, -1:], pad, axis=1)], axis=1) for x in (suffix_phi, suffix_psi))
-    compile_in_place(globals(), KERNELS)
+    compile_in_place(globals(), KERNELS, inline=INLINED)
     alpha, r, pre_phi, pre_psi = _pass(
         np.ascontiguousarray(target, dtype=np.float64), np.ascontiguousarray(draft, dtype=np.float64),
         int(boundary), int(k), nodes, weights, given, fit, np.ascontiguousarray(suffix_phi, dtype=np.float64),
-        np.ascontiguousarray(suffix_psi, dtype=np.float64), float(suffix_mass),
+        np.ascontiguousarray(suffix_psi, dtype=np.float64), float(suffix_mass), len(draft) if upto is None else int(upto),
     )  # fmt: skip
     return alpha, r, np.ascontiguousarray(pre_phi[:, :count].T), np.ascontiguousarray(pre_psi[:, :count].T)
 
@@ -213,7 +219,7 @@ def _coefficients(pre_phi, pre_psi, post_phi, post_psi, k, x1, x2):
             x2[g] += a[g] * b[g] + c[g] * d[g]
 
 
-def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix_mass):
+def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix_mass, upto):
     n, nodes = q.shape[0], t.shape[0]
     stay, drawn = np.empty(nodes), np.empty(nodes)
     tops = np.arange(k - 1, 1, -2)  # the top coefficient of each two-coefficient pass of _factor
@@ -253,6 +259,8 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
     x1, x2, y1, y2 = np.empty(nodes), np.empty(nodes), np.empty(nodes), np.empty(nodes)
     for c in range(blocks):
         lo, hi = c * block, min(c * block + block, n)
+        if lo >= upto:  # the laws asked for are done
+            break
         post_phi[hi - lo], post_psi[hi - lo] = mark_phi[c + 1], mark_psi[c + 1]
         for j in range(hi - 1, lo - 1, -1):
             i = j - lo
@@ -267,7 +275,7 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
             if j > lo:
                 post_phi[i], post_psi[i] = post_phi[i + 1], post_psi[i + 1]
                 _factor(post_phi[i], post_psi[i], stays[i], draws[i], q[j], 1.0, k, tops)
-        for j in range(lo, hi):
+        for j in range(lo, min(hi, upto)):
             i = j - lo
             if j == boundary:  # T*: the event D ∩ U = ∅ blocks every U token
                 pre_psi[:, :] = 0.0
@@ -287,10 +295,9 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
                     else:
                         y2[:] = 0.0
                 whole, last = 0.0, 0.0
-                a, b, s = stays[i], draws[i], blocked[i]
-                for g in range(nodes):
-                    whole += w[g] * 1.0 * (q[j] * a[g] * x1[g] + b[g] * x2[g])
-                    last += w[g] * s[g] * (q[j] * a[g] * y1[g] + b[g] * y2[g])
+                for g in range(nodes):  # indexed, not through row views (5% of a pass at K = 2)
+                    whole += w[g] * 1.0 * (q[j] * stays[i, g] * x1[g] + draws[i, g] * x2[g])
+                    last += w[g] * blocked[i, g] * (q[j] * stays[i, g] * y1[g] + draws[i, g] * y2[g])
                 if fit:
                     gap = whole - last
                     if gap <= 1e-300:
@@ -307,5 +314,7 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
     return alpha, r, pre_phi, pre_psi
 
 
-#: The compiled kernels of this module.
+#: The compiled kernels of this module, and those copied into the pass where it calls them
+#: (about ten calls per token, each passing arrays).
 KERNELS = ("_decay", "_factor", "_coefficients", "_pass")
+INLINED = frozenset({"_decay", "_factor", "_coefficients"})

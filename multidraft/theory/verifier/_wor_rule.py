@@ -74,6 +74,12 @@ SIDE_TOLERANCE = 1e-10
 #: both reach P* (q itself optimal) their sums differ by rounding alone, and a target moved by
 #: 1e-15 chose one or the other (selective's E[τ] on a 64-node tree moved by 0.11 with it).
 FIRST_DRAFT_GAIN = 1e-14
+#: Plain front/back on T* replaces its uniform tail only when it accepts more by this much. The
+#: two share the head's rule (its coins fitted against the same suffix, whose product differs by
+#: rounding only: Σ |Δr| over the head <= 3e-16 on the static-64 nodes) and the tail's tokens are
+#: pool tokens, p <= r*: plain gains at most the tail's own gap Σ_tail (p - min(p, r)), so where
+#: that is below half this margin the plain pass (as long as the whole T* side) is not run.
+TAIL_GAIN = 1e-14
 
 
 @dataclass(frozen=True)
@@ -386,6 +392,16 @@ def _merged(p_t, q_t, outside):
     return p_t, q_t, 0
 
 
+def _plain_may_gain(p_t, r_t, start, size):
+    """Whether plain front/back (or another order) may beat the T* side's rule ``r_t`` with its
+    uniform tail from ``start`` by :data:`TAIL_GAIN`: always without a tail or where the order
+    search runs (``size`` <= :data:`LOCAL_SEARCH`), else only if the tail's own gap
+    ``Σ_tail (p - min(p, r))`` exceeds half the margin (the head being the same rule)."""
+    if start == size or size <= LOCAL_SEARCH:
+        return True
+    return pairwise_sum(p_t[start:]) - min_sum(p_t[start:], r_t[start:]) > 0.5 * TAIL_GAIN
+
+
 def _tail_start(p, q, r_star, t_max):
     """First index of the longest suffix of light pool tokens (module constants), or ``len(p)``."""
     start = tail_start(p, q, r_star, t_max, LIGHT, TAIL_SLACK)
@@ -397,7 +413,7 @@ def _u_side(p, q, k, u_order, t_order):
     laws need the T* race token by token): ``(α, r)`` of the U tokens."""
     order = np.concatenate([u_order, t_order])
     nodes, weights = front_back_nodes(q, k)
-    alpha, r = front_back_pass(p[order], q[order], len(u_order), k, nodes, weights)
+    alpha, r = front_back_pass(p[order], q[order], len(u_order), k, nodes, weights, upto=len(u_order))
     return alpha[: len(u_order)], r[: len(u_order)]
 
 
@@ -488,14 +504,15 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     if len(t_tokens):
         a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t)
         t_short = t_target - min_sum(p_t, r_t)
-        if t_short > SIDE_TOLERANCE:  # front/back throughout (without the tail), other orders too
+        if t_short > SIDE_TOLERANCE and _plain_may_gain(p_t, r_t, start, len(t_tokens)):
+            # front/back throughout (without the tail), other orders too
             a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(merged_p, merged_q, lead, k)[:2]
             plain_short = t_target - float(np.minimum(p_t, r_plain).sum())
             order_t, a_plain, r_plain, plain_short = _order_search(
                 p, t_tokens, (a_plain, r_plain), plain_short, t_target,
                 lambda o: _t_side(*_merged(p[o], q[o], outside), k)[:2], len(t_tokens) + 1,
             )  # fmt: skip
-            if plain_short < t_short or start == len(t_tokens):
+            if plain_short < t_short - TAIL_GAIN or start == len(t_tokens):
                 t_tokens, a_t, r_t, t_short, start = order_t, a_plain, r_plain, plain_short, len(t_tokens)
                 q_t = q[t_tokens]
         if start < len(t_tokens):

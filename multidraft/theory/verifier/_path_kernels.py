@@ -122,11 +122,23 @@ def psolo(xs, ys, cw, c, target, lo, hi):
 
 
 @jit
-def path_stack_pass(xs, ys, cw, mass, target, lo, hi, piece_start, piece_end, group_end, offset, count, stack, hull_start, hull_mass, hull_weight):
+def path_stack_pass(
+    xs, ys, cw, mass, target, lo, hi, piece_start, piece_end, group_end, offset, count, stack, hull_start, hull_end, hull_mass, hull_weight,
+):  # fmt: skip
     """The stack pass (group by group) of :func:`~multidraft.theory.verifier._curtain_kernels.stack_pass`
     with ``W`` of the path's weight: groups by decreasing density, each set's solo interval
     popping the hulls it overlaps. Writes the pieces and every group's piece end; returns the
-    new number of pieces."""
+    new number of pieces.
+
+    A merged set's interval must hold the hulls it popped. In exact arithmetic its root does
+    (its mean weight is at most theirs), except on a plateau of roots (the staircase's weight is
+    a step function, ``W(α, α + c)`` constant in α), where the first root can end before the last
+    child: its first piece then runs far past its mass. So a merged set's root is sought from
+    ``max(floor, last child's end - c)`` on (issue 33: n = 2048, 0.8/1.2, a group of mass 5.5e-5
+    with a piece of 0.025). And a hull's extent ``[hull_start, hull_end]`` covers its children's
+    (``start + c`` can round a few ulps inside the last child's end), the next hull sitting
+    behind the recorded end: the pieces are disjoint in floating point, not only up to rounding
+    (issue 33: 175 pieces 1-3 ulps into their neighbours at n = 49152, 0.8/1.2)."""
     m = mass.shape[0]
     top = 0
     for g in range(m):
@@ -134,27 +146,31 @@ def path_stack_pass(xs, ys, cw, mass, target, lo, hi, piece_start, piece_end, gr
         first_child = top
         while top > 0:
             below = stack[top - 1]
-            end = hull_start[below] + hull_mass[below]
+            end = hull_end[below]
             if end + c <= hi and pweight(xs, ys, cw, end, end + c) >= r:
                 break
             top -= 1
             c += hull_mass[below]
             r += hull_weight[below]
-        floor = lo if top == 0 else hull_start[stack[top - 1]] + hull_mass[stack[top - 1]]
+        floor = lo if top == 0 else hull_end[stack[top - 1]]
+        if first_child > top:  # a merged set's interval holds its children: it ends at or after the last one's end
+            floor = max(floor, hull_end[stack[first_child - 1]] - c)
         start = psolo(xs, ys, cw, c, r, floor, hi)  # behind the hull below (a plateau of roots: its first)
         cursor = start + c
+        left, right = start, cursor
         for index in range(first_child - 1, top - 2, -1):
             if index >= top:
                 child = stack[index]
-                piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                piece_begin, piece_stop = hull_end[child], cursor
                 cursor = hull_start[child]
+                left, right = min(left, cursor), max(right, piece_begin)
             else:
                 piece_begin, piece_stop = start, cursor
             piece_stop = max(piece_stop, piece_begin)
             piece_start[count], piece_end[count] = piece_begin, piece_stop
             count += 1
         group_end[offset + g] = count
-        hull_start[g], hull_mass[g], hull_weight[g] = start, c, r
+        hull_start[g], hull_end[g], hull_mass[g], hull_weight[g] = left, right, c, r
         stack[top] = g
         top += 1
     return count

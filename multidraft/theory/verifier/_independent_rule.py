@@ -326,7 +326,7 @@ def _side_by_side(path_i, mass, lo, offset):
     start = np.concatenate([[lo], end[:-1]])
     bounds = np.arange(len(mass) + 1)
     law = np.empty(len(mass))
-    _paths().piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], law)
+    _paths().sorted_piece_laws(xs, ys, cw, start, end, law)
     return np.arange(len(mass)) + offset, bounds, start, end, law
 
 
@@ -374,7 +374,7 @@ def draft_layout(q: np.ndarray, parts: tuple, coordinates: tuple, place) -> tupl
             groups += len(bounds) - 1
             pieces += len(start)
         lo = hi
-    cat = lambda xs, dt=np.float64: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)  # noqa: E731
+    cat = lambda xs, dt=np.float64: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dtype=dt)  # noqa: E731
     return law, _Layout(group, cat(firsts, np.int64), cat(lasts, np.int64), cat(starts), cat(ends), coordinates[0], coordinates[1])
 
 

@@ -28,9 +28,24 @@ def segment(xs, x):
 
 
 @jit
+def walk(xs, x, k):
+    """:func:`segment` found by walking on from a k with ``xs[k] <= x`` (or k = 0): the same k, in
+    O(steps) for points visited in increasing order."""
+    last = xs.shape[0] - 2
+    while k < last and xs[k + 1] <= x:
+        k += 1
+    return k
+
+
+@jit
 def other_mass(xs, ys, x):
     """F(x): the other coordinate of the path where this one is x."""
-    k = segment(xs, x)
+    return other_mass_at(xs, ys, x, segment(xs, x))
+
+
+@jit
+def other_mass_at(xs, ys, x, k):
+    """:func:`other_mass` on x's segment k."""
     span = xs[k + 1] - xs[k]
     if span <= 0.0:
         return ys[k + 1]
@@ -78,8 +93,13 @@ def pweight(xs, ys, cw, a, b):
     between (no cancellation inside one segment)."""
     if b <= a:
         return 0.0
-    ka, kb = segment(xs, a), segment(xs, b)
-    fa, fb = other_mass(xs, ys, a), other_mass(xs, ys, b)
+    return pweight_at(xs, ys, cw, a, b, segment(xs, a), segment(xs, b))
+
+
+@jit
+def pweight_at(xs, ys, cw, a, b, ka, kb):
+    """:func:`pweight` (a < b) on a's segment ka and b's segment kb."""
+    fa, fb = other_mass_at(xs, ys, a, ka), other_mass_at(xs, ys, b, kb)
     if ka == kb:
         return (b - a) * (1.0 - 0.5 * (fa + fb))
     out = (xs[ka + 1] - a) * (1.0 - 0.5 * (fa + ys[ka + 1]))
@@ -184,6 +204,18 @@ def piece_laws(xs, ys, cw, piece_start, piece_end, first, last, out):
         for j in range(first[g], last[g]):
             total += pweight(xs, ys, cw, piece_start[j], piece_end[j])
         out[g] = total
+
+
+@jit
+def sorted_piece_laws(xs, ys, cw, piece_start, piece_end, out):
+    """``out[j] = W(piece_start[j], piece_end[j])`` for one piece per token, starts non-decreasing
+    (side by side): :func:`pweight`'s arithmetic, the segments found by walking along the path
+    (O(pieces + breakpoints) in all, not a binary search per end)."""
+    k = 0
+    for j in range(piece_start.shape[0]):
+        a, b = piece_start[j], piece_end[j]
+        k = walk(xs, a, k)
+        out[j] = pweight_at(xs, ys, cw, a, b, k, walk(xs, b, k)) if b > a else 0.0
 
 
 @jit

@@ -119,7 +119,7 @@ def staircase_rule(rule: IndependentRule, steps: int = STEPS, laws: tuple | None
     (any pair satisfying (GR) with U tight, e.g. :func:`._ordered_split.ordered_split`'s).
 
     ``acceptance`` of the result is its own ``Σ min(p, law1 + law2)``, computed from its pieces.
-    Complexity: O(n log n) per step (two sorts, a compiled stack pass).
+    Complexity: O(n log n) per step (a sort of each draft's tokens, compiled passes).
     """
     p, qs = rule.target, (rule.draft, rule.draft2)
     in_t = np.zeros(rule.n, dtype=bool)

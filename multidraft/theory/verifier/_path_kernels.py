@@ -56,7 +56,12 @@ def other_mass_at(xs, ys, x, k):
 def phi(xs, ys, cw, x):
     """``∫_0^x w`` (the cut scan's value): the trapezoid ``cw[k] + (x - xs[k]) (1 - (ys[k] + F(x))/2)``
     on x's segment k, F(x) interpolated without clipping, as numpy evaluates it term by term."""
-    k = segment(xs, x)
+    return phi_at(xs, ys, cw, x, segment(xs, x))
+
+
+@jit
+def phi_at(xs, ys, cw, x, k):
+    """:func:`phi` on x's segment k."""
     span = xs[k + 1] - xs[k]
     f = ys[k] + (ys[k + 1] - ys[k]) * (x - xs[k]) / span if span > 0.0 else ys[k + 1]
     return cw[k] + (x - xs[k]) * (1.0 - 0.5 * (ys[k] + f))
@@ -66,14 +71,20 @@ def phi(xs, ys, cw, x):
 def cut_scan(xs, ys, cw, ms, rs, lo, hi):
     """The iid cut scan on a path's weight: the first j minimising
     ``V_j = Σ_{i<j} rs[i] + Φ(max(hi - Σ_{i<j} ms[i], lo)) - Φ(lo)`` (``V_0 = Φ(hi) - Φ(lo)``,
-    Φ = :func:`phi`), prefix sums accumulated in order (numpy's ``cumsum``), one pass."""
+    Φ = :func:`phi`), prefix sums accumulated in order (numpy's ``cumsum``), one pass. The points
+    ``max(hi - Σ ms, lo)`` do not increase, so their segments are found by walking down the path
+    from hi's (the k of :func:`segment`, without a binary search per point)."""
     base = phi(xs, ys, cw, lo)
-    best, low = 0, phi(xs, ys, cw, hi) - base
+    k = segment(xs, hi)
+    best, low = 0, phi_at(xs, ys, cw, hi, k) - base
     cm, cr = 0.0, 0.0
     for j in range(ms.shape[0]):
         cm += ms[j]
         cr += rs[j]
-        value = cr + phi(xs, ys, cw, max(hi - cm, lo)) - base
+        x = max(hi - cm, lo)
+        while k > 0 and xs[k] > x:
+            k -= 1
+        value = cr + phi_at(xs, ys, cw, x, k) - base
         if value < low:
             best, low = j + 1, value
     return best

@@ -249,3 +249,99 @@ def test_the_fit_equals_the_fit_by_numpys_sort_and_scan(temperatures):
         for field in ("group", "first", "last", "start", "end"):
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert any(not np.array_equal(a.group, b.group) for a, b in zip(fast.layouts, unstable.layouts))
+
+
+# -- the staircase --------------------------------------------------------------------------------
+def test_sorted_piece_laws_are_the_binary_search_laws():
+    """Side-by-side pieces on a staircase-like path (repeated breakpoints, zero masses): the walk
+    along the path gives :func:`piece_laws`'s doubles (one binary search per end), bit for bit.
+    Twin: the same pieces in reverse order, where a forward walk misses their segments."""
+    rng = np.random.default_rng(3)
+    q = rng.dirichlet(np.full(300, 0.3))
+    q[::7] = 0.0
+    q /= q.sum()
+    order = rng.permutation(300)
+    path = rule_module.prefix_path(np.repeat(order, 1), (q, rng.dirichlet(np.ones(300))))
+    xs, ys, cw = path.coordinates(0)
+    xs = np.repeat(xs, 2)[1:-1]  # every breakpoint twice: a staircase's flats and jumps
+    ys = np.repeat(ys, 2)[2:]
+    xs, ys = xs[: len(ys)], ys[: len(xs)]
+    cw = np.empty(len(xs))
+    _path_kernels.cumulative(xs, ys, cw)
+    mass = rng.permutation(q) * 0.7
+    end = 0.1 + np.cumsum(mass)
+    start = np.concatenate([[0.1], end[:-1]])
+    bounds = np.arange(len(mass) + 1)
+    walked, searched = np.empty(len(mass)), np.empty(len(mass))
+    _path_kernels.sorted_piece_laws(xs, ys, cw, start, end, walked)
+    _path_kernels.piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], searched)
+    np.testing.assert_array_equal(walked, searched)
+    backwards = np.empty(len(mass))
+    _path_kernels.sorted_piece_laws(xs, ys, cw, start[::-1].copy(), end[::-1].copy(), backwards)
+    assert not np.array_equal(backwards, searched[::-1])  # the twin
+
+
+@pytest.mark.parametrize("size", [_PACKED_SORT_FROM - 1, _PACKED_SORT_FROM, 30000])
+def test_staircase_density_order_is_the_stable_descending_argsort(size):
+    """The staircase's order (decreasing ``law / q``, ties in the given order) equals numpy's
+    ``argsort(-(law / q), kind="stable")`` on data with many exact ties and zero laws, below and
+    above the radix sort's threshold. Twin: the increasing order read backwards without reversing
+    the tokens first (ties come out reversed)."""
+    from multidraft.theory.verifier._staircase import _density_order
+
+    rng = np.random.default_rng(size)
+    law, q = tied(rng, size)[0], rng.choice([0.5, 0.25, 1.0], size)
+    law[::5] = 0.0
+    tokens = rng.permutation(size + 10)[:size]
+    law_n, q_n = np.zeros(size + 10), np.ones(size + 10)
+    law_n[tokens], q_n[tokens] = law, q
+    expected = tokens[np.argsort(-(law / q), kind="stable")]
+    np.testing.assert_array_equal(_density_order(law_n, q_n, tokens), expected)
+    assert not np.array_equal(tokens[rule_module._stable_order(law, q)][::-1], expected)  # the twin
+
+
+def staircase_path_by_lists(law, qs, parts, j):
+    """The staircase's breakpoints as the code built them before (Python lists, ``extend``)."""
+    q, other = qs[j], qs[1 - j]
+    own, far = [0.0], [0.0]
+    lo, lo_far = 0.0, 0.0
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        hi = 1.0 if last else lo + float(q[part].sum())
+        hi_far = 1.0 if last else lo_far + float(other[part].sum())
+        mine = part[q[part] > 0]
+        tokens = mine[np.argsort(-(law[mine] / q[mine]), kind="stable")]
+        ends = lo + np.cumsum(q[tokens])
+        heights = np.clip(1.0 - law[tokens] / q[tokens], lo_far, hi_far)
+        own.extend(np.stack([np.concatenate([[lo], ends])[:-1], ends], axis=1).ravel())
+        far.extend(np.repeat(heights, 2))
+        own.append(hi)
+        far.append(hi_far)
+        lo, lo_far = hi, hi_far
+    own = np.maximum.accumulate(np.minimum(np.asarray(own), 1.0))
+    far = np.maximum.accumulate(np.minimum(np.asarray(far), 1.0))
+    return (own, far) if j == 0 else (far, own)
+
+
+@pytest.mark.parametrize("size", [40, 9000])
+def test_staircase_path_is_the_list_built_path(size):
+    """:func:`staircase_path` (arrays, one shared sort) gives the breakpoints of the list-built
+    construction bit for bit, for both drafts, with U and T* nonempty, zero draft masses and tied
+    densities. Twin: heights not clipped into the parts' boxes differ."""
+    from multidraft.theory.verifier._staircase import staircase_path
+
+    rng = np.random.default_rng(size)
+    qs = [rng.dirichlet(np.full(size, 0.5)) for _ in range(2)]
+    qs[0][::9] = 0.0
+    qs = tuple(q / q.sum() for q in qs)
+    in_t = rng.random(size) < 0.6
+    parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
+    for j in (0, 1):
+        law = qs[j] * rng.choice([0.0, 0.3, 0.5, 1.0, rng.random()], size)
+        path = staircase_path(law, qs, parts, j)
+        own, far = staircase_path_by_lists(law, qs, parts, j)
+        np.testing.assert_array_equal(path.c1, own)
+        np.testing.assert_array_equal(path.c2, far)
+    with mock.patch.object(np, "clip", lambda values, low, high: values):
+        twin = staircase_path_by_lists(law, qs, parts, 1)
+    assert not np.array_equal(twin[0], path.c1)

@@ -268,15 +268,67 @@ def test_swapped_roles_when_draft_2s_staircase_does_not_tile(monkeypatch):
         assert out.fixed == 0 and float(np.minimum(p, out.law1 + out.law2).sum()) >= optimum - 1e-10
 
 
-def test_zipf_pair_whose_draft_2_staircase_did_not_tile():
-    """Regression, n = 49152, 0.8/1.2: draft 2's staircase (49,000 densities) failed the stack
-    pass's tiling check; the fit still returns one path at P* (to 1e-9)."""
+def _bench_pair(n: int, t1: float, t2: float) -> tuple:
+    """bench_orientation.py's instance: Zipf(1.1) target after the argsort keys, drafts at two
+    temperatures; returns (p, (q_1, q_2), P*, parts)."""
     rng = np.random.default_rng(0)
-    rng.random(49152)
-    p = zipf(49152, 1.1, rng)
-    qs = (softmax(np.log(p), 0.8), softmax(np.log(p), 1.2))
+    rng.random(n)  # the benchmark's argsort keys come first
+    p = zipf(n, 1.1, rng)
+    qs = (softmax(np.log(p), t1), softmax(np.log(p), t2))
     optimum, parts, _ = _optimum(p, *qs)
-    assert ascent_split(p, qs, parts, optimum)[2] >= optimum - 1e-9
+    return p, qs, optimum, parts
+
+
+def _overlap(start: np.ndarray, end: np.ndarray) -> float:
+    """``Σ lengths - |union|`` of the pieces, each piece's part already covered summed in a Python
+    loop over them sorted by (start, end) (a route apart from the tiling check's vectorised sweep;
+    not a difference of two sums, which would lose a 1-ulp overlap)."""
+    overlap, reach = 0.0, -np.inf
+    for a, b in sorted(zip(start.tolist(), end.tolist())):
+        overlap += max(min(b, reach) - a, 0.0)
+        reach = max(reach, b)
+    return overlap
+
+
+def _pairwise_check(start: np.ndarray, end: np.ndarray, slack: float = 1e-9) -> bool:
+    """The tiling check before the fix (its twin): pieces sorted by (start, end), each against the
+    previous one's end only."""
+    solid = end > start
+    order = np.lexsort((end[solid], start[solid]))
+    return not np.any(start[solid][order][1:] < end[solid][order][:-1] - slack)
+
+
+@pytest.mark.parametrize(("n", "pair"), [(2048, (0.8, 1.2)), (49152, (0.8, 1.2))])
+def test_draft_2s_staircase_tiles_where_rounding_nested_its_hulls(n, pair):
+    """Regression (issue 33): draft 2's staircase from the ascent did not tile at these settings
+    (and 131072, 0.8/1.6): hundreds of nested hulls, each ending at ``start + c`` a few ulps inside
+    its last child's end, the next hull behind that rounded end, so 1-ulp pieces began inside the
+    next piece, and the pairwise check counted the whole long piece as overlap (6.4e-7 at 49152;
+    the true overlap 2.5e-14). Now the hulls record their children's extent: draft 1's pieces are
+    disjoint exactly, draft 2's staircase tiles, and the fit needs no turn to draft 1 (P* to
+    1e-9). Twins: one thin piece moved 1 ulp inside a long piece has overlap > 0 (the exactness
+    check can fail) and is refused by the old pairwise check but accepted by the overlap measure;
+    a real overlap of 1e-6 is refused."""
+    from multidraft.theory.verifier._independent_rule import _check_tiling
+
+    p, qs, optimum, parts = _bench_pair(n, *pair)
+    law1, law2, layouts = fit_staircase(p, qs, parts, ascend(p, *qs, optimum, iterations=1).law2, 1)
+    assert float(np.minimum(p, law1 + law2).sum()) >= optimum - 1e-9
+    start, end = layouts[0].start, layouts[0].end
+    assert _overlap(start, end) == 0.0 and _pairwise_check(start, end)
+    out = ascent_staircase(p, qs, parts, optimum)
+    assert out.fixed == 1 and float(np.minimum(p, out.law1 + out.law2).sum()) >= optimum - 1e-9
+    if n > 2048:
+        return
+    long = int(np.argmax(end - start))
+    thin = np.nextafter(start[long], 1.0)
+    moved = (np.append(start, thin), np.append(end, np.nextafter(thin, 1.0)))
+    bounds = np.arange(len(moved[0]) + 1)
+    assert _overlap(*moved) > 0.0 and not _pairwise_check(*moved)
+    _check_tiling(*moved, 0.0, 1.0, bounds, moved[1] - moved[0])
+    real = (np.append(start, start[long]), np.append(end, start[long] + 1e-6))
+    with pytest.raises(RuntimeError, match="did not tile"):
+        _check_tiling(*real, 0.0, 1.0, bounds, real[1] - real[0])
 
 
 def _slow_instance() -> tuple:

@@ -68,3 +68,20 @@ def test_the_offset_twin_is_caught(monkeypatch):
     monkeypatch.setattr(_radix, "_pack_offset", without_offset)
     p, q = _fit_like(2)
     assert not np.array_equal(density_order(p, q), np.argsort(p / q, kind="stable"))
+
+
+def test_a_negative_ratio_is_refused_not_sorted_wrongly():
+    """A ratio a rounding below 0 (a law read off the pieces, -5e-38 on a SmolLM2 row) has its
+    sign bit set: ``b - b_min`` would wrap and the order be wrong; refused instead. The fit's
+    re-split (:func:`~multidraft.theory.verifier._independent_rule.resplit`) clips the share into
+    [0, 1], so no negative cap reaches the sort; the unclipped share (twin) is negative."""
+    from multidraft.theory.verifier._independent_rule import resplit
+
+    values = np.array([0.5, -5e-38, 0.25] * 20000)
+    key, packed = np.empty(len(values)), np.empty(len(values), dtype=np.uint64)
+    with pytest.raises(ValueError, match="non-negative"):
+        _radix.pack_ratio_keys(values, np.ones(len(values)), key, packed, 16)
+    law1, law = np.array([-5e-38, 0.2, 0.0]), np.array([0.3, 0.2, 0.0])
+    share = resplit(law1, law, np.full(3, 0.5))
+    assert share.min() >= 0.0 and share.max() <= 1.0 and share.tolist() == [0.0, 1.0, 0.5]
+    assert (np.divide(law1, law, out=np.full(3, 0.5), where=law > 0) < 0).any()  # the twin

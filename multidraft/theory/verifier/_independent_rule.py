@@ -378,6 +378,14 @@ def draft_layout(q: np.ndarray, parts: tuple, coordinates: tuple, place) -> tupl
     return law, _Layout(group, cat(firsts, np.int64), cat(lasts, np.int64), cat(starts), cat(ends), coordinates[0], coordinates[1])
 
 
+def resplit(law1: np.ndarray, law: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """Draft 1's share ``clip(law1 / law, 0, 1)`` of every token, the previous ``share`` where
+    ``law = 0``: the fit's re-split in proportion to the laws found. Laws read off the pieces
+    can be a rounding below 0 (-5e-38 on a SmolLM2 row at 1.2 & 2.0), and a share outside
+    [0, 1] would give the other draft a negative cap, whose ratio the radix sort cannot order."""
+    return np.clip(np.divide(law1, law, out=share.copy(), where=law > 0), 0.0, 1.0)
+
+
 def _balanced(p, qs, parts, share, path: Path) -> list[np.ndarray]:
     """The split per part, shifted in logit so that each draft's share of the part's target
     is in proportion to what its curtain hands out there (``∫ w_i`` over the part): a draft's
@@ -497,7 +505,7 @@ def fit_path_curtain(
                 best = (acceptance, law1, law2, layouts, kind)
             if acceptance >= optimum - 1e-12:
                 break
-            share = np.divide(law1, law, out=share.copy(), where=law > 0)
+            share = resplit(law1, law, share)
         if best is not None and best[0] >= optimum - 1e-12:
             break
     if best is None:  # no fit tiled: the tokens side by side on the straight path (a vertex of B(h))

@@ -77,6 +77,7 @@ def pack_ratio_keys(values: np.ndarray, masses: np.ndarray, key: np.ndarray, pac
     non-negative key orders like its bit pattern b) and ``packed = ((b - b_min) >> drop) << shift |
     index`` (uint64 [s], the index below ``2^shift``; one compiled pass after numpy's division);
     returns the number of key bits above ``shift`` to sort by (0 when every key is equal).
+    Raises ``ValueError`` for a negative ratio (its bits would wrap ``b - b_min``).
 
     ``b - b_min`` is monotone in the key, so sorting ``packed`` by those bits, then settling the
     runs of equal truncated keys by the exact key (:func:`settle_ties`), gives the exact stable
@@ -93,7 +94,10 @@ def pack_ratio_keys(values: np.ndarray, masses: np.ndarray, key: np.ndarray, pac
     key += 0.0
     if not len(key):
         return 0
-    low, high = (np.float64(x).view(np.uint64) for x in (key.min(), key.max()))  # non-negative doubles: their bits' order
+    smallest, largest = key.min(), key.max()
+    if smallest < 0:  # negative ratios would wrap b - b_min (and the order with it)
+        raise ValueError(f"pack_ratio_keys: the ratios must be non-negative, got {float(smallest)!r}")
+    low, high = (np.float64(x).view(np.uint64) for x in (smallest, largest))  # non-negative doubles: their bits' order
     spread = int(high - low).bit_length()  # bits of b - b_min
     drop = max(spread - 2 * DIGIT_BITS, 0)  # two digits' worth
     if drop > 64 - RATIO_BITS + COARSER_BITS:  # more than COARSER_BITS coarser: the fine resolution

@@ -29,7 +29,18 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["pair_cut", "pair_containment", "pair_j_law"]
+__all__ = ["pair_cut", "pair_containment", "pair_j_law", "pair_masses"]
+
+
+def pair_masses(draft: np.ndarray) -> tuple[float, int, float]:
+    """``(M, i, M - q_i)``: the total mass, the first largest token i and the mass of all the
+    others, summed over them (compensated; no cancellation when q_i ≈ M), in one compiled pass."""
+    q = np.ascontiguousarray(draft, dtype=np.float64)
+    if len(q) == 0:
+        raise ValueError("pair_masses: no tokens")
+    _compiled()
+    total, big, rest = _masses(q, 0.0)
+    return float(total), int(big), float(rest)
 
 
 def pair_containment(q_sorted: np.ndarray, outside: float = 0.0) -> np.ndarray:

@@ -43,12 +43,9 @@ def pair_last_node(draft: np.ndarray) -> float:
     """The last node t of :func:`~multidraft.theory.verifier._front_back.front_back_nodes` at
     K = 2 (where the quadrature would end; the T* side's tail is made of tokens light up to it,
     q t <= :data:`~multidraft.theory.optimum._wor_moments.LIGHT`), without its sort: σ = the
-    mass outside the largest token, summed over the others, β = the largest."""
-    q = np.asarray(draft, dtype=np.float64)
-    big = int(np.argmax(q))
-    others = q.copy()
-    others[big] = 0.0
-    return float(pass_nodes(2, max(float(others.sum()), 1e-300), float(q[big]), float(q.sum()), lanes=LANES)[0][-1])
+    mass outside the largest token, summed over the others (compensated), β = the largest."""
+    total, big, rest = _wor_pairs.pair_masses(draft)
+    return float(pass_nodes(2, max(rest, 1e-300), float(draft[big]), total, lanes=LANES)[0][-1])
 
 
 def pair_pass(

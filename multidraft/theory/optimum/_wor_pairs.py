@@ -50,7 +50,7 @@ def pair_containment(q_sorted: np.ndarray, outside: float = 0.0) -> np.ndarray:
     mass: no pair can be drafted.
 
     >>> pair_containment(np.array([0.5, 0.25, 0.25])).round(6).tolist()
-    [0.0, 0.0, 0.333333, 1.0]
+    [0.0, 0.0, 0.416667, 1.0]
     """
     q = np.ascontiguousarray(q_sorted, dtype=np.float64)
     if np.count_nonzero(q) + (outside > 0) < 2:

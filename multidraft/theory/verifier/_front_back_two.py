@@ -51,7 +51,9 @@ def pair_last_node(draft: np.ndarray) -> float:
 def pair_pass(
     target: np.ndarray, draft: np.ndarray, boundary: int, tail: int | None = None, alpha: np.ndarray | None = None, upto: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(α, r)`` by position for K = 2 (module docstring), p and q given in position order,
+    """``r_j = α_j A_j + (1 - α_j) B_j``, ``A_j = (q_j/M) [S_1/(M - q_j) + S_2]`` (B_j: no later
+    token of j's part; tail tokens: c = 1/2 among themselves; module docstring): ``(α, r)`` by
+    position for K = 2, p and q given in position order,
     U = ``[0, boundary)``, the uniform tail from position ``tail`` (>= ``boundary``; None: no
     tail; its α are 0). ``alpha=None`` fits α, else the law of the rule with the given α;
     ``upto``: only the first ``upto`` positions get their α and r (the others 0, or their given

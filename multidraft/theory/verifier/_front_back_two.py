@@ -33,6 +33,7 @@ import numpy as np
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum import _wor_pairs
 from multidraft.theory.verifier._curtain import _workspace
+from multidraft.theory.verifier import _front_back
 from multidraft.theory.verifier._front_back import LANES
 from multidraft.theory.verifier._pass_nodes import pass_nodes
 
@@ -85,10 +86,12 @@ def pair_pass(
 
 def _compiled() -> None:
     """Compile the kernel below on first use (:func:`~multidraft.theory._numba.compile_in_place`);
-    it calls :mod:`~multidraft.theory.optimum._wor_pairs`'s ``_add`` and ``_masses``."""
-    global _add, _masses
+    it calls :mod:`~multidraft.theory.optimum._wor_pairs`'s ``_add`` and ``_masses`` and
+    :mod:`~multidraft.theory.verifier._front_back`'s coin ``_coin``."""
+    global _add, _masses, _coin
     _wor_pairs._compiled()
-    _add, _masses = _wor_pairs._add, _wor_pairs._masses
+    compile_in_place(vars(_front_back), ("_coin",), inline=_front_back.INLINED)
+    _add, _masses, _coin = _wor_pairs._add, _wor_pairs._masses, _front_back._coin
     compile_in_place(globals(), KERNELS)
 
 
@@ -138,11 +141,7 @@ def _pair_pass(p, q, boundary, tail, alpha, fit, upto, r, inverse, later1, later
             last = share * (front1 * inverse[j] + front2)
             whole = share * ((front1 + later1[j]) * inverse[j] + front2 + later2[j])
             if fit:
-                gap = whole - last
-                if gap <= 1e-300:
-                    alpha[j] = 1.0
-                else:
-                    alpha[j] = min(1.0, max(0.0, (p[j] - last) / gap))
+                alpha[j] = _coin(p[j], whole, last)
             r[j] = alpha[j] * whole + (1.0 - alpha[j]) * last
         back = 1.0 - alpha[j]
         e1, e1_error = _add(e1, e1_error, back * q[j])

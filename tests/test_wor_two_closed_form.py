@@ -52,9 +52,10 @@ def enumerated_pass(p, q, boundary, alpha, tail):
     return r
 
 
-def formula_pass(p, q, boundary, alpha, tail, *, odds_factor=True):
+def formula_pass(p, q, boundary, alpha, tail, *, odds_factor=True, tail_share=0.5):
     """The module docstring's A_j, B_j written out per token in numpy (O(n²)), with the coins
-    given; ``odds_factor=False`` is the twin whose S_2 drops the 1/(1 - q_z) factor."""
+    given; ``odds_factor=False`` is the twin whose S_2 drops the 1/(1 - q_z) factor,
+    ``tail_share=1`` the twin whose tail token beats every other tail token."""
     n = len(q)
     r = np.zeros(n)
     for j in range(n):
@@ -68,7 +69,7 @@ def formula_pass(p, q, boundary, alpha, tail, *, odds_factor=True):
             if z in part:
                 earlier = 1.0 - alpha[z]
                 if j >= tail:  # the tail: against the head 1 - α, against the tail 1/2
-                    c_whole[z] = c_last[z] = 0.5 if z >= tail else earlier
+                    c_whole[z] = c_last[z] = tail_share if z >= tail else earlier
                 else:
                     c_whole[z], c_last[z] = (earlier, earlier) if z < j else (1.0, 0.0)
             else:
@@ -111,14 +112,19 @@ def test_pass_law_is_the_enumerated_law():
 
 def test_formula_and_its_twin_against_enumeration():
     """The docstring's sums (numpy, O(n²)) are the enumerated law and the kernel; S_2 without its
-    1/(1 - q) factor is caught by the enumeration."""
-    caught = 0
+    1/(1 - q) factor, and a tail token that beats the other tail tokens, are caught by the
+    enumeration."""
+    caught, tails, tail_caught = 0, 0, 0
     for p, q, boundary, tail, alpha in _pair_cases(40, seed=1):
         enumerated = enumerated_pass(p, q, boundary, alpha, tail)
         np.testing.assert_allclose(formula_pass(p, q, boundary, alpha, tail), enumerated, rtol=0, atol=1e-14)
         np.testing.assert_allclose(pair_pass(p, q, boundary, tail, alpha)[1], enumerated, rtol=0, atol=1e-14)
         caught += np.abs(formula_pass(p, q, boundary, alpha, tail, odds_factor=False) - enumerated).max() > 1e-6
+        if np.count_nonzero(q[tail:]) >= 2:
+            tails += 1
+            tail_caught += np.abs(formula_pass(p, q, boundary, alpha, tail, tail_share=1.0) - enumerated).max() > 1e-6
     assert caught >= 35
+    assert tails >= 5 and tail_caught == tails
 
 
 def test_pass_against_the_quadrature_at_4096():

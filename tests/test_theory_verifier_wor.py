@@ -317,30 +317,38 @@ def test_front_back_u_side_when_the_j_curtain_falls_short():
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
 
 
-def test_first_draft_when_it_accepts_more(monkeypatch):
+@pytest.mark.parametrize("closed_form", [False, True], ids=["quadrature", "pairs"])
+def test_first_draft_when_it_accepts_more(monkeypatch, closed_form):
     """A fit that accepts less than the first draft (here: passes that return α = 0, the
     always-last rule, on an instance with T* = Ω) is replaced by the first draft, whose law q
-    is exact; a failed fit (NaN) likewise, and says so."""
+    is exact; a failed fit (NaN) likewise, and says so. K = 2: both the quadrature's pass
+    (``PAIRS = 0``) and the closed form's (``pair_pass``) replaced."""
     from multidraft.theory.verifier import _wor_rule
 
-    fitted_pass = _wor_rule.front_back_pass
+    name = "pair_pass" if closed_form else "front_back_pass"
+    fitted_pass = getattr(_wor_rule, name)
+    if not closed_form:
+        monkeypatch.setattr(_wor_rule, "PAIRS", 0)
 
-    def always_last(target, draft, boundary, k, nodes, weights, alpha=None):
+    def always_last(target, draft, boundary, *args, **kwargs):
+        if closed_form:
+            return fitted_pass(target, draft, boundary, *args[:1], alpha=np.zeros(len(draft)), **{k: v for k, v in kwargs.items() if k != "alpha"})
+        k, nodes, weights = args[:3]
         return fitted_pass(target, draft, boundary, k, nodes, weights, np.zeros(len(draft)))
 
     p, law = np.array([0.6, 0.1, 0.1, 0.2]), WithoutReplacement([0.1, 0.3, 0.3, 0.3], 2)
     assert not optimal_selection_rule(p, law).first_draft
-    monkeypatch.setattr(_wor_rule, "front_back_pass", always_last)
+    monkeypatch.setattr(_wor_rule, name, always_last)
     monkeypatch.setattr(_wor_rule, "SEARCH_FITS", 0)  # no other orders: the always-last rule only
     rule = optimal_selection_rule(p, law)
     assert rule.first_draft and rule.note is None
     np.testing.assert_allclose(rule.selection_law, law.draft, rtol=0, atol=0)
     np.testing.assert_allclose(enumerated_output(rule, law), p, rtol=0, atol=1e-12)
 
-    def broken(target, draft, boundary, k, nodes, weights, alpha=None):
+    def broken(target, draft, *args, **kwargs):
         return np.zeros(len(draft)), np.full(len(draft), np.nan)
 
-    monkeypatch.setattr(_wor_rule, "front_back_pass", broken)
+    monkeypatch.setattr(_wor_rule, name, broken)
     rule = optimal_selection_rule(p, law)
     assert rule.first_draft and rule.note is not None and "fell back" in rule.note
     np.testing.assert_allclose(enumerated_law(rule, law), law.draft, rtol=0, atol=1e-12)

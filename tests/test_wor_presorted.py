@@ -94,7 +94,8 @@ def _refuse_spread(monkeypatch):
 @pytest.mark.parametrize("k", [2, 8])
 def test_a_cut_at_p_star_one_needs_no_race(monkeypatch, k):
     """p = q (P* = 1): the candidates are ∅ and the draftable end; the cut is the full scan's
-    value without σ, the race's step or a race. Twin: a P* < 1 cut needs them (caught)."""
+    value without σ, the race's step or a race. Twin: a P* < 1 cut needs them (caught), except at
+    K = 2, whose cut is a closed form."""
     rng = np.random.default_rng(k)
     q = rng.dirichlet(np.full(300, 0.5))
     reference = full_scan_cut(q, q, k)
@@ -102,8 +103,12 @@ def test_a_cut_at_p_star_one_needs_no_race(monkeypatch, k):
     cut = optimal_cut(q, q, k)
     assert cut.value == reference.value
     assert abs(cut.value - 1.0) <= 1e-15
+    below = rng.dirichlet(np.full(300, 0.5))
+    if k == 2:  # every prefix in closed form (_wor_pairs): no race below P* = 1 either
+        assert optimal_cut(below, q, k).value < 1.0
+        return
     with pytest.raises(AssertionError, match="race spread computed"):
-        optimal_cut(rng.dirichlet(np.full(300, 0.5)), q, k)
+        optimal_cut(below, q, k)
 
 
 def _curtain_pieces():

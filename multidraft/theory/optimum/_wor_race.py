@@ -47,10 +47,11 @@ import numpy as np
 from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_order
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.optimum._wor_pairs import pair_cut, pair_j_law
 from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
 from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread, radix_order_64, tighten_bounds
 
-__all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "count_law"]
+__all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "race_j_law", "count_law"]
 
 
 @dataclass(frozen=True)
@@ -296,10 +297,14 @@ def optimal_cut(
     per probe and one for the final candidates, each over the first m tokens (m = its last prefix: O(m L) for the light
     tokens, O(G K) per other token), and O(CHECKPOINT L + G K L) per prefix evaluated. (One race
     for all would take its nodes out to the smallest outside mass of any initial candidate: no
-    token is light then.)"""
+    token is light then.) K = 2: every prefix in closed form instead, O(n) after the sort
+    (:func:`~multidraft.theory.optimum._wor_pairs.pair_cut`; ``candidates`` counts them all)."""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
     order, p_sorted, q_sorted = _sorted_by_scan(p, q, sort)
     draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
+    if k == 2:  # every prefix in closed form, one pass (_wor_pairs)
+        best, value, contained = pair_cut(p_sorted, q_sorted, draftable)
+        return OptimalCut(order, best, value, contained, draftable + 1, p_sorted, q_sorted)
     prefix_p, _, lower, upper = prefix_bounds(p_sorted, q_sorted, k)
     bound = float(upper[: draftable + 1].min())
     lower = lower[: draftable + 1]
@@ -414,8 +419,13 @@ def j_law(q_tstar: np.ndarray, outside: float, k: int, tolerance: float = RACE_T
     """``c_j = P(J = j)``, j = 0..K, the coefficients of ``G(x) = E[x^J]`` (module docstring),
     for the T* masses ``q_tstar`` and L = ``outside`` = q(U) > 0. Light T* tokens enter by their
     power sums; where the rounding bound of that exceeds ``tolerance`` the product is taken token
-    by token."""
+    by token. K = 2: :func:`~multidraft.theory.optimum._wor_pairs.pair_j_law` (no quadrature)."""
     q_tstar = np.asarray(q_tstar, dtype=np.float64)
+    return pair_j_law(q_tstar, outside) if k == 2 else race_j_law(q_tstar, outside, k, tolerance)
+
+
+def race_j_law(q_tstar: np.ndarray, outside: float, k: int, tolerance: float = RACE_TOLERANCE) -> np.ndarray:
+    """:func:`j_law` by the race's quadrature at any K (K = 2: the reference of the closed form)."""
     at_least = np.zeros(k + 2)
     at_least[0] = 1.0
     if len(q_tstar) == 0:  # T* empty: N ≡ 0, J ≡ K

@@ -219,6 +219,15 @@ def _coefficients(pre_phi, pre_psi, post_phi, post_psi, k, x1, x2):
             x2[g] += a[g] * b[g] + c[g] * d[g]
 
 
+def _coin(target, whole, last):
+    """``α = clip((p - B)/(A - B), 0, 1)`` (A = ``whole``, B = ``last``): the coin that aims
+    r = α A + (1 - α) B at p; 1 where A - B <= 1e-300 (then r = A = B)."""
+    gap = whole - last
+    if gap <= 1e-300:
+        return 1.0
+    return min(1.0, max(0.0, (target - last) / gap))
+
+
 def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix_mass, upto):
     n, nodes = q.shape[0], t.shape[0]
     stay, drawn = np.empty(nodes), np.empty(nodes)
@@ -299,11 +308,7 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
                     whole += w[g] * 1.0 * (q[j] * stays[i, g] * x1[g] + draws[i, g] * x2[g])
                     last += w[g] * blocked[i, g] * (q[j] * stays[i, g] * y1[g] + draws[i, g] * y2[g])
                 if fit:
-                    gap = whole - last
-                    if gap <= 1e-300:
-                        alpha[j] = 1.0
-                    else:
-                        alpha[j] = min(1.0, max(0.0, (p[j] - last) / gap))
+                    alpha[j] = _coin(p[j], whole, last)
                 r[j] = alpha[j] * whole + (1.0 - alpha[j]) * last
             _factor(pre_phi, pre_psi, stays[i], draws[i], q[j], 1.0 - alpha[j], k, tops)
     if boundary >= n:  # no T* token given: the prefix pair of an empty head (U blocked)
@@ -316,5 +321,5 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
 
 #: The compiled kernels of this module, and those copied into the pass where it calls them
 #: (about ten calls per token, each passing arrays).
-KERNELS = ("_decay", "_factor", "_coefficients", "_pass")
-INLINED = frozenset({"_decay", "_factor", "_coefficients"})
+KERNELS = ("_decay", "_factor", "_coefficients", "_coin", "_pass")
+INLINED = frozenset({"_decay", "_factor", "_coefficients", "_coin"})

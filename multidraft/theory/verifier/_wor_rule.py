@@ -46,6 +46,7 @@ import numpy as np
 
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
+from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
 from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
@@ -80,6 +81,10 @@ FIRST_DRAFT_GAIN = 1e-14
 #: pool tokens, p <= r*: plain gains at most the tail's own gap Σ_tail (p - min(p, r)), so where
 #: that is below half this margin the plain pass (as long as the whole T* side) is not run.
 TAIL_GAIN = 1e-14
+#: The K whose T* and U sides take their laws in closed form (:mod:`~multidraft.theory.verifier._front_back_two`;
+#: two drafts form a pair): the quadrature's pass and tail serve the other K, and the tests set
+#: this to 0 for the quadrature's rule at K = 2, the reference of the closed form.
+PAIRS = 2
 
 
 @dataclass(frozen=True)
@@ -364,8 +369,14 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None):
     longest suffix of pool tokens (p <= :data:`TAIL_SLACK` r*) that are light at every node, if it
     has :data:`MIN_TAIL` tokens or more, becomes the uniform tail
     (:mod:`~multidraft.theory._wor_tail`; its coins α = 0); returns ``(α, r, tail)``, ``tail`` =
-    the tail's first position (``len(q_t)``: none)."""
+    the tail's first position (``len(q_t)``: none). K = 2: the same rule's law in closed form
+    (:func:`~multidraft.theory.verifier._front_back_two.pair_pass`, its tail exact whatever
+    the rounding bound of the power series says)."""
     p_t, q_t = merged_p[lead:], merged_q[lead:]
+    if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
+        start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, pair_last_node(merged_q))
+        alpha, r = pair_pass(merged_p, merged_q, lead, lead + start)
+        return alpha[lead:], r[lead:], start
     nodes, weights = front_back_nodes(merged_q, k)
     start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, float(nodes[-1]))
     if start < len(q_t):
@@ -412,6 +423,9 @@ def _u_side(p, q, k, u_order, t_order):
     """Front/back on U in the position order ``u_order`` (the whole vocabulary in one pass: U's
     laws need the T* race token by token): ``(α, r)`` of the U tokens."""
     order = np.concatenate([u_order, t_order])
+    if k == PAIRS:
+        alpha, r = pair_pass(p[order], q[order], len(u_order), upto=len(u_order))
+        return alpha[: len(u_order)], r[: len(u_order)]
     nodes, weights = front_back_nodes(q, k)
     alpha, r = front_back_pass(p[order], q[order], len(u_order), k, nodes, weights, upto=len(u_order))
     return alpha[: len(u_order)], r[: len(u_order)]

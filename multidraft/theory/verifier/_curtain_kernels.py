@@ -79,7 +79,9 @@ FIRST_BLOCK, CHAIN_BLOCK, UNROLLED_K = 8, 256, 8
 
 
 @jit
-def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_mass, hull_weight, patterns=True):
+def stack_pass(
+    mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_end, hull_mass, hull_weight, patterns=True,
+):  # fmt: skip
     """The stack pass of the module docstring for groups ``offset + g`` (g = 0..m-1):
     writes their pieces from index ``count`` on (group-major), each group's realised
     density (:func:`realised_density`) and the end of its pieces; returns the new number of
@@ -99,6 +101,16 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
     than :data:`FIRST_BLOCK` groups is retried only after twice as many groups as its last
     wait. For K = 2 the solo start is a closed form (:func:`solo`) and group by group is
     cheaper. ``patterns=False``: group by group throughout (the tests compare the two).
+
+    A hull's extent ``[hull_start, hull_end]`` covers its children's, and a set's start is kept at
+    or after the end of the hull below and ``last child's end - c`` (where it lies in exact
+    arithmetic): the root of a set of large mass is ill-conditioned (W(α, α + c) varies in α by
+    ~c |w'|, its target R is a running sum), and ``start + c`` rounds, so unclamped a start fell
+    up to 1e-13 inside the hull below and a merged hull's end inside its last child's, the next
+    pieces overlapping their neighbours (65 pieces at n = 49152, K = 8); and where the running
+    mass of everything popped exceeded ``hi - lo`` by its rounding (1.1e-12 at n = 49152 with
+    tied masses), the last set started before ``lo``, a front piece of 1.3e-12 at w(lo) = K giving
+    a token of r* = 9e-13 the law 1.1e-11. Clamped, the excess lies at the rear, where w is least.
     """
     m = mass.shape[0]
     top, g = 0, 0
@@ -107,8 +119,10 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
     block = np.empty((11, CHAIN_BLOCK))
     while g < m:
         if top >= 1 and g >= chain_at:
-            floor = hull_start[stack[top - 2]] + hull_mass[stack[top - 2]] if top >= 2 else -np.inf
-            consumed, count = chain(mass, target, k, lo, hi, g, stack[top - 1], floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            floor = hull_end[stack[top - 2]] if top >= 2 else lo
+            consumed, count = chain(
+                mass, target, k, lo, hi, g, stack[top - 1], floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block,
+            )  # fmt: skip
             if consumed > 0:
                 g += consumed
                 stack[top - 1] = g - 1
@@ -119,7 +133,9 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
             if g == m:
                 break
         if top >= 1 and g >= row_at:
-            consumed, count = row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            consumed, count = row(
+                mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block,
+            )  # fmt: skip
             g += consumed
             top += consumed
             if consumed >= FIRST_BLOCK:
@@ -133,22 +149,26 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
         first_child = top
         while top > 0:
             below = stack[top - 1]
-            end = hull_start[below] + hull_mass[below]
+            end = hull_end[below]
             if end + c <= hi and power_sums(1.0 - end, 1.0 - end - c, k)[1] * c >= r:
                 break  # starting at the top hull's end is heavy enough: the set lies behind it
             top -= 1
             upper = 1.0 - hull_start[below] + c
             c += hull_mass[below]
             r += hull_weight[below]
-        start = solo(c, r, k, lo, hi, upper)
+        start = max(solo(c, r, k, lo, hi, upper), lo if top == 0 else hull_end[stack[top - 1]])  # behind the hull below
+        if first_child > top and start + c < hull_end[stack[first_child - 1]]:  # a merged set ends at or after its last child
+            start = hull_end[stack[first_child - 1]] - c
         # Popped hulls are stack[top:first_child], rearmost first: pieces are the gaps.
         cursor = start + c
+        left, right = start, cursor
         total_weight, total_length = 0.0, 0.0
         for index in range(first_child - 1, top - 2, -1):
             if index >= top:
                 child = stack[index]
-                piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                piece_begin, piece_stop = hull_end[child], cursor
                 cursor = hull_start[child]
+                left, right = min(left, cursor), max(right, piece_begin)
             else:
                 piece_begin, piece_stop = start, cursor
             piece_stop = max(piece_stop, piece_begin)
@@ -158,7 +178,7 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
             count += 1
         density[offset + g] = realised_density(total_weight, total_length, start, k)
         group_end[offset + g] = count
-        hull_start[g], hull_mass[g], hull_weight[g] = start, c, r
+        hull_start[g], hull_end[g], hull_mass[g], hull_weight[g] = left, right, c, r
         stack[top] = g
         top += 1
         g += 1
@@ -231,10 +251,11 @@ def block_starts(x, mass, level, k, lo, hi, n, block, two_sided=False):
 
 
 @jit
-def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block):
     """Groups g, g + 1, ... pushed while each one's set overlaps the top hull (``anchor``
     first, then the hull just pushed) and, merged with it, starts at or after ``floor``, the
-    end of the hull below (-inf for none): returns (groups consumed, piece count).
+    end of the hull below (``lo`` for none): returns (groups consumed, piece count). Hull h ends
+    at ``max(α_h + Q_h, end of hull h - 1)`` (:func:`stack_pass`: its extent covers its child's).
 
     In such a chain group h pops hull h - 1 and its hull is the solo interval of everything
     from the anchor to h: mass Q_h = Q_{h-1} + c_h and weight R_h = R_{h-1} + r_h, and its
@@ -266,7 +287,7 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
     while g + consumed < m:
         first = g + consumed
         n = min(size, m - first)
-        anchor_start, anchor_mass, anchor_weight = hull_start[anchor], hull_mass[anchor], hull_weight[anchor]
+        anchor_start, anchor_end, anchor_mass, anchor_weight = hull_start[anchor], hull_end[anchor], hull_mass[anchor], hull_weight[anchor]
         anchor_x = 1.0 - anchor_start
         q_sum, r_sum = anchor_mass, anchor_weight
         for i in range(n):
@@ -286,13 +307,14 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
             before = x[i]
             links += 1
         # Pieces: [end of hull h - 1, end of hull h) then [α_h, α_{h-1}); their weights lane by lane.
+        rear_begin, child_start = anchor_end, anchor_start  # hull h - 1's extent
         for i in range(links):
-            child_start = x[i - 1] if i > 0 else anchor_start
-            child_mass = cq[i - 1] if i > 0 else anchor_mass
+            if x[i] + cq[i] < rear_begin:  # ends at or after its child's end, as in stack_pass
+                x[i] = rear_begin - cq[i]
             piece = count + 2 * i
-            rear_begin = child_start + child_mass
             piece_start[piece], piece_end[piece] = rear_begin, max(x[i] + cq[i], rear_begin)
             piece_start[piece + 1], piece_end[piece + 1] = x[i], max(child_start, x[i])
+            rear_begin, child_start = piece_end[piece], min(x[i], child_start)
             group_end[offset + first + i] = piece + 2
         total_weight, total_length = level, y  # free once the roots are found
         for i in range(links):
@@ -314,7 +336,8 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
         if last >= 0 and cq[last] > anchor_mass:  # x holds the starts α now
             ratio = min(max(((1.0 - x[last]) - anchor_x) / (cq[last] - anchor_mass), 0.0), 1.0)
         if last >= 0:
-            hull_start[first + last], hull_mass[first + last], hull_weight[first + last] = x[last], cq[last], cr[last]
+            hull_start[first + last], hull_end[first + last] = child_start, rear_begin
+            hull_mass[first + last], hull_weight[first + last] = cq[last], cr[last]
         count += 2 * links
         consumed += links
         if links < n:
@@ -325,7 +348,7 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
 
 
 @jit
-def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block):
     """Groups g, g + 1, ... pushed while each one's solo interval lies behind the top hull (no
     pops): returns (groups consumed, piece count); they go on the stack above ``top``.
 
@@ -344,7 +367,7 @@ def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density,
     while g + consumed < m:
         first = g + consumed
         n = min(size, m - first)
-        end = hull_start[below] + hull_mass[below]
+        end = hull_end[below]
         front = end
         for i in range(n):
             cq[i], cr[i] = mass[first + i], target[first + i]
@@ -367,7 +390,7 @@ def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density,
             group = first + i
             density[offset + group] = realised_density(length * current[i], length, x[i], k)
             group_end[offset + group] = count + i + 1
-            hull_start[group], hull_mass[group], hull_weight[group] = x[i], cq[i], cr[i]
+            hull_start[group], hull_end[group], hull_mass[group], hull_weight[group] = x[i], piece_end[count + i], cq[i], cr[i]
             stack[top + consumed + i] = group
         count += links
         consumed += links
@@ -571,7 +594,9 @@ def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, tar
 
 
 @jit
-def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, group_of_token, mass, target, piece_start, piece_end, density, group_end, stack, hull_start, hull_mass, hull_weight):
+def fit_layouts(
+    k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, group_of_token, mass, target, piece_start, piece_end, density, group_end, stack, hull_start, hull_end, hull_mass, hull_weight,
+):  # fmt: skip
     """The fit's second half (after :func:`fit_groups`): both stack passes, U's sets in
     [0, q(U)) and T*'s in [q(U), 1). Writes the pieces (group-major, fewer than twice the
     groups), every group's realised density and the end of its pieces (``group_end``, one
@@ -589,7 +614,7 @@ def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, gr
         if k == 1:
             count = side_by_side(masses, lo, first, count, piece_start, piece_end, density, group_end)
         else:
-            count = stack_pass(masses, targets, k, lo, hi, piece_start, piece_end, density, group_end, first, count, stack, hull_start, hull_mass, hull_weight)
+            count = stack_pass(masses, targets, k, lo, hi, piece_start, piece_end, density, group_end, first, count, stack, hull_start, hull_end, hull_mass, hull_weight)
     acceptance = 0.0
     for i in range(order.shape[0]):
         acceptance += min(ps[i], qs[i] * density[sorted_group[i]])

@@ -10,7 +10,7 @@ fits with a piece overlapping or before its part; writes benchmarks/results/chec
 
 Run it on the code before the fix too (the integ6 package unpacked, ``git archive integ6
 multidraft | tar -x -C DIR``, then ``PYTHONPATH=DIR``) for the before/after table.
-``--quick``: n = 49152 only.
+``--quick``: n = 49152 only. results/check_curtain_tiling_integ6.json: the same run on integ6 (before the fix).
 """
 
 from __future__ import annotations

@@ -300,7 +300,7 @@ def test_stack_pass_patterns_match_group_by_group(k, temperature):
                 start, end, density, bounds = np.empty(2 * m), np.empty(2 * m), np.empty(m), np.empty(m, dtype=np.int64)
                 count = kernels.stack_pass(
                     work.mass[first : first + m], work.target[first : first + m], k, lo, hi, start, end, density, bounds, 0, 0,
-                    np.empty(m, dtype=np.int64), np.empty(m), np.empty(m), np.empty(m), patterns,
+                    np.empty(m, dtype=np.int64), np.empty(m), np.empty(m), np.empty(m), np.empty(m), patterns,
                 )  # fmt: skip
                 layouts.append((start[:count], end[:count], density, bounds))
             (start, end, density, bounds), (start_1, end_1, density_1, bounds_1) = layouts

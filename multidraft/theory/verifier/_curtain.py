@@ -88,7 +88,7 @@ class _Workspace:
     allocated per fit, at its final size.
     """
 
-    FLOATS = ("key", "ps", "qs", "ds", "scratch", "mass", "target", "hull_start", "hull_mass", "hull_weight")
+    FLOATS = ("key", "ps", "qs", "ds", "scratch", "mass", "target", "hull_start", "hull_end", "hull_mass", "hull_weight")
     INTS = ("order", "group", "stack")
 
     def __init__(self, capacity: int) -> None:
@@ -239,7 +239,7 @@ def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
         acceptance, count = _kernels().fit_layouts(
             int(k), boundary, u_groups, t_groups, work.ps[:size], work.qs[:size], work.group, order, group,
             work.mass, work.target, piece_start, piece_end, density, group_bounds[1:],
-            work.stack, work.hull_start, work.hull_mass, work.hull_weight,
+            work.stack, work.hull_start, work.hull_end, work.hull_mass, work.hull_weight,
         )  # fmt: skip
         return CurtainFit(
             int(best), cut, float(optimum), float(acceptance), group, group_bounds, piece_start[:count], piece_end[:count],

@@ -79,26 +79,28 @@ FIRST_BLOCK, CHAIN_BLOCK, UNROLLED_K = 8, 256, 8
 
 
 @jit
-def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_mass, hull_weight, patterns=True):
-    """The stack pass of the module docstring for groups ``offset + g`` (g = 0..m-1):
-    writes their pieces from index ``count`` on (group-major), each group's realised
-    density (:func:`realised_density`) and the end of its pieces; returns the new number of
-    pieces.
+def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_end, offset, count, stack, hull_start, hull_end, hull_mass, hull_weight, patterns=True):
+    """The stack pass of the module docstring for groups ``offset + g`` (g = 0..m-1): writes their pieces from
+    index ``count`` on (group-major), each group's realised density (:func:`realised_density`) and the end of
+    its pieces; returns the new number of pieces.
 
-    The new set's solo interval either overlaps the top hull or lies behind it (docs), so
-    it overlaps iff it starts before the top hull's end e, i.e. iff an interval of its
-    length starting at e weighs less than it does: one evaluation of S per test, and one
-    Newton solve per group, for the final set (its start lies in [b - c, b] for the last
-    popped hull [b, ...) and the mass c before that pop).
+    The new set's solo interval either overlaps the top hull or lies behind it (docs), so it overlaps iff it
+    starts before the top hull's end e, i.e. iff an interval of its length starting at e weighs less than it
+    does: one evaluation of S per test, and one Newton solve per group, for the final set (its start lies in
+    [b - c, b] for the last popped hull [b, ...) and the mass c before that pop).
 
-    Two patterns are tried first, their roots not depending on each other and solved side
-    by side: a *chain* (:func:`chain`: each group's set overlapping the top hull, made of all
-    the chain before it, and no hull below, as on U, where every group pops exactly the
-    previous hull), and a *row* (:func:`row`: each group's set lying behind the previous
-    one, as T*'s free tokens do before its pool pops them). A pattern that holds for fewer
-    than :data:`FIRST_BLOCK` groups is retried only after twice as many groups as its last
-    wait. For K = 2 the solo start is a closed form (:func:`solo`) and group by group is
-    cheaper. ``patterns=False``: group by group throughout (the tests compare the two).
+    Two patterns are tried first, their roots not depending on each other and solved side by side: a *chain*
+    (:func:`chain`: each group's set overlapping the top hull, made of all the chain before it, and no hull
+    below, as on U, where every group pops exactly the previous hull), and a *row* (:func:`row`: each group's
+    set lying behind the previous one, as T*'s free tokens do before its pool pops them). A pattern that holds
+    for fewer than :data:`FIRST_BLOCK` groups is retried only after twice as many groups as its last wait. For
+    K = 2 the solo start is a closed form (:func:`solo`) and group by group is cheaper. ``patterns=False``: group
+    by group throughout (the tests compare the two).
+
+    A hull's extent ``[hull_start, hull_end]`` covers its children's; a start is held at or after the end of the
+    hull below (``lo``) and its last child's end less c, where it lies in exact arithmetic (roots of large sets
+    are ill-conditioned and ``start + c`` rounds: pieces overlapped inside a part, and a part's last set started
+    up to 1.5e-12 before ``lo``, docs/optimal_verifier.md §5).
     """
     m = mass.shape[0]
     top, g = 0, 0
@@ -107,8 +109,8 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
     block = np.empty((11, CHAIN_BLOCK))
     while g < m:
         if top >= 1 and g >= chain_at:
-            floor = hull_start[stack[top - 2]] + hull_mass[stack[top - 2]] if top >= 2 else -np.inf
-            consumed, count = chain(mass, target, k, lo, hi, g, stack[top - 1], floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            floor = hull_end[stack[top - 2]] if top >= 2 else lo
+            consumed, count = chain(mass, target, k, lo, hi, g, stack[top - 1], floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block)
             if consumed > 0:
                 g += consumed
                 stack[top - 1] = g - 1
@@ -119,7 +121,7 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
             if g == m:
                 break
         if top >= 1 and g >= row_at:
-            consumed, count = row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block)
+            consumed, count = row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block)
             g += consumed
             top += consumed
             if consumed >= FIRST_BLOCK:
@@ -133,22 +135,26 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
         first_child = top
         while top > 0:
             below = stack[top - 1]
-            end = hull_start[below] + hull_mass[below]
+            end = hull_end[below]
             if end + c <= hi and power_sums(1.0 - end, 1.0 - end - c, k)[1] * c >= r:
                 break  # starting at the top hull's end is heavy enough: the set lies behind it
             top -= 1
             upper = 1.0 - hull_start[below] + c
             c += hull_mass[below]
             r += hull_weight[below]
-        start = solo(c, r, k, lo, hi, upper)
+        start = max(solo(c, r, k, lo, hi, upper), lo if top == 0 else hull_end[stack[top - 1]])  # behind the hull below
+        if first_child > top and start + c < hull_end[stack[first_child - 1]]:  # a merged set ends at or after its last child
+            start = hull_end[stack[first_child - 1]] - c
         # Popped hulls are stack[top:first_child], rearmost first: pieces are the gaps.
         cursor = start + c
+        left, right = start, cursor
         total_weight, total_length = 0.0, 0.0
         for index in range(first_child - 1, top - 2, -1):
             if index >= top:
                 child = stack[index]
-                piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                piece_begin, piece_stop = hull_end[child], cursor
                 cursor = hull_start[child]
+                left, right = min(left, cursor), max(right, piece_begin)
             else:
                 piece_begin, piece_stop = start, cursor
             piece_stop = max(piece_stop, piece_begin)
@@ -158,7 +164,7 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
             count += 1
         density[offset + g] = realised_density(total_weight, total_length, start, k)
         group_end[offset + g] = count
-        hull_start[g], hull_mass[g], hull_weight[g] = start, c, r
+        hull_start[g], hull_end[g], hull_mass[g], hull_weight[g] = left, right, c, r
         stack[top] = g
         top += 1
         g += 1
@@ -231,31 +237,27 @@ def block_starts(x, mass, level, k, lo, hi, n, block, two_sided=False):
 
 
 @jit
-def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
-    """Groups g, g + 1, ... pushed while each one's set overlaps the top hull (``anchor``
-    first, then the hull just pushed) and, merged with it, starts at or after ``floor``, the
-    end of the hull below (-inf for none): returns (groups consumed, piece count).
+def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block):
+    """Groups g, g + 1, ... pushed while each one's set overlaps the top hull (``anchor`` first, then the hull just
+    pushed) and, merged with it, starts at or after ``floor``, the end of the hull below (``lo`` for none):
+    returns (groups consumed, piece count).
 
-    In such a chain group h pops hull h - 1 and its hull is the solo interval of everything
-    from the anchor to h: mass Q_h = Q_{h-1} + c_h and weight R_h = R_{h-1} + r_h, and its
-    start α_h lies in [α_{h-1} - c_h, α_{h-1}] (docs: a merged hull contains both). So every
-    root is bracketed from above by the last root of the previous block, x = 1 - α <=
-    1 - α_a + Q_h - Q_a, and the Newton solves of a block run side by side, lane by lane,
-    until every step is below 1e-9 x (:func:`solo`'s criterion). They start from a guess
-    inside the bracket, ``x_a + ρ (Q_h - Q_a)`` with ρ the share of its mass by which the
-    previous block's hull grew towards lo (``ρ = 1``, the bracket, in the first block): a
-    first step from either side gives a bracket (:func:`block_starts` with ``two_sided``),
-    and about two steps per root rather than 3.5 at n = 49152. Group h overlaps hull h - 1
-    iff the merged start α_h <= α_{h-1}: with δ = α_{h-1} - α_h, the merged weight gives
-    r_h = W(α_h, α_{h-1}) + W(e, e + c_h - δ) (e the end of hull h - 1), increasing in δ
-    and equal to W(e, e + c_h) at δ = 0, so δ > 0 exactly when h's own solo interval starts
-    before e (δ = 0: the two touch, and both layouts coincide). Likewise the merged set
-    pops the hull below too iff it starts before ``floor``. So the chain is checked on the
-    roots themselves and ends before the first group where a check fails; its roots and the
-    rest of its block are discarded (the bracket still held there: the merged start is
-    never below α_{h-1} - c_h). Blocks grow from :data:`FIRST_BLOCK` groups to
-    :data:`CHAIN_BLOCK`. Each group's pieces: hull h minus hull h - 1, rearmost first, as
-    the stack pass writes them.
+    In such a chain group h pops hull h - 1 and its hull is the solo interval of everything from the anchor to
+    h: mass Q_h = Q_{h-1} + c_h and weight R_h = R_{h-1} + r_h, and its start α_h lies in [α_{h-1} - c_h,
+    α_{h-1}] (docs: a merged hull contains both). So every root is bracketed from above by the last root of the
+    previous block, x = 1 - α <= 1 - α_a + Q_h - Q_a, and the Newton solves of a block run side by side, lane by
+    lane, until every step is below 1e-9 x (:func:`solo`'s criterion). They start from a guess inside the
+    bracket, ``x_a + ρ (Q_h - Q_a)`` with ρ the share of its mass by which the previous block's hull grew
+    towards lo (``ρ = 1``, the bracket, in the first block): a first step from either side gives a bracket
+    (:func:`block_starts` with ``two_sided``), and about two steps per root rather than 3.5 at n = 49152. Group
+    h overlaps hull h - 1 iff the merged start α_h <= α_{h-1}: with δ = α_{h-1} - α_h, the merged weight gives
+    r_h = W(α_h, α_{h-1}) + W(e, e + c_h - δ) (e the end of hull h - 1), increasing in δ and equal to W(e,
+    e + c_h) at δ = 0, so δ > 0 exactly when h's own solo interval starts before e (δ = 0: the two touch, and both
+    layouts coincide). Likewise the merged set pops the hull below too iff it starts before ``floor``. So the
+    chain is checked on the roots themselves and ends before the first group where a check fails; its roots and
+    the rest of its block are discarded (the bracket still held there: the merged start is never below
+    α_{h-1} - c_h). Blocks grow from :data:`FIRST_BLOCK` groups to :data:`CHAIN_BLOCK`. Each group's pieces: hull h minus
+    hull h - 1, rearmost first, as the stack pass writes them.
     """
     m = mass.shape[0]
     cq, cr, level, x, previous, current, y_power, y, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7], block[8], block[9]
@@ -266,7 +268,7 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
     while g + consumed < m:
         first = g + consumed
         n = min(size, m - first)
-        anchor_start, anchor_mass, anchor_weight = hull_start[anchor], hull_mass[anchor], hull_weight[anchor]
+        anchor_start, anchor_end, anchor_mass, anchor_weight = hull_start[anchor], hull_end[anchor], hull_mass[anchor], hull_weight[anchor]
         anchor_x = 1.0 - anchor_start
         q_sum, r_sum = anchor_mass, anchor_weight
         for i in range(n):
@@ -286,13 +288,13 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
             before = x[i]
             links += 1
         # Pieces: [end of hull h - 1, end of hull h) then [α_h, α_{h-1}); their weights lane by lane.
+        rear_begin, child_start = anchor_end, anchor_start  # hull h - 1's extent
         for i in range(links):
-            child_start = x[i - 1] if i > 0 else anchor_start
-            child_mass = cq[i - 1] if i > 0 else anchor_mass
+            x[i] = x[i] if x[i] + cq[i] >= rear_begin else rear_begin - cq[i]  # ends at or after its child's end (stack_pass)
             piece = count + 2 * i
-            rear_begin = child_start + child_mass
             piece_start[piece], piece_end[piece] = rear_begin, max(x[i] + cq[i], rear_begin)
             piece_start[piece + 1], piece_end[piece + 1] = x[i], max(child_start, x[i])
+            rear_begin, child_start = piece_end[piece], min(x[i], child_start)
             group_end[offset + first + i] = piece + 2
         total_weight, total_length = level, y  # free once the roots are found
         for i in range(links):
@@ -314,7 +316,7 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
         if last >= 0 and cq[last] > anchor_mass:  # x holds the starts α now
             ratio = min(max(((1.0 - x[last]) - anchor_x) / (cq[last] - anchor_mass), 0.0), 1.0)
         if last >= 0:
-            hull_start[first + last], hull_mass[first + last], hull_weight[first + last] = x[last], cq[last], cr[last]
+            hull_start[first + last], hull_end[first + last], hull_mass[first + last], hull_weight[first + last] = child_start, rear_begin, cq[last], cr[last]
         count += 2 * links
         consumed += links
         if links < n:
@@ -325,7 +327,7 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
 
 
 @jit
-def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_mass, hull_weight, block):
+def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block):
     """Groups g, g + 1, ... pushed while each one's solo interval lies behind the top hull (no
     pops): returns (groups consumed, piece count); they go on the stack above ``top``.
 
@@ -344,7 +346,7 @@ def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density,
     while g + consumed < m:
         first = g + consumed
         n = min(size, m - first)
-        end = hull_start[below] + hull_mass[below]
+        end = hull_end[below]
         front = end
         for i in range(n):
             cq[i], cr[i] = mass[first + i], target[first + i]
@@ -367,7 +369,7 @@ def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density,
             group = first + i
             density[offset + group] = realised_density(length * current[i], length, x[i], k)
             group_end[offset + group] = count + i + 1
-            hull_start[group], hull_mass[group], hull_weight[group] = x[i], cq[i], cr[i]
+            hull_start[group], hull_end[group], hull_mass[group], hull_weight[group] = x[i], piece_end[count + i], cq[i], cr[i]
             stack[top + consumed + i] = group
         count += links
         consumed += links
@@ -571,7 +573,7 @@ def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, tar
 
 
 @jit
-def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, group_of_token, mass, target, piece_start, piece_end, density, group_end, stack, hull_start, hull_mass, hull_weight):
+def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, group_of_token, mass, target, piece_start, piece_end, density, group_end, stack, hull_start, hull_end, hull_mass, hull_weight):
     """The fit's second half (after :func:`fit_groups`): both stack passes, U's sets in
     [0, q(U)) and T*'s in [q(U), 1). Writes the pieces (group-major, fewer than twice the
     groups), every group's realised density and the end of its pieces (``group_end``, one
@@ -589,7 +591,7 @@ def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, gr
         if k == 1:
             count = side_by_side(masses, lo, first, count, piece_start, piece_end, density, group_end)
         else:
-            count = stack_pass(masses, targets, k, lo, hi, piece_start, piece_end, density, group_end, first, count, stack, hull_start, hull_mass, hull_weight)
+            count = stack_pass(masses, targets, k, lo, hi, piece_start, piece_end, density, group_end, first, count, stack, hull_start, hull_end, hull_mass, hull_weight)
     acceptance = 0.0
     for i in range(order.shape[0]):
         acceptance += min(ps[i], qs[i] * density[sorted_group[i]])

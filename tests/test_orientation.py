@@ -424,12 +424,12 @@ def test_resorted_order_is_the_hinted_sort(moves):
     chosen = rng.choice(n, moves, replace=False)
     key[chosen] = rng.integers(0, 300, moves) / 7.0 + (chosen % 2) * 0.5  # half of them onto existing values (ties)
     expected = _orientation._argsort(key, order)
-    got, returned = _orientation._resort(key, order, last)
+    moved = key != last
+    got, returned = _orientation._resort(key, order, moved, int(moved.sum()))
     np.testing.assert_array_equal(got, expected)
     assert returned is key
     assert not np.array_equal(np.argsort(key, kind="stable"), expected)  # twin: ties matter
     if 0 < moves <= _orientation.MERGE_SHARE * n:
-        moved = key != last
         hidden = int(chosen[np.argmax(np.abs(key[chosen] - last[chosen]))])
         moved[hidden] = False
         assert not np.array_equal(_orientation._merge_moved(order, key, moved), expected)  # twin

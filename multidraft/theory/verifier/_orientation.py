@@ -90,15 +90,14 @@ def _argsort(key: np.ndarray, hint: np.ndarray) -> np.ndarray:
     return hint[np.argsort(key[hint], kind="stable")]
 
 
-def _resort(key: np.ndarray, order: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(stable increasing order of key, key)`` from the last step's ``order`` of its keys
-    ``last``. Only the tokens whose key changed move (few: 1-1,000 of 49,152 per step of the
-    ascent at n = 49152), so they are sorted among themselves and merged into the others'
+def _resort(key: np.ndarray, order: np.ndarray, moved: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(stable increasing order of key, key)`` from the last step's ``order``, where only the
+    ``count`` tokens marked ``moved`` may have changed their key (few: 1-1,000 of 49,152 per step
+    of the ascent at n = 49152): they are sorted among themselves and merged into the others'
     order (:func:`_merge_moved`, O(n + m log m)); ties stay in the last order, which is
     ``_argsort(key, order)``'s permutation exactly. Where more than :data:`MERGE_SHARE` of the
     tokens moved, that timsort."""
-    moved = key != last
-    if np.count_nonzero(moved) > MERGE_SHARE * len(key):
+    if count > MERGE_SHARE * len(key):
         return _argsort(key, order), key
     compile_in_place(globals(), ["_merge_moved"])
     return _merge_moved(order, key, moved), key
@@ -221,8 +220,13 @@ def _response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray, hi
     short = np.maximum(p - law2, 0.0)
     if hints[0] is None:
         by_density, by_rho = _first_orders(q1, short, rho)
-    else:
-        by_density, by_rho = _resort(_minus_density(q1, short), *hints[0]), _resort(rho, *hints[1])
+    else:  # only the tokens whose ρ moved change their keys
+        (order, last), (rho_order, last_rho) = hints
+        moved = rho != last_rho
+        changed = np.flatnonzero(moved)
+        key = last.copy()
+        key[changed] = _minus_density(q1[changed], short[changed])
+        by_density, by_rho = _resort(key, order, moved, len(changed)), _resort(rho, rho_order, moved, len(changed))
     order = by_density[0]
     k, slack, a = _min_slack(order, q1, short, by_rho[0], rho, q2)
     value = float(np.minimum(p, law2).sum() + short.sum() + slack)

@@ -454,3 +454,17 @@ def test_first_orders_are_numpys_stable_sorts(n, zero_mass):
     np.testing.assert_array_equal(key, _orientation._minus_density(q1, short))
     assert rho_key is rho
     assert not np.array_equal(np.argsort(np.where(q1 > 0, short / np.where(q1 > 0, q1, 1.0), 0.0), kind="stable")[::-1], by_density)  # twin
+
+
+def test_the_flatter_drafts_law_is_climbed_first():
+    """n = 8192, the benchmark's 0.5/1.2 pair given the other way round (draft 1 at 1.2, the
+    flatter): the ascent climbs draft 1's law first (larger entropy) and its staircase is at P*
+    (to 1e-12) within 20 steps. Twin: the colder draft's law (draft 2's, the order before) climbed
+    for 100 steps stays more than 1e-7 short."""
+    p, (q_cold, q_flat), optimum, parts = _bench_pair(8192, 0.5, 1.2)
+    qs = (q_flat, q_cold)
+    assert _orientation.first_climbed(qs) == 0 and _orientation.first_climbed(qs[::-1]) == 1
+    out = ascent_staircase(p, qs, parts, optimum)
+    assert out.fixed == 0 and out.ascent.steps <= 20
+    assert float(np.minimum(p, out.law1 + out.law2).sum()) >= optimum - 1e-12
+    assert ascend(p, q_flat, q_cold, optimum, iterations=100).value < optimum - 1e-7  # twin

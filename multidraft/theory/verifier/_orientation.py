@@ -51,7 +51,7 @@ from multidraft.theory.verifier._staircase import fit_staircase
 
 __all__ = ["Ascent", "AscentStaircase", "response", "gr_excess", "ascend", "ascent_staircase", "ascent_split", "first_climbed", "ITERATIONS", "REACH", "STEP", "SWITCH"]
 
-#: Most supergradient steps of :func:`ascend` (each one O(n log n): two sorts).
+#: Most supergradient steps of :func:`ascend` (each two sorts, warm-started after the first).
 ITERATIONS = 500
 #: Above this share of tokens whose key changed, a step's sort is timsort from the last order
 #: instead of :func:`_merge_moved`.
@@ -198,7 +198,7 @@ def response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray) -> 
 
     Source: (GR) of docs/nonidentical_verifier.md §4c reduced to one dimension (§4e, Lemma 6);
     V is what the staircase from ``x_2`` reaches (:func:`._staircase.fit_staircase`, draft 1's
-    curtain against ``(p - x_2)_+``). Complexity O(n log n): two sorts and one compiled O(n) merge.
+    curtain against ``(p - x_2)_+``). Complexity O(n log n): two sorts (radix) and one compiled O(n) merge.
 
     Uniform drafts on two tokens with p = (0.75, 0.25) give ``P* = 0.75 + 0.25 = 1`` when draft 2
     keeps all it drew of token 0 and gives token 1 away:
@@ -297,7 +297,9 @@ def ascend(
     ``start`` of another length or outside [0, 1].
 
     Source: docs/nonidentical_verifier.md §4e; Polyak, "Minimization of unsmooth functionals"
-    (1969). Complexity: O(n log n) per step; 1-15 steps on the 15 Zipf pairs at n = 49152 (§4e).
+    (1969). Complexity: the first step two radix sorts, O(n); each later one O(n + m log m), m the
+    tokens whose ρ moved (their keys re-sorted and merged into the last orders, 1-1,000 of 49,152
+    on the Zipf pairs); 1-15 steps on the 15 Zipf pairs at n = 49152 (§4e).
 
     >>> import numpy as np
     >>> p, q1, q2 = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8])
@@ -358,11 +360,12 @@ def first_climbed(qs: tuple) -> int:
 
 
 def ascent_staircase(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int = ITERATIONS) -> AscentStaircase:
-    """One staircase path from alternating ascents: :func:`ascend` on draft 2's law for at most
-    :data:`SWITCH` steps, the staircase from it (:func:`._staircase.fit_staircase`: draft 2 side by
-    side by density, draft 1's curtain against ``(p - x_2)_+``, so draft 1's law is its best answer),
-    and, unless the ascent reached the optimum, the ascent on draft 1's law started from that best
-    answer, and so on, the drafts taking turns, until the optimum or ``iterations`` steps in all;
+    """One staircase path from alternating ascents: :func:`ascend` on the law of the draft of
+    :func:`first_climbed` (the flatter one; say draft 2) for at most :data:`SWITCH` steps, the
+    staircase from it (:func:`._staircase.fit_staircase`: draft 2 side by side by density, draft
+    1's curtain against ``(p - x_2)_+``, so draft 1's law is its best answer), and, unless the
+    ascent reached the optimum, the ascent on draft 1's law started from that best answer, and so
+    on, the drafts taking turns, until the optimum or ``iterations`` steps in all;
     the best exact path is returned. A staircase that does not tile hands the turn to the other
     draft from its own start (``x = min(p, q)``). Both laws are read off the pieces, so the
     acceptance ``Σ min(p, law1 + law2)`` is the path's own (exact, lossless whatever the ascents
@@ -372,11 +375,12 @@ def ascent_staircase(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, ite
     draft (complementary slackness), so the staircase's clipping into the parts' boxes leaves it
     unchanged and the path reaches V = P*. Raises ``RuntimeError`` if no staircase tiles.
 
-    Why turns (docs §4e): at n = 49152, 0.8/1.2 draft 2's staircase (49,000 distinct densities)
-    failed the stack pass's tiling check while draft 1's (19 densities) tiled; on random Dirichlet
-    instances at n = 4096 the ascent on one draft's law can crawl (4 of 24 still 2e-6 to 1e-5 short
-    after 500 steps), and the turn to the other draft, started from the best answer, ends in 5-91
-    steps.
+    Why turns (docs §4e): the ascent on one draft's law can crawl (on random Dirichlet instances
+    at n = 4096, 4 of 24 still 2e-6 to 1e-5 short after 500 steps; on the Zipf pairs, the colder
+    draft's law), and the turn to the other draft, started from the best answer, ends in 5-91
+    steps. (The turns were first needed for a staircase that did not tile, n = 49152, 0.8/1.2; the
+    stack pass tiles it since branch ``stairfast``, and a staircase that does not tile still hands
+    the turn on.)
     """
     fixed, start, spent, best, value = first_climbed(qs), None, 0, None, -np.inf
     while spent < iterations:

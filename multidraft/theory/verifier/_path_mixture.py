@@ -46,6 +46,7 @@ from multidraft.theory.verifier._independent_rule import (
     pair_choice,
     pair_with_cut,
     path_rule,
+    straight_forecast,
 )
 from multidraft.theory.verifier._ordered_split import ordered_split
 from multidraft.theory.verifier._orientation import ascent_staircase
@@ -54,9 +55,13 @@ from multidraft.theory.verifier._staircase import STEPS, staircase_rule
 __all__ = ["PathMixtureRule", "fit_independent_rule", "fit_path_mixture", "vertex_law", "SMALL", "ROUNDS", "SPLIT_SIZE"]
 
 #: Vocabulary size up to which the column generation runs by default when one path falls short;
-#: above it :func:`fit_independent_rule` tries the ascent before the single path (whose fits
-#: that fall short cost 0.1-0.8 s at n = 49152: up to ten fits, docs/nonidentical_verifier.md §4e).
+#: above it :func:`fit_independent_rule` tries the ascent before the single path where the
+#: single path's first fit is forecast to fall short (its fits that fall short cost 0.1-0.8 s at
+#: n = 49152: up to ten fits, docs/nonidentical_verifier.md §4e).
 SMALL = 512
+#: The single path's first fit is forecast to fall short (:func:`straight_forecast`) when its
+#: forecast is this far below P*.
+FORECAST = 1e-9
 #: Vocabulary size up to which the ordered split runs by default when the staircase falls short
 #: (one sparse LP of about 3n variables per round; a whole forced fit took 11-14 s CPU at n = 16384
 #: and 4-225 s at 49152, docs/nonidentical_verifier.md §4d).
@@ -207,8 +212,10 @@ def fit_independent_rule(
     2. if ``ascent``: the staircase from the ascent on one draft's law,
        :func:`~multidraft.theory.verifier._orientation.ascent_staircase` (``P* = max_ρ V(ρ)``,
        docs/nonidentical_verifier.md §4e; at P* on all 30 Zipf settings at n = 49152 and 131072),
-       tried *before* step 1 when ``n >`` :data:`SMALL` (step 1's fits that fall short cost
-       0.1-0.8 s at n = 49152, the ascent's staircase 10-30 ms);
+       tried *before* step 1 when ``n >`` :data:`SMALL` and step 1's first fit is forecast to fall
+       short (:func:`~multidraft.theory.verifier._independent_rule.straight_forecast`: its
+       curtains' groups without their layouts, ~4 ms at n = 49152; step 1's fits that fall short
+       cost 0.1-0.8 s there, the ascent's staircase 10-30 ms);
     3. the random path by column generation (:func:`fit_path_mixture`, ``rounds``), then
        :func:`~multidraft.theory.verifier._staircase.staircase_rule` (at most ``steps``
        alternating steps): one path at least as good as the mixture (§4c);
@@ -233,7 +240,8 @@ def fit_independent_rule(
         raise ValueError(f"ascent: the ascent is switched by True or False, got {ascent!r}")
     _check_rounds(rounds)
     p, qs, certificate, optimum = pair_with_cut(target, draft1, draft2, certificate, optimum)
-    first = ascent and len(p) > SMALL  # the ascent before the single path
+    parts = _parts(len(p), certificate)
+    first = ascent and len(p) > SMALL and straight_forecast(p, qs, parts) < optimum - FORECAST  # the ascent before the single path
     climbed = _ascent_rule(p, qs, certificate, optimum) if first else None
     if _reaches(climbed):
         return climbed

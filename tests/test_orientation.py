@@ -458,7 +458,7 @@ def test_first_orders_are_numpys_stable_sorts(n, zero_mass):
 
 def test_the_flatter_drafts_law_is_climbed_first():
     """n = 8192, the benchmark's 0.5/1.2 pair given the other way round (draft 1 at 1.2, the
-    flatter): the ascent climbs draft 1's law first (larger entropy) and its staircase is at P*
+    flatter): the ascent climbs draft 1's law first (smaller Σ q²) and its staircase is at P*
     (to 1e-12) within 20 steps. Twin: the colder draft's law (draft 2's, the order before) climbed
     for 100 steps stays more than 1e-7 short."""
     p, (q_cold, q_flat), optimum, parts = _bench_pair(8192, 0.5, 1.2)

@@ -534,7 +534,16 @@ def straight_forecast(p: np.ndarray, qs: tuple, parts: tuple) -> float:
     passes would realise it: each curtain's groups and targets (the cut scans), not laid out.
     Equal to that fit's acceptance up to rounding when its layouts tile; a few ms at n = 49152
     where the fit's stack passes take up to 40 ms on the pairs it falls short on
-    (docs/nonidentical_verifier.md §4e). ``parts = (U, T*)`` as token ids."""
+    (docs/nonidentical_verifier.md §4e). ``parts = (U, T*)`` as token ids.
+
+    Source: the curtain's law against caps (:func:`_region`: ``min(cap, λ m)`` on U', ``max(cap,
+    μ m)`` on T', the stack pass realising each group's target), docs/nonidentical_verifier.md §4.
+
+    >>> import numpy as np
+    >>> p, qs = np.array([0.5, 0.3, 0.2]), (np.array([0.2, 0.3, 0.5]), np.array([0.3, 0.3, 0.4]))
+    >>> round(straight_forecast(p, qs, (np.array([0]), np.array([1, 2]))), 12)  # P* = 0.94: the fit reaches it
+    0.94
+    """
     t = [float(q[parts[1]].sum()) for q in qs]
     law1, law2, _ = _fit(p, qs, parts, _split(qs, t[1], t[0]), _path("straight", p, qs, parts), False, planned=True)
     return float(np.minimum(p, law1 + law2).sum())

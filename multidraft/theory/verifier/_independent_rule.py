@@ -227,10 +227,49 @@ def _wins(a0, a1, b0, b1, xs, ys) -> float:
 
 def _region(path_i, mass, cap, lo, hi, offset):
     """Draft i's best curtain law on the region [lo, hi) of its coordinate against caps: the
-    iid cut scan (tokens by increasing cap/mass; the prefix T' minimising
-    ``cap(T') + W(lo, hi - m(T'))``), ``min(cap, λ m)`` on the rest U' in ``[lo, lo + m(U'))``,
-    ``max(cap, μ m)`` on T' behind it, each laid out by the stack pass. Returns (group of every
-    token, group piece bounds, piece starts, piece ends, laws)."""
+    groups of :func:`_region_groups`, each laid out by the stack pass. Returns (group of every
+    token, group piece bounds, piece starts, piece ends, laws read off the pieces)."""
+    xs, ys, cw = path_i
+    paths = _paths()
+    order, sorted_group, mass_g, target_g, u_groups, boundary = _region_groups(path_i, mass, cap, lo, hi)
+    s, groups = len(mass), len(mass_g)
+    start, end = np.empty(2 * groups + 2), np.empty(2 * groups + 2)
+    group_end = np.zeros(groups, dtype=np.int64)
+    stack, hs, he, hm, hw = np.empty(groups + 2, dtype=np.int64), *(np.empty(groups + 2) for _ in range(4))
+    count = 0
+    for first, m, a, b in ((0, u_groups, lo, boundary), (u_groups, groups - u_groups, boundary, hi)):
+        if m:
+            count = paths.path_stack_pass(
+                xs, ys, cw, mass_g[first : first + m], target_g[first : first + m], a, b, start, end, group_end,
+                first, count, stack, hs, he, hm, hw,
+            )  # fmt: skip
+    bounds = np.concatenate([[0], group_end])
+    start, end = start[:count], end[:count]
+    group_law = np.empty(groups)
+    paths.piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], group_law)
+    group = np.empty(s, dtype=np.int64)
+    group[order] = sorted_group
+    density = np.divide(group_law, mass_g, out=np.zeros(groups), where=mass_g > 0)
+    _check_tiling(start, end, lo, hi, bounds, mass_g)
+    return group + offset, bounds, start, end, mass * density[group]
+
+
+def _planned_region(path_i, mass, cap, lo, hi, offset):
+    """:func:`_region`'s return without the layout: the laws its stack pass realises when it tiles
+    (each group's target spread over its tokens by mass), one empty piece range per group."""
+    order, sorted_group, mass_g, target_g, _, _ = _region_groups(path_i, mass, cap, lo, hi)
+    group = np.empty(len(mass), dtype=np.int64)
+    group[order] = sorted_group
+    density = np.divide(target_g, mass_g, out=np.zeros(len(mass_g)), where=mass_g > 0)
+    return group + offset, np.zeros(len(mass_g) + 1, dtype=np.int64), np.zeros(0), np.zeros(0), mass * density[group]
+
+
+def _region_groups(path_i, mass, cap, lo, hi):
+    """The groups of :func:`_region`: the iid cut scan (tokens by increasing cap/mass; the prefix
+    T' minimising ``cap(T') + W(lo, hi - m(T'))``), ``min(cap, λ m)`` on the rest U' in
+    ``[lo, lo + m(U'))``, ``max(cap, μ m)`` on T' behind it. Returns (the order, each sorted
+    token's group, the groups' masses and targets -- the laws the stack pass realises --, U''s
+    group count, the boundary of U' and T')."""
     xs, ys, cw = path_i
     curtain, paths = _curtain(), _paths()
     s = len(mass)
@@ -265,27 +304,7 @@ def _region(path_i, mass, cap, lo, hi, offset):
             sorted_group[:pool] = u_groups + best - pool
             masses.append([ms[:pool].sum()])
             targets.append([max(total - rs[pool:best].sum(), 0.0)])
-    mass_g, target_g = np.concatenate(masses), np.concatenate(targets)
-    groups = len(mass_g)
-    start, end = np.empty(2 * groups + 2), np.empty(2 * groups + 2)
-    group_end = np.zeros(groups, dtype=np.int64)
-    stack, hs, he, hm, hw = np.empty(groups + 2, dtype=np.int64), *(np.empty(groups + 2) for _ in range(4))
-    count = 0
-    for first, m, a, b in ((0, u_groups, lo, boundary), (u_groups, groups - u_groups, boundary, hi)):
-        if m:
-            count = paths.path_stack_pass(
-                xs, ys, cw, mass_g[first : first + m], target_g[first : first + m], a, b, start, end, group_end,
-                first, count, stack, hs, he, hm, hw,
-            )  # fmt: skip
-    bounds = np.concatenate([[0], group_end])
-    start, end = start[:count], end[:count]
-    group_law = np.empty(groups)
-    paths.piece_laws(xs, ys, cw, start, end, bounds[:-1], bounds[1:], group_law)
-    group = np.empty(s, dtype=np.int64)
-    group[order] = sorted_group
-    density = np.divide(group_law, mass_g, out=np.zeros(groups), where=mass_g > 0)
-    _check_tiling(start, end, lo, hi, bounds, mass_g)
-    return group + offset, bounds, start, end, mass * density[group]
+    return order, sorted_group, np.concatenate(masses), np.concatenate(targets), u_groups, boundary
 
 
 def _stable_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:
@@ -330,9 +349,10 @@ def _side_by_side(path_i, mass, lo, offset):
     return np.arange(len(mass)) + offset, bounds, start, end, law
 
 
-def _fit(p, qs, parts, share, path: Path, balance: bool, vertex: bool = False):
+def _fit(p, qs, parts, share, path: Path, balance: bool, vertex: bool = False, planned: bool = False):
     """One fit for the split ``π_1 = share · p`` on ``path``: laws and layouts of both drafts
-    (``vertex``: every token one piece, side by side, whatever the split)."""
+    (``vertex``: every token one piece, side by side, whatever the split; ``planned``: the laws
+    the stack passes would realise, :func:`_planned_region`, with empty layouts)."""
     shares = _balanced(p, qs, parts, share, path) if balance else [share, share]
     out = []
     for i in range(2):
@@ -343,7 +363,7 @@ def _fit(p, qs, parts, share, path: Path, balance: bool, vertex: bool = False):
                 return (mine, *_side_by_side(coordinates, qs[i][mine], lo, groups))
             share = shares[index][mine]
             cap = (share if i == 0 else 1.0 - share) * p[mine]
-            return (mine, *_region(coordinates, qs[i][mine], cap, lo, hi, groups))
+            return (mine, *(_planned_region if planned else _region)(coordinates, qs[i][mine], cap, lo, hi, groups))
 
         out.append(draft_layout(qs[i], parts, coordinates, place))
     return out[0][0], out[1][0], (out[0][1], out[1][1])
@@ -475,19 +495,13 @@ def fit_path_curtain(
     parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
     t = [float(q[in_t].sum()) for q in qs]
 
-    def split(w1: float | np.ndarray, w2: float | np.ndarray) -> np.ndarray:
-        """Draft 1's share ``q_1 w_1 / (q_1 w_1 + q_2 w_2)`` of every token (1/2 where both vanish)."""
-        score1, score2 = qs[0] * w1, qs[1] * w2
-        total = score1 + score2
-        return np.divide(score1, total, out=np.full(n, 0.5), where=total > 0)
-
     def mean_share() -> np.ndarray:
         """The split by each draft's mean weight over its part on the straight path: U
         ``1 - u_j / 2``, T* ``t_j / 2`` (computed only when a candidate needs it)."""
-        return split(*(np.where(in_t, t[j] / 2, 1.0 - (1.0 - t[j]) / 2) for j in (1, 0)))
+        return _split(qs, *(np.where(in_t, t[j] / 2, 1.0 - (1.0 - t[j]) / 2) for j in (1, 0)))
 
     # the linear score of the min-cut (weights at the end of U: t_j), then the mean weights
-    end_share = split(t[1], t[0])
+    end_share = _split(qs, t[1], t[0])
     candidates = [("straight", end_share, False), ("straight", mean_share, True), ("straight", end_share, True)]
     candidates += [(kind, None, True) for kind in paths if kind != "straight"]
     best = None
@@ -513,6 +527,34 @@ def fit_path_curtain(
         best = (0.0, law1, law2, layouts, "straight, side by side")
     _, law1, law2, layouts, kind = best
     return path_rule(p, qs, certificate, optimum, law1, law2, layouts, kind)
+
+
+def _split(qs: tuple, w1: float | np.ndarray, w2: float | np.ndarray) -> np.ndarray:
+    """Draft 1's share ``q_1 w_1 / (q_1 w_1 + q_2 w_2)`` of every token (1/2 where both vanish)."""
+    score1, score2 = qs[0] * w1, qs[1] * w2
+    total = score1 + score2
+    return np.divide(score1, total, out=np.full(len(score1), 0.5), where=total > 0)
+
+
+def straight_forecast(p: np.ndarray, qs: tuple, parts: tuple) -> float:
+    """``Σ min(p, r)`` of :func:`fit_path_curtain`'s first fit (the straight path, p split by the
+    min-cut's linear score ``π_1 = p q_1 t_2 / (q_1 t_2 + q_2 t_1)``, not re-balanced) as its stack
+    passes would realise it: each curtain's groups and targets (the cut scans), not laid out.
+    Equal to that fit's acceptance up to rounding when its layouts tile; a few ms at n = 49152
+    where the fit's stack passes take up to 40 ms on the pairs it falls short on
+    (docs/nonidentical_verifier.md §4e). ``parts = (U, T*)`` as token ids.
+
+    Source: the curtain's law against caps (:func:`_region`: ``min(cap, λ m)`` on U', ``max(cap,
+    μ m)`` on T', the stack pass realising each group's target), docs/nonidentical_verifier.md §4.
+
+    >>> import numpy as np
+    >>> p, qs = np.array([0.5, 0.3, 0.2]), (np.array([0.2, 0.3, 0.5]), np.array([0.3, 0.3, 0.4]))
+    >>> round(straight_forecast(p, qs, (np.array([0]), np.array([1, 2]))), 12)  # P* = 0.94: the fit reaches it
+    0.94
+    """
+    t = [float(q[parts[1]].sum()) for q in qs]
+    law1, law2, _ = _fit(p, qs, parts, _split(qs, t[1], t[0]), _path("straight", p, qs, parts), False, planned=True)
+    return float(np.minimum(p, law1 + law2).sum())
 
 
 def path_rule(p, qs, certificate, optimum, law1, law2, layouts, kind: str) -> IndependentRule:

@@ -45,12 +45,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.verifier._independent_rule import _stable_order
+from multidraft.theory.verifier._staircase import _density_order as _staircase_order
 from multidraft.theory.verifier._staircase import fit_staircase
 
-__all__ = ["Ascent", "AscentStaircase", "response", "gr_excess", "ascend", "ascent_staircase", "ascent_split", "ITERATIONS", "REACH", "STEP", "SWITCH"]
+__all__ = ["Ascent", "AscentStaircase", "response", "gr_excess", "ascend", "ascent_staircase", "ascent_split", "first_climbed", "ITERATIONS", "REACH", "STEP", "SWITCH"]
 
-#: Most supergradient steps of :func:`ascend` (each one O(n log n): two sorts).
+#: Most supergradient steps of :func:`ascend` (each two sorts, warm-started after the first).
 ITERATIONS = 500
+#: Above this share of tokens whose key changed, a step's sort is timsort from the last order
+#: instead of :func:`_merge_moved`.
+MERGE_SHARE = 0.25
 #: :func:`ascend` stops this close to P* (the staircase's law is exact either way).
 REACH = 1e-13
 #: Most steps of one turn of :func:`ascent_staircase` before the other draft's law is climbed.
@@ -79,10 +84,56 @@ def _share_given(law: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(q > 0, 1.0 - np.minimum(law / np.where(q > 0, q, 1.0), 1.0), 0.0)
 
 
-def _argsort(key: np.ndarray, hint: np.ndarray | None) -> np.ndarray:
-    """Stable argsort of ``key``, started from the order ``hint`` (the previous step's: timsort
-    then meets long runs, about 4x faster at n = 49152)."""
-    return np.argsort(key, kind="stable") if hint is None else hint[np.argsort(key[hint], kind="stable")]
+def _argsort(key: np.ndarray, hint: np.ndarray) -> np.ndarray:
+    """Stable argsort of ``key`` started from the order ``hint`` (the previous step's: timsort
+    then meets long runs, about 4x faster at n = 49152 than from scratch); ties in hint order."""
+    return hint[np.argsort(key[hint], kind="stable")]
+
+
+def _resort(key: np.ndarray, order: np.ndarray, moved: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(stable increasing order of key, key)`` from the last step's ``order``, where only the
+    ``count`` tokens marked ``moved`` may have changed their key (few: 1-1,000 of 49,152 per step
+    of the ascent at n = 49152): they are sorted among themselves and merged into the others'
+    order (:func:`_merge_moved`, O(n + m log m)); ties stay in the last order, which is
+    ``_argsort(key, order)``'s permutation exactly. Where more than :data:`MERGE_SHARE` of the
+    tokens moved, that timsort."""
+    if count > MERGE_SHARE * len(key):
+        return _argsort(key, order), key
+    compile_in_place(globals(), ["_merge_moved"])
+    return _merge_moved(order, key, moved), key
+
+
+def _merge_moved(order, key, moved):
+    """``order`` (increasing in the previous keys, which only the ``moved`` tokens changed)
+    re-sorted by ``key``: the moved tokens, in ``order``'s order, sorted stably among
+    themselves, merged into the others (ties by position in ``order``). Compiled on first use."""
+    n = order.shape[0]
+    m = 0
+    for i in range(n):
+        if moved[order[i]]:
+            m += 1
+    tokens = np.empty(m, dtype=np.int64)
+    place = np.empty(m, dtype=np.int64)  # each moved token's position in order
+    j = 0
+    for i in range(n):
+        if moved[order[i]]:
+            tokens[j], place[j] = order[i], i
+            j += 1
+    rank = np.argsort(key[tokens], kind="mergesort")
+    out = np.empty(n, dtype=np.int64)
+    i, j = 0, 0
+    for k in range(n):
+        while i < n and moved[order[i]]:
+            i += 1
+        if j < m:
+            t = tokens[rank[j]]
+            if i == n or key[t] < key[order[i]] or (key[t] == key[order[i]] and place[rank[j]] < i):
+                out[k] = t
+                j += 1
+                continue
+        out[k] = order[i]
+        i += 1
+    return out
 
 
 def _k_at(q2: np.ndarray, rho: np.ndarray, a: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -95,11 +146,25 @@ def _k_at(q2: np.ndarray, rho: np.ndarray, a: np.ndarray, order: np.ndarray) -> 
     return below[count] + a * (total[-1] - total[count])
 
 
-def _density_order(q: np.ndarray, law: np.ndarray, hint: np.ndarray | None = None) -> np.ndarray:
-    """Tokens by decreasing ``law / q`` (``law > 0 = q`` first); the sort started from ``hint``."""
+def _density_order(q: np.ndarray, law: np.ndarray) -> np.ndarray:
+    """Tokens by decreasing ``law / q`` (``law > 0 = q`` first), ties in id order."""
+    return np.argsort(_minus_density(q, law), kind="stable")
+
+
+def _minus_density(q: np.ndarray, law: np.ndarray) -> np.ndarray:
+    """``-law / q`` (``-inf`` where ``law > 0 = q``, 0 where both vanish): the key of :func:`_density_order`."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        density = np.where(q > 0, law / np.where(q > 0, q, 1.0), np.where(law > 0, np.inf, 0.0))
-    return _argsort(-density, hint)
+        return -np.where(q > 0, law / np.where(q > 0, q, 1.0), np.where(law > 0, np.inf, 0.0))
+
+
+def _first_orders(q1: np.ndarray, short: np.ndarray, rho: np.ndarray) -> tuple:
+    """The first step's ``(order, key)`` pairs: :func:`_density_order` of ``short`` and the
+    increasing order of ρ, by the radix sorts of :func:`._staircase._density_order` (where every
+    ``q_1 > 0``; else numpy's) and :func:`._independent_rule._stable_order` (``ρ / 1``): the
+    same permutations, ties in id order, ~10x faster than numpy's at n = 49152."""
+    key = _minus_density(q1, short)
+    by_density = _staircase_order(short, q1, np.arange(len(q1))) if (q1 > 0).all() else np.argsort(key, kind="stable")
+    return (by_density, key), (_stable_order(rho, np.ones(len(rho))), rho)
 
 
 def _min_slack(order, q1, short, by_rho, rho, q2):
@@ -133,7 +198,7 @@ def response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray) -> 
 
     Source: (GR) of docs/nonidentical_verifier.md §4c reduced to one dimension (§4e, Lemma 6);
     V is what the staircase from ``x_2`` reaches (:func:`._staircase.fit_staircase`, draft 1's
-    curtain against ``(p - x_2)_+``). Complexity O(n log n): two sorts and one compiled O(n) merge.
+    curtain against ``(p - x_2)_+``). Complexity O(n log n): two sorts (radix) and one compiled O(n) merge.
 
     Uniform drafts on two tokens with p = (0.75, 0.25) give ``P* = 0.75 + 0.25 = 1`` when draft 2
     keeps all it drew of token 0 and gives token 1 away:
@@ -147,19 +212,28 @@ def response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray) -> 
 
 
 def _response(p: np.ndarray, q1: np.ndarray, q2: np.ndarray, rho: np.ndarray, hints: tuple) -> tuple[float, np.ndarray, tuple]:
-    """:func:`response` and its two orders (decreasing ``(p - x_2)_+ / q_1``, increasing ρ), each
-    sort started from ``hints`` (the previous step's orders, or None)."""
+    """:func:`response` and its two orders (decreasing ``(p - x_2)_+ / q_1``, increasing ρ) with
+    their keys, each sort started from ``hints`` (the previous step's ``(order, key)`` pairs, or
+    None: :func:`_first_orders`)."""
     compile_in_place(globals(), ["_min_slack"])
     law2 = q2 * (1.0 - rho)
     short = np.maximum(p - law2, 0.0)
-    order = _density_order(q1, short, hints[0])
-    by_rho = _argsort(rho, hints[1])
-    k, slack, a = _min_slack(order, q1, short, by_rho, rho, q2)
+    if hints[0] is None:
+        by_density, by_rho = _first_orders(q1, short, rho)
+    else:  # only the tokens whose ρ moved change their keys
+        (order, last), (rho_order, last_rho) = hints
+        moved = rho != last_rho
+        changed = np.flatnonzero(moved)
+        key = last.copy()
+        key[changed] = _minus_density(q1[changed], short[changed])
+        by_density, by_rho = _resort(key, order, moved, len(changed)), _resort(rho, rho_order, moved, len(changed))
+    order = by_density[0]
+    k, slack, a = _min_slack(order, q1, short, by_rho[0], rho, q2)
     value = float(np.minimum(p, law2).sum() + short.sum() + slack)
     first = np.zeros(len(p), dtype=bool)
     first[order[:k]] = True
     g = q2 * ((rho < a).astype(float) - (first & (short > 0)))
-    return value, g, (order, by_rho)
+    return value, g, (by_density, by_rho)
 
 
 def gr_excess(qs: tuple, laws: tuple) -> float:
@@ -223,7 +297,9 @@ def ascend(
     ``start`` of another length or outside [0, 1].
 
     Source: docs/nonidentical_verifier.md §4e; Polyak, "Minimization of unsmooth functionals"
-    (1969). Complexity: O(n log n) per step; 1-15 steps on the 15 Zipf pairs at n = 49152 (§4e).
+    (1969). Complexity: the first step two radix sorts, O(n); each later one O(n + m log m), m the
+    tokens whose ρ moved (their keys re-sorted and merged into the last orders, 1-1,000 of 49,152
+    on the Zipf pairs); 1-15 steps on the 15 Zipf pairs at n = 49152 (§4e).
 
     >>> import numpy as np
     >>> p, q1, q2 = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.1, 0.8])
@@ -268,12 +344,28 @@ class AscentStaircase:
     ascent: Ascent
 
 
+def first_climbed(qs: tuple) -> int:
+    """The draft whose law :func:`ascent_staircase` climbs first: the flatter one, of smaller
+    collision probability ``Σ q²`` (1, draft 2's, on a tie; no logarithms, O(n)). Measured, not
+    proved (docs/nonidentical_verifier.md §4e): on the 15 Zipf pairs at n = 49152 the ascent on the
+    flatter draft's law reached P* in 1-15 steps, on the other's in 1-12 where the drafts are
+    alike and not within 500 steps on 0.5/1.2, 0.5/1.6, 0.5/2.0 and 0.8/2.0.
+
+    >>> import numpy as np
+    >>> first_climbed((np.array([0.5, 0.5]), np.array([0.9, 0.1]))), first_climbed((np.array([0.9, 0.1]), np.array([0.5, 0.5])))
+    (0, 1)
+    """
+    collision = [float((q * q).sum()) for q in qs]  # not q @ q: BLAS's threads (see ascend)
+    return 0 if collision[0] < collision[1] else 1
+
+
 def ascent_staircase(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, iterations: int = ITERATIONS) -> AscentStaircase:
-    """One staircase path from alternating ascents: :func:`ascend` on draft 2's law for at most
-    :data:`SWITCH` steps, the staircase from it (:func:`._staircase.fit_staircase`: draft 2 side by
-    side by density, draft 1's curtain against ``(p - x_2)_+``, so draft 1's law is its best answer),
-    and, unless the ascent reached the optimum, the ascent on draft 1's law started from that best
-    answer, and so on, the drafts taking turns, until the optimum or ``iterations`` steps in all;
+    """One staircase path from alternating ascents: :func:`ascend` on the law of the draft of
+    :func:`first_climbed` (the flatter one; say draft 2) for at most :data:`SWITCH` steps, the
+    staircase from it (:func:`._staircase.fit_staircase`: draft 2 side by side by density, draft
+    1's curtain against ``(p - x_2)_+``, so draft 1's law is its best answer), and, unless the
+    ascent reached the optimum, the ascent on draft 1's law started from that best answer, and so
+    on, the drafts taking turns, until the optimum or ``iterations`` steps in all;
     the best exact path is returned. A staircase that does not tile hands the turn to the other
     draft from its own start (``x = min(p, q)``). Both laws are read off the pieces, so the
     acceptance ``Σ min(p, law1 + law2)`` is the path's own (exact, lossless whatever the ascents
@@ -283,13 +375,14 @@ def ascent_staircase(p: np.ndarray, qs: tuple, parts: tuple, optimum: float, ite
     draft (complementary slackness), so the staircase's clipping into the parts' boxes leaves it
     unchanged and the path reaches V = P*. Raises ``RuntimeError`` if no staircase tiles.
 
-    Why turns (docs §4e): at n = 49152, 0.8/1.2 draft 2's staircase (49,000 distinct densities)
-    failed the stack pass's tiling check while draft 1's (19 densities) tiled; on random Dirichlet
-    instances at n = 4096 the ascent on one draft's law can crawl (4 of 24 still 2e-6 to 1e-5 short
-    after 500 steps), and the turn to the other draft, started from the best answer, ends in 5-91
-    steps.
+    Why turns (docs §4e): the ascent on one draft's law can crawl (on random Dirichlet instances
+    at n = 4096, 4 of 24 still 2e-6 to 1e-5 short after 500 steps; on the Zipf pairs, the colder
+    draft's law), and the turn to the other draft, started from the best answer, ends in 5-91
+    steps. (The turns were first needed for a staircase that did not tile, n = 49152, 0.8/1.2; the
+    stack pass tiles it since branch ``stairfast``, and a staircase that does not tile still hands
+    the turn on.)
     """
-    fixed, start, spent, best, value = 1, None, 0, None, -np.inf
+    fixed, start, spent, best, value = first_climbed(qs), None, 0, None, -np.inf
     while spent < iterations:
         out = ascend(p, qs[1 - fixed], qs[fixed], optimum, iterations=min(SWITCH, iterations - spent), start=start)
         spent += out.steps

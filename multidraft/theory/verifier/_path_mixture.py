@@ -46,6 +46,7 @@ from multidraft.theory.verifier._independent_rule import (
     pair_choice,
     pair_with_cut,
     path_rule,
+    straight_forecast,
 )
 from multidraft.theory.verifier._ordered_split import ordered_split
 from multidraft.theory.verifier._orientation import ascent_staircase
@@ -53,8 +54,14 @@ from multidraft.theory.verifier._staircase import STEPS, staircase_rule
 
 __all__ = ["PathMixtureRule", "fit_independent_rule", "fit_path_mixture", "vertex_law", "SMALL", "ROUNDS", "SPLIT_SIZE"]
 
-#: Vocabulary size up to which the column generation runs by default when one path falls short.
+#: Vocabulary size up to which the column generation runs by default when one path falls short;
+#: above it :func:`fit_independent_rule` tries the ascent before the single path where the
+#: single path's first fit is forecast to fall short (its fits that fall short cost 0.1-0.8 s at
+#: n = 49152: up to ten fits, docs/nonidentical_verifier.md §4e).
 SMALL = 512
+#: The single path's first fit is forecast to fall short (:func:`straight_forecast`) when its
+#: forecast is this far below P*.
+FORECAST = 1e-9
 #: Vocabulary size up to which the ordered split runs by default when the staircase falls short
 #: (one sparse LP of about 3n variables per round; a whole forced fit took 11-14 s CPU at n = 16384
 #: and 4-225 s at 49152, docs/nonidentical_verifier.md §4d).
@@ -204,7 +211,11 @@ def fit_independent_rule(
     1. the best single path (:func:`~multidraft.theory.verifier._independent_rule.fit_path_curtain`);
     2. if ``ascent``: the staircase from the ascent on one draft's law,
        :func:`~multidraft.theory.verifier._orientation.ascent_staircase` (``P* = max_ρ V(ρ)``,
-       docs/nonidentical_verifier.md §4e; at P* on all 30 Zipf settings at n = 49152 and 131072);
+       docs/nonidentical_verifier.md §4e; at P* on all 30 Zipf settings at n = 49152 and 131072),
+       tried *before* step 1 when ``n >`` :data:`SMALL` and step 1's first fit is forecast to fall
+       short (:func:`~multidraft.theory.verifier._independent_rule.straight_forecast`: its
+       curtains' groups without their layouts, ~4 ms at n = 49152; step 1's fits that fall short
+       cost 0.1-0.8 s there, the ascent's staircase 10-30 ms);
     3. the random path by column generation (:func:`fit_path_mixture`, ``rounds``), then
        :func:`~multidraft.theory.verifier._staircase.staircase_rule` (at most ``steps``
        alternating steps): one path at least as good as the mixture (§4c);
@@ -228,41 +239,52 @@ def fit_independent_rule(
     if not isinstance(ascent, bool):
         raise ValueError(f"ascent: the ascent is switched by True or False, got {ascent!r}")
     _check_rounds(rounds)
-    single = fit_path_mixture(target, draft1, draft2, certificate=certificate, optimum=optimum, rounds=0)
-    if single.acceptance >= single.optimum - TOLERANCE:
-        return single
-    climbed = _ascent_rule(single) if ascent else None
-    if climbed is not None and climbed.acceptance >= climbed.optimum - TOLERANCE:
+    p, qs, certificate, optimum = pair_with_cut(target, draft1, draft2, certificate, optimum)
+    parts = _parts(len(p), certificate)
+    first = ascent and len(p) > SMALL and straight_forecast(p, qs, parts) < optimum - FORECAST  # the ascent before the single path
+    climbed = _ascent_rule(p, qs, certificate, optimum) if first else None
+    if _reaches(climbed):
         return climbed
+    single = fit_path_mixture(p, *qs, certificate=certificate, optimum=optimum, rounds=0)
+    if _reaches(single):
+        return single
+    if ascent and not first:
+        climbed = _ascent_rule(p, qs, certificate, optimum)
+        if _reaches(climbed):
+            return climbed
     rule = single
     if (ROUNDS if single.n <= SMALL else 0) if rounds is None else rounds:
         rule = fit_path_mixture(single.target, single.draft, single.draft2, certificate=single.certificate, optimum=single.optimum, rounds=rounds)
     rule = _better(staircase_rule(rule, steps), climbed)
-    if rule.acceptance >= rule.optimum - TOLERANCE or steps == 0 or not (rule.n <= SPLIT_SIZE if split is None else split):
+    if _reaches(rule) or steps == 0 or not (rule.n <= SPLIT_SIZE if split is None else split):
         return rule
-    law1, law2, value = ordered_split(rule.target, (rule.draft, rule.draft2), _parts(rule), (rule.law1, rule.law2), rule.optimum)
+    law1, law2, value = ordered_split(rule.target, (rule.draft, rule.draft2), _parts(rule.n, rule.certificate), (rule.law1, rule.law2), rule.optimum)
     if value <= rule.acceptance:
         return rule
     return staircase_rule(rule, steps, laws=(law1, law2))
 
 
-def _parts(rule: IndependentRule) -> tuple[np.ndarray, np.ndarray]:
-    """(U, T*) of ``rule``'s cut, as token ids."""
-    in_t = np.zeros(rule.n, dtype=bool)
-    in_t[rule.certificate] = True
+def _parts(n: int, certificate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(U, T*) of the cut ``certificate`` (T*) over n tokens, as token ids."""
+    in_t = np.zeros(n, dtype=bool)
+    in_t[certificate] = True
     return np.flatnonzero(~in_t), np.flatnonzero(in_t)
 
 
-def _ascent_rule(rule: IndependentRule) -> IndependentRule | None:
-    """The one-path rule of :func:`~multidraft.theory.verifier._orientation.ascent_staircase` on
-    ``rule``'s target, drafts and cut (its laws read off its pieces), or None when none of the
-    ascents' staircases tiles."""
-    qs = (rule.draft, rule.draft2)
+def _ascent_rule(p: np.ndarray, qs: tuple, certificate: np.ndarray, optimum: float) -> IndependentRule | None:
+    """The one-path rule of :func:`~multidraft.theory.verifier._orientation.ascent_staircase` for
+    target p, drafts ``qs`` and the cut (T*, P*) (its laws read off its pieces), or None when none
+    of the ascents' staircases tiles."""
     try:
-        out = ascent_staircase(rule.target, qs, _parts(rule), rule.optimum)
+        out = ascent_staircase(p, qs, _parts(len(p), certificate), optimum)
     except RuntimeError:
         return None
-    return path_rule(rule.target, qs, rule.certificate, rule.optimum, out.law1, out.law2, out.layouts, "staircase")
+    return path_rule(p, qs, certificate, optimum, out.law1, out.law2, out.layouts, "staircase")
+
+
+def _reaches(rule: IndependentRule | None) -> bool:
+    """Whether ``rule`` (None: no rule) accepts P* to :data:`TOLERANCE`."""
+    return rule is not None and rule.acceptance >= rule.optimum - TOLERANCE
 
 
 def _better(rule: IndependentRule, other: IndependentRule | None) -> IndependentRule:

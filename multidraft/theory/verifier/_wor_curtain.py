@@ -281,7 +281,11 @@ KERNELS = ("sums", "weight", "weights", "solo", "stack_pass", "breakpoint_sums",
 
 def _kernels():
     """``(stack_pass, weights)``, numba-compiled on first use
-    (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk."""
+    (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk; :func:`stack_pass` holds its starts
+    by the iid kernels' ``held_start``, imported here (with numba) rather than with this module."""
+    global held_start
+    from multidraft.theory.verifier._curtain_kernels import held_start
+
     compile_in_place(globals(), KERNELS)
     return stack_pass, weights
 
@@ -369,7 +373,7 @@ def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, rea
     (group-major) and each group's realised weight and length; returns the number of pieces."""
     m = mass.shape[0]
     stack = np.empty(m, np.int64)
-    hull_start, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m)
+    hull_start, hull_end, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     top = 0
     count = 0
     for g in range(m):
@@ -378,21 +382,23 @@ def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, rea
         first_child = top
         while top > 0:
             below = stack[top - 1]
-            end = hull_start[below] + hull_mass[below]
+            end = hull_end[below]
             if end + cg <= hi and sums(1.0 - end, 1.0 - end - cg, c)[0] * cg >= r:
                 break
             top -= 1
             upper = 1.0 - hull_start[below] + cg
             cg += hull_mass[below]
             r += hull_weight[below]
-        start = solo(cg, r, c, lo, hi, upper)
+        start = held_start(solo(cg, r, c, lo, hi, upper), cg, lo, stack, top, first_child, hull_end)
         cursor = start + cg
+        left, right = start, cursor
         realised_weight[g], realised_length[g] = 0.0, 0.0
         for index in range(first_child - 1, top - 2, -1):
             if index >= top:
                 child = stack[index]
-                piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                piece_begin, piece_stop = hull_end[child], cursor
                 cursor = hull_start[child]
+                left, right = min(left, cursor), max(right, piece_begin)
             else:
                 piece_begin, piece_stop = start, cursor
             piece_stop = max(piece_stop, piece_begin)
@@ -400,7 +406,7 @@ def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, rea
             realised_weight[g] += weight(piece_begin, piece_stop, c)
             realised_length[g] += piece_stop - piece_begin
             count += 1
-        hull_start[g], hull_mass[g], hull_weight[g] = start, cg, r
+        hull_start[g], hull_end[g], hull_mass[g], hull_weight[g] = left, right, cg, r
         stack[top] = g
         top += 1
     return count

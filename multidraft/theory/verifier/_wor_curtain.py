@@ -370,7 +370,11 @@ def solo(mass, target, c, lo, hi, x):
 
 def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length):
     """The nested stack pass of the module docstring for groups 0..m-1 in order: writes their pieces
-    (group-major) and each group's realised weight and length; returns the number of pieces."""
+    (group-major) and each group's realised weight and length; returns the number of pieces.
+
+    As in the iid pass, a start is held at or after the end of the hull below (``lo``) and a merged set's last
+    child's end less its mass (``_curtain_kernels.held_start``), and a hull's extent covers its children's: the
+    pieces are disjoint within the part and none starts before it (docs/optimal_verifier.md §8)."""
     m = mass.shape[0]
     stack = np.empty(m, np.int64)
     hull_start, hull_end, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m), np.empty(m)

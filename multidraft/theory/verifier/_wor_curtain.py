@@ -83,7 +83,7 @@ def water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str)
     if clip != "min" and value_total >= total:
         return 0.0
     at_breakpoints = np.empty(len(values))
-    compile_in_place(globals(), KERNELS)
+    _kernels()
     breakpoint_sums(values, masses, value_total, mass_total, clip == "min", at_breakpoints)
     j = int(np.searchsorted(at_breakpoints, total, side="left"))
     if clip == "min":
@@ -202,7 +202,7 @@ def _iid_layout(p: np.ndarray, m: np.ndarray, k: int) -> tuple[Layout, float]:
     written as a :class:`Layout` (r = m · the group's realised density)."""
     fit = curtain_fit(p, m, k)
     token_group, law, piece_group = np.empty(len(p), dtype=np.int64), np.empty(len(p)), np.empty(len(fit.piece_start), dtype=np.int64)
-    compile_in_place(globals(), KERNELS)
+    _kernels()
     iid_glue(fit.group, fit.density, np.ascontiguousarray(m, dtype=np.float64), fit.group_bounds, token_group, law, piece_group)
     layout = Layout(token_group, piece_group, fit.piece_start, fit.piece_end, fit.group_bounds[:-1], fit.group_bounds[1:], law)
     return layout, min_sum(p, law)

@@ -73,6 +73,15 @@ def solo(c: float, target: float, k: int, lo: float, hi: float, x: float) -> flo
     return min(max(1.0 - x, lo), hi - c)
 
 
+@jit
+def held_start(start, c, lo, stack, top, first_child, hull_end):
+    """``start`` held at or after the hull below's end (``lo``) and a merged set's last child's end less c (stack_pass)."""
+    start = max(start, lo if top == 0 else hull_end[stack[top - 1]])
+    if first_child > top and start + c < hull_end[stack[first_child - 1]]:
+        start = hull_end[stack[first_child - 1]] - c
+    return start
+
+
 #: Smallest and largest block of groups solved side by side (:func:`chain`, :func:`row`); the
 #: largest K whose power sums :func:`block_power_sums` unrolls.
 FIRST_BLOCK, CHAIN_BLOCK, UNROLLED_K = 8, 256, 8
@@ -142,9 +151,7 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
             upper = 1.0 - hull_start[below] + c
             c += hull_mass[below]
             r += hull_weight[below]
-        start = max(solo(c, r, k, lo, hi, upper), lo if top == 0 else hull_end[stack[top - 1]])  # behind the hull below
-        if first_child > top and start + c < hull_end[stack[first_child - 1]]:  # a merged set ends at or after its last child
-            start = hull_end[stack[first_child - 1]] - c
+        start = held_start(solo(c, r, k, lo, hi, upper), c, lo, stack, top, first_child, hull_end)
         # Popped hulls are stack[top:first_child], rearmost first: pieces are the gaps.
         cursor = start + c
         left, right = start, cursor
@@ -173,11 +180,10 @@ def stack_pass(mass, target, k, lo, hi, piece_start, piece_end, density, group_e
 
 @jit
 def block_power_sums(x, y, k, n, previous, current, y_power):
-    """:func:`power_sums` of ``(x[i], y[i])`` for i < n into ``previous``, ``current`` (the
-    same operations, so the same bits). For K <= :data:`UNROLLED_K` one pass over the lanes, each
-    lane's K - 1 steps in registers: a loop of fixed length whose steps past K are masked
-    (``j < k``, the same for every lane) is unrolled, and the lane loop vectorises (4-5x faster
-    than stepping every lane through memory, as larger K do)."""
+    """:func:`power_sums` of ``(x[i], y[i])`` for i < n into ``previous``, ``current`` (the same operations, so the
+    same bits). For K <= :data:`UNROLLED_K` one pass over the lanes, each lane's K - 1 steps in registers: a loop of
+    fixed length whose steps past K are masked (``j < k``, the same for every lane) is unrolled, and the lane loop
+    vectorises (4-5x faster than stepping every lane through memory, as larger K do)."""
     if k <= UNROLLED_K:
         for i in range(n):
             a, b, last, current_i, power = x[i], y[i], 0.0, 1.0, 1.0
@@ -197,17 +203,16 @@ def block_power_sums(x, y, k, n, previous, current, y_power):
 
 @jit
 def block_starts(x, mass, level, k, lo, hi, n, block, two_sided=False):
-    """The solo starts of lanes i < n (mass ``mass[i]``, density ``level[i]``) by Newton's method
-    from ``x[i]``, side by side until every step is below 1e-9 x (:func:`solo`'s criterion);
-    overwrites ``x`` with the starts, clamped to [lo, hi - mass], and returns ``block[8]``,
-    1.0 where ``x[i]`` was a bracket (S(x) >= d there: from above, Newton's method decreases
-    monotonically to the root) and 0.0 where it was not (the lane stays at its start).
+    """The solo starts of lanes i < n (mass ``mass[i]``, density ``level[i]``) by Newton's method from ``x[i]``,
+    side by side until every step is below 1e-9 x (:func:`solo`'s criterion); overwrites ``x`` with the starts,
+    clamped to [lo, hi - mass], and returns ``block[8]``, 1.0 where ``x[i]`` was a bracket (S(x) >= d there: from
+    above, Newton's method decreases monotonically to the root) and 0.0 where it was not (the lane stays at its
+    start).
 
-    ``two_sided``: ``x[i]`` is a guess, not a bracket, and ``block[10, i]`` a bracket from above.
-    The first step is taken whichever side the guess lies on: S is convex and increasing on
-    x >= mass, so one Newton step from below lands at or above the root (S(x1) >= S(x0) +
-    S'(x0)(x1 - x0) = d); clipped to the bracket, it is a bracket, and the rest is as above
-    (``held`` is then not read)."""
+    ``two_sided``: ``x[i]`` is a guess, not a bracket, and ``block[10, i]`` a bracket from above. The first step is
+    taken whichever side the guess lies on: S is convex and increasing on x >= mass, so one Newton step from below
+    lands at or above the root (S(x1) >= S(x0) + S'(x0)(x1 - x0) = d); clipped to the bracket, it is a bracket, and
+    the rest is as above (``held`` is then not read)."""
     previous, current, y_power, y, held = block[4], block[5], block[6], block[7], block[8]
     if two_sided:  # the first step from the guess, either way (no slope: to the bracket)
         for i in range(n):
@@ -328,15 +333,14 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
 
 @jit
 def row(mass, target, k, lo, hi, g, stack, top, piece_start, piece_end, density, group_end, offset, count, hull_start, hull_end, hull_mass, hull_weight, block):
-    """Groups g, g + 1, ... pushed while each one's solo interval lies behind the top hull (no
-    pops): returns (groups consumed, piece count); they go on the stack above ``top``.
+    """Groups g, g + 1, ... pushed while each one's solo interval lies behind the top hull (no pops): returns
+    (groups consumed, piece count); they go on the stack above ``top``.
 
-    In such a row the hulls lie front to back, so group h starts at or after the end e of
-    the hull below the row plus the masses between: x = 1 - α <= 1 - e - Σ c (checked: a
-    bracket that is not one, S(x) < d there, ends the row), and the Newton solves of a
-    block run side by side as in :func:`chain`. Group h lies behind hull h - 1 iff its
-    start is at or after that hull's end (:func:`stack_pass`'s test, on the roots); the row
-    ends before the first group where that fails. Each group is its own single piece.
+    In such a row the hulls lie front to back, so group h starts at or after the end e of the hull below the row
+    plus the masses between: x = 1 - α <= 1 - e - Σ c (checked: a bracket that is not one, S(x) < d there, ends the
+    row), and the Newton solves of a block run side by side as in :func:`chain`. Group h lies behind hull h - 1 iff
+    its start is at or after that hull's end (:func:`stack_pass`'s test, on the roots); the row ends before the
+    first group where that fails. Each group is its own single piece.
     """
     m = mass.shape[0]
     cq, cr, level, x, previous, current, y_power, u, v = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[8], block[9]
@@ -394,11 +398,11 @@ def integer_power(x: float, k: int) -> float:
 
 @jit
 def cut_scan(p, q, key, order, ps, qs, ds, k, prefix_p, prefix_q):
-    """Gathers p, q and p/q into the order (``ps``, ``qs``, ``ds``) and the min-cut scan over the
-    prefixes T_j of the order: ``p(T_j) + 1 - q(T_j)^K``; returns (j*, value) at the first
-    minimum (j = 0: the empty set, value 1) and q summed in order. Three passes: the running
-    sums (sequential, into ``prefix_p``, ``prefix_q``), the values (:func:`integer_power`'s steps
-    for K < 64, masked: the pass vectorises; into ``prefix_p``) and the first minimum."""
+    """Gathers p, q and p/q into the order (``ps``, ``qs``, ``ds``) and the min-cut scan over the prefixes T_j of
+    the order: ``p(T_j) + 1 - q(T_j)^K``; returns (j*, value) at the first minimum (j = 0: the empty set, value 1)
+    and q summed in order. Three passes: the running sums (sequential, into ``prefix_p``, ``prefix_q``), the values
+    (:func:`integer_power`'s steps for K < 64, masked: the pass vectorises; into ``prefix_p``) and the first
+    minimum."""
     s = order.shape[0]
     cp, cq = 0.0, 0.0
     for j in range(s):
@@ -496,11 +500,10 @@ def side_by_side(mass, lo, offset, count, piece_start, piece_end, density, group
 
 @jit
 def realised_density(total_weight: float, total_length: float, point: float, k: int) -> float:
-    """A group's realised density r/q: its sets' weight over their length. A group of draft
-    mass below the resolution of positions (q ~ 1e-17 and less) gets sets of length zero: its
-    drafts sit at one point t0 (the start of its last piece, where CurtainRule.positions puts
-    them), and win when the K - 1 other positions lie above it, so its density is
-    w(t0) = K (1 - t0)^{K-1} rather than 0/0."""
+    """A group's realised density r/q: its sets' weight over their length. A group of draft mass below the
+    resolution of positions (q ~ 1e-17 and less) gets sets of length zero: its drafts sit at one point t0 (the start
+    of its last piece, where CurtainRule.positions puts them), and win when the K - 1 other positions lie above it,
+    so its density is w(t0) = K (1 - t0)^{K-1} rather than 0/0."""
     if total_length > 0.0:
         return total_weight / total_length
     return k * integer_power(1.0 - point, k - 1)
@@ -508,15 +511,13 @@ def realised_density(total_weight: float, total_length: float, point: float, k: 
 
 @jit
 def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, target):
-    """The fit's first half, for tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in
-    ``order`` (increasing p/q): gathers p, q and p/q into that order (``ps``, ``qs``, ``ds``),
-    finds the cut, the water levels and the groups. Writes every sorted token's group
-    (``sorted_group``) and the groups' masses and target weights (``mass``, ``target``, U's
-    groups first); returns ``(|T*|, P*, q(U), groups in U, groups in T*)``.
+    """The fit's first half, for tokens with ``p``, ``q`` (all q > 0) and ``key = p/q``, taken in ``order``
+    (increasing p/q): gathers p, q and p/q into that order (``ps``, ``qs``, ``ds``), finds the cut, the water levels
+    and the groups. Writes every sorted token's group (``sorted_group``) and the groups' masses and target weights
+    (``mass``, ``target``, U's groups first); returns ``(|T*|, P*, q(U), groups in U, groups in T*)``.
 
-    In sorted order T* is ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's
-    free tokens from the highest density, then T*'s free tokens from the highest density and
-    T*'s pool (if any).
+    In sorted order T* is ``[0, best)`` and U ``[best, s)``. Groups: U's pool (if any), U's free tokens from the
+    highest density, then T*'s free tokens from the highest density and T*'s pool (if any).
     """
     s = order.shape[0]
     group_of = sorted_group
@@ -574,10 +575,9 @@ def fit_groups(p, q, key, order, k, ps, qs, ds, sorted_group, scratch, mass, tar
 
 @jit
 def fit_layouts(k, boundary, u_groups, t_groups, ps, qs, sorted_group, order, group_of_token, mass, target, piece_start, piece_end, density, group_end, stack, hull_start, hull_end, hull_mass, hull_weight):
-    """The fit's second half (after :func:`fit_groups`): both stack passes, U's sets in
-    [0, q(U)) and T*'s in [q(U), 1). Writes the pieces (group-major, fewer than twice the
-    groups), every group's realised density and the end of its pieces (``group_end``, one
-    past its last piece), and every token's group in the original order
+    """The fit's second half (after :func:`fit_groups`): both stack passes, U's sets in [0, q(U)), T*'s in [q(U), 1).
+    Writes the pieces (group-major, fewer than twice the groups), every group's realised density and the end of
+    its pieces (``group_end``, one past its last piece), and every token's group in the original order
     (``group_of_token``); returns ``(Σ min(p, r), pieces)``."""
     count = 0
     for part in range(2):

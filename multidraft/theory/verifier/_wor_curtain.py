@@ -83,7 +83,7 @@ def water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str)
     if clip != "min" and value_total >= total:
         return 0.0
     at_breakpoints = np.empty(len(values))
-    compile_in_place(globals(), KERNELS)
+    _kernels()
     breakpoint_sums(values, masses, value_total, mass_total, clip == "min", at_breakpoints)
     j = int(np.searchsorted(at_breakpoints, total, side="left"))
     if clip == "min":
@@ -202,7 +202,7 @@ def _iid_layout(p: np.ndarray, m: np.ndarray, k: int) -> tuple[Layout, float]:
     written as a :class:`Layout` (r = m · the group's realised density)."""
     fit = curtain_fit(p, m, k)
     token_group, law, piece_group = np.empty(len(p), dtype=np.int64), np.empty(len(p)), np.empty(len(fit.piece_start), dtype=np.int64)
-    compile_in_place(globals(), KERNELS)
+    _kernels()
     iid_glue(fit.group, fit.density, np.ascontiguousarray(m, dtype=np.float64), fit.group_bounds, token_group, law, piece_group)
     layout = Layout(token_group, piece_group, fit.piece_start, fit.piece_end, fit.group_bounds[:-1], fit.group_bounds[1:], law)
     return layout, min_sum(p, law)
@@ -281,7 +281,11 @@ KERNELS = ("sums", "weight", "weights", "solo", "stack_pass", "breakpoint_sums",
 
 def _kernels():
     """``(stack_pass, weights)``, numba-compiled on first use
-    (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk."""
+    (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk; :func:`stack_pass` holds its starts
+    by the iid kernels' ``held_start``, imported here (with numba) rather than with this module."""
+    global held_start
+    from multidraft.theory.verifier._curtain_kernels import held_start
+
     compile_in_place(globals(), KERNELS)
     return stack_pass, weights
 
@@ -366,10 +370,14 @@ def solo(mass, target, c, lo, hi, x):
 
 def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, realised_weight, realised_length):
     """The nested stack pass of the module docstring for groups 0..m-1 in order: writes their pieces
-    (group-major) and each group's realised weight and length; returns the number of pieces."""
+    (group-major) and each group's realised weight and length; returns the number of pieces.
+
+    As in the iid pass, a start is held at or after the end of the hull below (``lo``) and a merged set's last
+    child's end less its mass (``_curtain_kernels.held_start``), and a hull's extent covers its children's: the
+    pieces are disjoint within the part and none starts before it (docs/optimal_verifier.md §8)."""
     m = mass.shape[0]
     stack = np.empty(m, np.int64)
-    hull_start, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m)
+    hull_start, hull_end, hull_mass, hull_weight = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     top = 0
     count = 0
     for g in range(m):
@@ -378,21 +386,23 @@ def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, rea
         first_child = top
         while top > 0:
             below = stack[top - 1]
-            end = hull_start[below] + hull_mass[below]
+            end = hull_end[below]
             if end + cg <= hi and sums(1.0 - end, 1.0 - end - cg, c)[0] * cg >= r:
                 break
             top -= 1
             upper = 1.0 - hull_start[below] + cg
             cg += hull_mass[below]
             r += hull_weight[below]
-        start = solo(cg, r, c, lo, hi, upper)
+        start = held_start(solo(cg, r, c, lo, hi, upper), cg, lo, stack, top, first_child, hull_end)
         cursor = start + cg
+        left, right = start, cursor
         realised_weight[g], realised_length[g] = 0.0, 0.0
         for index in range(first_child - 1, top - 2, -1):
             if index >= top:
                 child = stack[index]
-                piece_begin, piece_stop = hull_start[child] + hull_mass[child], cursor
+                piece_begin, piece_stop = hull_end[child], cursor
                 cursor = hull_start[child]
+                left, right = min(left, cursor), max(right, piece_begin)
             else:
                 piece_begin, piece_stop = start, cursor
             piece_stop = max(piece_stop, piece_begin)
@@ -400,7 +410,7 @@ def stack_pass(mass, target, c, lo, hi, piece_group, piece_start, piece_end, rea
             realised_weight[g] += weight(piece_begin, piece_stop, c)
             realised_length[g] += piece_stop - piece_begin
             count += 1
-        hull_start[g], hull_mass[g], hull_weight[g] = start, cg, r
+        hull_start[g], hull_end[g], hull_mass[g], hull_weight[g] = left, right, cg, r
         stack[top] = g
         top += 1
     return count

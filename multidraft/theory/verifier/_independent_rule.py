@@ -48,7 +48,7 @@ from multidraft.theory.optimum import product_cut
 from multidraft.theory.verifier._selection_rule import SelectionRule
 
 __all__ = [
-    "IndependentRule", "fit_path_curtain", "fit_priority_order", "prefix_path", "pair_choice", "pair_with_cut", "path_rule",
+    "IndependentRule", "fit_path_curtain", "fit_priority_order", "prefix_path", "pair_choice", "pair_with_cut", "path_rule", "cut_parts",
     "draft_layout", "PATHS",
 ]
 
@@ -450,6 +450,13 @@ def _expit(x: np.ndarray) -> np.ndarray:
 def _weight(coordinates, lo: float, hi: float) -> float:
     xs, ys, cw = coordinates
     return float(_paths().pweight(xs, ys, cw, lo, hi))
+
+
+def cut_parts(n: int, certificate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(U, T*) of the cut ``certificate`` (T*) over n tokens, as increasing token ids."""
+    in_t = np.zeros(n, dtype=bool)
+    in_t[certificate] = True
+    return np.flatnonzero(~in_t), np.flatnonzero(in_t)
 
 
 def pair_with_cut(target, draft1, draft2, certificate=None, optimum=None) -> tuple[np.ndarray, tuple, np.ndarray, float]:

@@ -44,6 +44,7 @@ from multidraft.theory.verifier._independent_rule import (
     fit_path_curtain,
     fit_priority_order,
     pair_choice,
+    cut_parts,
     pair_with_cut,
     path_rule,
     straight_forecast,
@@ -240,7 +241,7 @@ def fit_independent_rule(
         raise ValueError(f"ascent: the ascent is switched by True or False, got {ascent!r}")
     _check_rounds(rounds)
     p, qs, certificate, optimum = pair_with_cut(target, draft1, draft2, certificate, optimum)
-    parts = _parts(len(p), certificate)
+    parts = cut_parts(len(p), certificate)
     first = ascent and len(p) > SMALL and straight_forecast(p, qs, parts) < optimum - FORECAST  # the ascent before the single path
     climbed = _ascent_rule(p, qs, certificate, optimum) if first else None
     if _reaches(climbed):
@@ -253,22 +254,15 @@ def fit_independent_rule(
         if _reaches(climbed):
             return climbed
     rule = single
-    if (ROUNDS if single.n <= SMALL else 0) if rounds is None else rounds:
+    if _rounds(rounds, single.n):
         rule = fit_path_mixture(single.target, single.draft, single.draft2, certificate=single.certificate, optimum=single.optimum, rounds=rounds)
     rule = _better(staircase_rule(rule, steps), climbed)
     if _reaches(rule) or steps == 0 or not (rule.n <= SPLIT_SIZE if split is None else split):
         return rule
-    law1, law2, value = ordered_split(rule.target, (rule.draft, rule.draft2), _parts(rule.n, rule.certificate), (rule.law1, rule.law2), rule.optimum)
+    law1, law2, value = ordered_split(rule.target, (rule.draft, rule.draft2), cut_parts(rule.n, rule.certificate), (rule.law1, rule.law2), rule.optimum)
     if value <= rule.acceptance:
         return rule
     return staircase_rule(rule, steps, laws=(law1, law2))
-
-
-def _parts(n: int, certificate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(U, T*) of the cut ``certificate`` (T*) over n tokens, as token ids."""
-    in_t = np.zeros(n, dtype=bool)
-    in_t[certificate] = True
-    return np.flatnonzero(~in_t), np.flatnonzero(in_t)
 
 
 def _ascent_rule(p: np.ndarray, qs: tuple, certificate: np.ndarray, optimum: float) -> IndependentRule | None:
@@ -276,7 +270,7 @@ def _ascent_rule(p: np.ndarray, qs: tuple, certificate: np.ndarray, optimum: flo
     target p, drafts ``qs`` and the cut (T*, P*) (its laws read off its pieces), or None when none
     of the ascents' staircases tiles."""
     try:
-        out = ascent_staircase(p, qs, _parts(len(p), certificate), optimum)
+        out = ascent_staircase(p, qs, cut_parts(len(p), certificate), optimum)
     except RuntimeError:
         return None
     return path_rule(p, qs, certificate, optimum, out.law1, out.law2, out.layouts, "staircase")
@@ -290,6 +284,12 @@ def _reaches(rule: IndependentRule | None) -> bool:
 def _better(rule: IndependentRule, other: IndependentRule | None) -> IndependentRule:
     """``other`` if it accepts more than ``rule``, else ``rule``."""
     return other if other is not None and other.acceptance > rule.acceptance else rule
+
+
+def _rounds(rounds: int | None, n: int) -> int:
+    """The column-generation rounds asked for: ``rounds``, by default :data:`ROUNDS` up to
+    n = :data:`SMALL` tokens and none beyond."""
+    return (ROUNDS if n <= SMALL else 0) if rounds is None else rounds
 
 
 def _check_rounds(rounds: int | None) -> None:
@@ -322,7 +322,7 @@ def fit_path_mixture(
     p, qs, certificate, optimum = pair_with_cut(target, draft1, draft2, certificate, optimum)
     n = len(p)
     single = fit_path_curtain(p, *qs, certificate=certificate, optimum=optimum)
-    rounds = (ROUNDS if n <= SMALL else 0) if rounds is None else rounds
+    rounds = _rounds(rounds, n)
     if rounds == 0 or single.acceptance >= optimum - TOLERANCE:
         return single
     in_t = np.zeros(n, dtype=bool)

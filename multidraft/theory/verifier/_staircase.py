@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multidraft.theory.verifier._independent_rule import IndependentRule, Path, _region, _side_by_side, _stable_order, draft_layout, path_rule
+from multidraft.theory.verifier._independent_rule import IndependentRule, Path, _region, _side_by_side, _stable_order, cut_parts, draft_layout, path_rule
 
 __all__ = ["staircase_orders", "staircase_path", "fit_staircase", "staircase_rule", "STEPS"]
 
@@ -122,9 +122,7 @@ def staircase_rule(rule: IndependentRule, steps: int = STEPS, laws: tuple | None
     Complexity: O(n log n) per step (a sort of each draft's tokens, compiled passes).
     """
     p, qs = rule.target, (rule.draft, rule.draft2)
-    in_t = np.zeros(rule.n, dtype=bool)
-    in_t[rule.certificate] = True
-    parts = (np.flatnonzero(~in_t), np.flatnonzero(in_t))
+    parts = cut_parts(rule.n, rule.certificate)
     best, previous = rule, rule.acceptance
     laws = (rule.law1, rule.law2) if laws is None else laws
     for step in range(steps):

@@ -121,7 +121,7 @@ def _fits_and_law(monkeypatch) -> tuple[int, np.ndarray]:
     import multidraft.schemes.optimal as optimal
 
     fits, fit = [], optimal.optimal_selection_rule
-    monkeypatch.setattr(optimal, "optimal_selection_rule", lambda *args: fits.append(1) or fit(*args))
+    monkeypatch.setattr(optimal, "optimal_selection_rule", lambda *args, **options: fits.append(1) or fit(*args, **options))
     law = get_verifier("token:optimal").law(_unreachable_tree()[0], next_token=False)
     monkeypatch.setattr(optimal, "optimal_selection_rule", fit)
     return len(fits), law.node_probability

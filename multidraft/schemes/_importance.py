@@ -22,7 +22,7 @@ import numpy as np
 from multidraft.schemes.base import Plan, Scheme, sample_rows, canonical_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw, SizeEstimate, check_size
 
-__all__ = ["ImportanceScheme", "ImportancePlan", "RECOMPUTE_LIMIT"]
+__all__ = ["ImportanceScheme", "ImportancePlan", "RECOMPUTE_LIMIT", "residual_draws"]
 
 #: Laws with at most this many draft tuples get r recomputed exactly from the weights.
 RECOMPUTE_LIMIT = 200_000
@@ -116,7 +116,7 @@ class ImportancePlan(Plan):
         accept = rng.random(len(tuples)) < accept_of[chosen]
         tokens = chosen.copy()
         if (~accept).any():
-            tokens[~accept] = rng.choice(len(residual), size=int((~accept).sum()), p=residual)
+            tokens[~accept] = residual_draws(residual, int((~accept).sum()), rng)
         return tokens
 
     def closed_form(self) -> None:
@@ -175,3 +175,14 @@ def induced_law(selection, law: DraftLaw) -> np.ndarray:
     r = np.zeros(law.n)
     np.add.at(r, tuples.reshape(-1), (weights * probs[:, None]).reshape(-1))
     return r / r.sum()
+
+
+def residual_draws(residual: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` draws from the law ``residual [n]`` by inverse CDF: ``rng.choice(n, size=count,
+    p=residual)``'s draws and generator state, bit for bit (the cumulative sums divided by their
+    last, then one uniform per draw searched from the right), without its checks of p (a pass for
+    negative entries and a compensated sum, ~0.2 ms at n = 49152): the residual of the
+    single-draft step is built normalised (:func:`~multidraft.theory.canonical_step`)."""
+    cumulative = np.cumsum(residual)
+    cumulative /= cumulative[-1]
+    return cumulative.searchsorted(rng.random(count), side="right").astype(np.int64)

@@ -90,8 +90,8 @@ class _VerifierPlan(_OptimumPlan):
     @cached_property
     def rule(self) -> CurtainRule | FrontBackRule:
         p, law = np.asarray(self.target, dtype=np.float64), self.law
-        if not isinstance(law, IID):
-            return optimal_selection_rule(p, law)
+        if not isinstance(law, IID):  # the plan's target, held by the plan as well: no copy
+            return optimal_selection_rule(p, law, copy=False)
         support = law.support_tokens()  # the target is the plan's, checked once by prepare
         if len(support) == law.n:
             return fit_curtain_rule(p, law.draft, law.k, support)

@@ -168,7 +168,7 @@ class Selective(TreeVerifier):
             else:
                 selection = importance_from_coupling(transport_lp(target, law, progress=False), target, law)
                 return np.asarray(selection.intermediate, dtype=np.float64), ByWeights(selection.selection_probabilities)
-        rule = optimal_selection_rule(target, law)
+        rule = optimal_selection_rule(target, law, copy=False)  # target: built by _selection, never written after
         if rows and isinstance(law, IID):
             more_rows = rows_rule(law.draft, law.k, rule.selection_law)
             if more_rows is not None:

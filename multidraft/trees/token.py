@@ -417,6 +417,8 @@ class TokenVerifier(TreeVerifier):
     def _select(self, tree: Tree, node: int, rng: np.random.Generator) -> int:
         """The walk's token Y at ``node``: drawn from the rows coupling's row where the walk uses
         it (it has no sampler of its own), else selected by the node's scheme."""
+        from multidraft.schemes import Scheme
+
         if self._rows_below(tree, node):
             return sample_index(self._conditional(tree, node), rng)
         scheme, law, tuple_ = self._node(tree, node)
@@ -424,6 +426,8 @@ class TokenVerifier(TreeVerifier):
         if tree.exact:
             name, drafts, _ = tree.node_draws(node)
             law = node_law(name, np.asarray(drafts, dtype=np.float64), tuple_)
+        if isinstance(scheme, Scheme):  # its plan, dropped after this draw: the tree's row itself, not a copy
+            return scheme.prepare(target, law, copy=False).select(tuple_, rng).token
         return scheme.select(target, law, tuple_, rng).token
 
     def _verify(self, tree: Tree, rng: np.random.Generator) -> tuple[int, int]:

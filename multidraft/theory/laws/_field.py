@@ -10,11 +10,13 @@ the laws and the optimum are written once. The helpers below it (``positive_part
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from multidraft.theory._numba import compile_in_place
 from multidraft.theory.laws._kernels import exact_ratio_order, ratio_order
 
 __all__ = ["Field", "FLOAT", "EXACT", "field", "positive_part", "safe_divide", "normalise", "canonical_step"]
@@ -121,8 +123,51 @@ def canonical_step(p: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray
     Returns ``(accept [n], residual [n])``, in float or Fraction arithmetic like the inputs. The
     output is distributed exactly as p, with acceptance ``Σ_y min(p(y), r(y))``.
 
+    Two float64 rows of at least :data:`COMPILED_FROM` tokens, in a process that has loaded
+    numba (the verifiers' paths), take one compiled pass for ``min(1, p/r)`` and ``(p - r)_+``,
+    then numpy's sum and one in-place division: the same bits as the numpy expressions (the
+    same operations per entry, the same pairwise sum), in two arrays of n and no temporaries
+    (at n = 49152: ~0.1 ms for ~0.6 ms, most of it the page faults of fresh temporaries).
+
     >>> accept, residual = canonical_step(np.array([0.5, 0.5]), np.array([0.75, 0.25]))
     >>> accept.tolist(), residual.tolist()
     ([0.6666666666666666, 1.0], [0.0, 1.0])
     """
+    if _compiled_rows(p, r):
+        compile_in_place(globals(), KERNELS)
+        accept, weights = np.empty(len(p)), np.empty(len(p))
+        _step(p, r, accept, weights)
+        mass = weights.sum()
+        if not mass > 0:
+            return accept, p.copy()
+        weights /= mass
+        return accept, weights
     return np.minimum(safe_divide(p, r), 1), normalise(positive_part(p - r), p)
+
+
+#: Rows at least this long take the compiled single-draft step (:func:`canonical_step`).
+COMPILED_FROM = 4096
+
+
+def _compiled_rows(p: object, r: object) -> bool:
+    """Whether :func:`canonical_step` takes its compiled pass: two contiguous float64 rows of one
+    length >= :data:`COMPILED_FROM`, numba loaded (the step alone never imports it)."""
+    return (
+        isinstance(p, np.ndarray) and isinstance(r, np.ndarray) and p.dtype == r.dtype == np.float64
+        and p.ndim == r.ndim == 1 and len(p) == len(r) >= COMPILED_FROM
+        and p.flags.c_contiguous and r.flags.c_contiguous and "numba" in sys.modules
+    )  # fmt: skip
+
+
+def _step(p, r, accept, weights):  # pragma: no cover - compiled
+    """``accept = min(safe_divide(p, r), 1)`` and ``weights = (p - r)_+``, entry by entry as numpy
+    computes them (NaN kept by both clips, as by ``np.minimum``/``np.maximum``)."""
+    for i in range(p.shape[0]):
+        ratio = p[i] / r[i] if r[i] > 0.0 else 0.0
+        accept[i] = 1.0 if ratio > 1.0 else ratio
+        difference = p[i] - r[i]
+        weights[i] = 0.0 if difference < 0.0 else difference
+
+
+#: The compiled kernel of this module (:func:`~multidraft.theory._numba.compile_in_place`).
+KERNELS = ("_step",)

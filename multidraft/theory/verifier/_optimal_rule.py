@@ -29,7 +29,7 @@ def has_verifier(law: DraftLaw) -> bool:
     return isinstance(law, VERIFIER_LAWS) or (isinstance(law, Independent) and law.k == 2)
 
 
-def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | FrontBackRule | IndependentRule:
+def optimal_selection_rule(target: object, law: DraftLaw, *, copy: bool = True) -> CurtainRule | FrontBackRule | IndependentRule:
     """The verifier's selection rule for ``(p, law)`` at any vocabulary size.
 
     * iid drafts: the optimal law r* (:mod:`multidraft.theory.verifier._selection_rule`) laid
@@ -52,6 +52,11 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
     law : DraftLaw
         An :class:`~multidraft.theory.laws.IID` or
         :class:`~multidraft.theory.laws.WithoutReplacement` law.
+    copy : bool
+        False: the rule may hold ``target`` itself where its check leaves it unchanged
+        (:meth:`~multidraft.theory.laws.DraftLaw.check_target`; the same values, one row of n
+        fewer), for a caller that owns the array or drops the rule before the array can change
+        (a plan's target).
 
     Returns
     -------
@@ -85,7 +90,7 @@ def optimal_selection_rule(target: object, law: DraftLaw) -> CurtainRule | Front
             f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws and "
             f"{Independent.name} drafts with k=2; got the {law.name} law with k={law.k}{reason}"
         )
-    p = law.check_target(target)
+    p = law.check_target(target, copy=copy)
     if isinstance(law, Independent):
         first, second = law.marginals()
         return fit_independent_rule(p, first, second)

@@ -22,10 +22,9 @@ from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout
 
 
 def _decays(q: float, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from multidraft.theory._numba import compile_in_place
     from multidraft.theory.verifier import _front_back
 
-    compile_in_place(vars(_front_back), _front_back.KERNELS)
+    _front_back._compiled()
     stay, drawn = np.empty(len(t)), np.empty(len(t))
     _front_back._decay(q, t, stay, drawn)
     return stay, drawn
@@ -140,10 +139,9 @@ def _factor_reference(phi, psi, stay, drawn, q, allowed):
 
 
 def test_factor_with_rows_from_an_index_array_is_the_plain_update_and_a_missing_pass_is_caught():
-    from multidraft.theory._numba import compile_in_place
     from multidraft.theory.verifier import _front_back
 
-    compile_in_place(vars(_front_back), _front_back.KERNELS)
+    _front_back._compiled()
     rng = np.random.default_rng(12)
     for k in range(1, 10):
         for nodes in (5, 45, 48):
@@ -183,26 +181,30 @@ def test_front_back_head_on_padded_nodes_is_the_unpadded_pass_and_a_weighted_pad
         alpha, r, pre_phi, pre_psi = _front_back.front_back_head(p, q, boundary, k, nodes, weights)
         suffix_phi, suffix_psi = np.zeros((k, len(nodes))), np.zeros((k, len(nodes)))
         suffix_phi[0] = 1.0
-        plain = _front_back._pass(p, q, boundary, k, nodes, weights, np.zeros(n), True, suffix_phi, suffix_psi, 0.0, n)
+        marks = _front_back.suffix_marks(q, boundary, k, nodes, suffix_phi, suffix_psi)
+        plain = _front_back._pass(p, q, boundary, k, nodes, weights, np.zeros(n), True, *marks, 0.0, n)
         for got, expected in zip((alpha, r, pre_phi, pre_psi), (plain[0], plain[1], plain[2].T, plain[3].T)):
             np.testing.assert_array_equal(got, expected)
         pad, middle = -len(nodes) % _front_back.LANES, len(nodes) // 2  # the twin: pads that weigh
         twin_nodes = np.concatenate([nodes, np.full(pad, nodes[middle])])
         twin_weights = np.concatenate([weights, np.full(pad, weights[middle])])
-        twin = _front_back._pass(
-            p, q, boundary, k, twin_nodes, twin_weights, np.zeros(n), True, np.pad(suffix_phi, ((0, 0), (0, pad)), mode="edge"),
-            np.pad(suffix_psi, ((0, 0), (0, pad)), mode="edge"), 0.0, n,
-        )  # fmt: skip
+        twin_marks = _front_back.suffix_marks(
+            q, boundary, k, twin_nodes, np.pad(suffix_phi, ((0, 0), (0, pad)), mode="edge"), np.pad(suffix_psi, ((0, 0), (0, pad)), mode="edge")
+        )
+        twin = _front_back._pass(p, q, boundary, k, twin_nodes, twin_weights, np.zeros(n), True, *twin_marks, 0.0, n)
         assert not np.array_equal(twin[1], r)
     assert checked >= 20
 
 
-def test_heavy_factors_are_the_node_by_node_product_and_expm1_decays_are_caught():
+def test_heavy_factors_are_the_node_by_node_product_and_libm_decays_are_caught():
     """The prefix race's tokens taken one by one (``split=False``): the truncated product of
-    ``e^{-qt} + (1 - e^{-qt}) x`` computed coefficient-major equals it node by node with libm's
-    exp, bit for bit; decays from ``expm1`` (another rounding) are not bit-equal."""
+    ``e^{-qt} + (1 - e^{-qt}) x`` computed coefficient-major equals it node by node, bit for bit,
+    with ``e^{-qt} = 1 + _expm1_series(-qt)`` where qt <= 1/2 and libm's exp beyond; decays from
+    libm's exp throughout (the previous rounding) are within 1e-14 relative and not bit-equal."""
+    from multidraft.theory.optimum import _wor_moments
     from multidraft.theory.optimum._wor_race import count_law
 
+    _wor_moments._compiled()
     rng = np.random.default_rng(4)
     for trial in range(20):
         n, k = int(rng.integers(1, 30)), int(rng.integers(1, 9))
@@ -213,13 +215,15 @@ def test_heavy_factors_are_the_node_by_node_product_and_expm1_decays_are_caught(
             state, other = np.zeros(k), np.zeros(k)
             state[0] = other[0] = 1.0
             for mass in q:
-                stay = math.exp(-mass * node)
-                for vector, drawn in ((state, 1.0 - stay), (other, -math.expm1(-mass * node))):
+                x = mass * node
+                series = 1.0 + _wor_moments._expm1_series(-x) if x <= _wor_moments.SERIES_LIMIT else math.exp(-x)
+                for vector, stay in ((state, series), (other, math.exp(-x))):
                     for m in range(k - 1, 0, -1):
-                        vector[m] = vector[m] * stay + vector[m - 1] * drawn
+                        vector[m] = vector[m] * stay + vector[m - 1] * (1.0 - stay)
                     vector[0] = vector[0] * stay
             expected[g], twin[g] = state, other
         np.testing.assert_array_equal(law, expected)
+        np.testing.assert_allclose(law, twin, rtol=1e-14, atol=1e-300)
         if trial == 0:
             assert not np.array_equal(law, twin)
 

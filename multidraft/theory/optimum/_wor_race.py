@@ -48,7 +48,7 @@ from multidraft.theory.laws._kernels import RACE_TOLERANCE, race_step, ratio_ord
 from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_pairs import pair_cut, pair_j_law
-from multidraft.theory.optimum._wor_moments import ROUNDING, light_split, moment_order, stirling_weights
+from multidraft.theory.optimum._wor_moments import ROUNDING, SERIES_LIMIT, light_split, moment_order, stirling_weights
 from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread, radix_order_64, tighten_bounds
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "race_j_law", "count_law"]
@@ -452,9 +452,9 @@ def race_j_law(q_tstar: np.ndarray, outside: float, k: int, tolerance: float = R
 def _compiled() -> None:
     """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`);
     they call :mod:`~multidraft.theory._wor_moments`'s ``_node_products``."""
-    global _node_products, _accumulate_powers
+    global _node_products, _accumulate_powers, _expm1_series
     _wor_moments._compiled()
-    _node_products, _accumulate_powers = _wor_moments._node_products, _wor_moments._accumulate_powers
+    _node_products, _accumulate_powers, _expm1_series = _wor_moments._node_products, _wor_moments._accumulate_powers, _wor_moments._expm1_series
     compile_in_place(globals(), KERNELS)
 
 
@@ -482,14 +482,21 @@ def _advance(q, light, scale, t, k, state, nu, lo, hi, mass):
 
 def _add_factors(q, t, state, stay, rows):
     """Any other token's Bernoulli factor ``e^{-qt} + (1 - e^{-qt}) x`` into ``state``
-    (``[K, G]``, modulo x^K) at every node: the decays first (``stay``), then each coefficient
+    (``[K, G]``, modulo x^K) at every node: the decays first (``stay``; where qt <= 1/2
+    ``1 + (e^{-qt} - 1)`` from :func:`~multidraft.theory.optimum._wor_moments._expm1_series`,
+    within an ulp of libm's ``exp`` and vectorised, libm's beyond), then each coefficient
     from the top, ``state[m] · stay + state[m - 1] · (1 - stay)``, in a loop over the nodes
     that vectorises. ``rows`` = K - 1, ..., 1 from an array: with an induction variable LLVM
     widens the loop's alias checks over all rows of ``state``, which then always fail (the same
     as :func:`~multidraft.theory.verifier._front_back._factor`). The same operations as node
     by node, so the same bits."""
     nodes = t.shape[0]
-    for g in range(nodes):
+    small = nodes
+    while small > 0 and q * t[small - 1] > SERIES_LIMIT:
+        small -= 1
+    for g in range(small):
+        stay[g] = 1.0 + _expm1_series(-(q * t[g]))
+    for g in range(small, nodes):
         stay[g] = math.exp(-q * t[g])
     for i in range(rows.shape[0]):
         m = rows[i]

@@ -193,6 +193,7 @@ def _upper_products(q, prefix_q, k, bounds, out):
     turned into ``P_j + 1.0 - Q_j^K`` in the same pass."""
     n = q.shape[0]
     best = np.zeros(k)  # best[0] unused; best[1..k-1] the largest masses so far, decreasing
+    running = np.zeros(k)  # running[i] = M_i = best[1] + ... + best[i], added in that order
     for j in range(n + 1):
         if j > 0:
             value = q[j - 1]
@@ -202,11 +203,13 @@ def _upper_products(q, prefix_q, k, bounds, out):
                     best[i] = best[i - 1]
                     i -= 1
                 best[i] = value
+                total = 0.0  # the sums again only where the largest change (rarely, after the first tokens)
+                for i in range(1, k):
+                    total += best[i]
+                    running[i] = total
         product = max(prefix_q[j], 0.0)  # M_0 = 0
-        running = 0.0
         for i in range(1, k):
-            running += best[i]
-            product *= max(prefix_q[j] - running, 0.0)
+            product *= max(prefix_q[j] - running[i], 0.0)
         if bounds is None:
             out[j] = product
         else:

@@ -20,7 +20,9 @@ one forward pass. Each is an integral over t of coefficients of x^{K-1} in produ
 tokens of ``a + b x`` (a = e^{-q t}: not drafted; b = c (1 - e^{-q t}): drafted and allowed,
 c = 1, 1 - α or 0) and of one arrival density ``ρ = c q e^{-q t}``; the pass keeps these
 truncated polynomials ([K, G] per node set) for the prefix, and for the suffix at √n
-checkpoints, so it costs O(n · G · K) time and O(√n · G · K) memory. The integral is the
+checkpoints, so it costs O(n · G · K) time and O(√n · G · K) memory. The checkpoints take the
+light tokens' product from their power sums (:func:`suffix_marks`): one backward sweep of
+factors less, within a relative 5e-14 checked per coefficient. The integral is the
 trapezoid rule in u with t = exp(u - e^{-u}) (:mod:`~multidraft.theory.verifier._pass_nodes`). The transcendentals are the cost at small K: each token's
 ``e^{-q t} - 1`` is computed once per pass over its block, by a Taylor series where qt <= 1/2
 (a loop that vectorises; ``e^{-qt}`` from it, exactly in absolute terms), and
@@ -40,10 +42,12 @@ import math
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.optimum import _wor_moments
+from multidraft.theory.optimum._wor_moments import LIGHT, ROUNDING, SERIES_LIMIT, light_split, moment_order, stirling_weights
 from multidraft.theory.verifier._pass_nodes import pass_nodes
 from multidraft.theory.verifier._wor_parts import descending_values
 
-__all__ = ["front_back_nodes", "front_back_pass", "front_back_head"]
+__all__ = ["front_back_nodes", "front_back_pass", "front_back_head", "suffix_marks"]
 
 
 def front_back_nodes(draft: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -105,13 +109,67 @@ def front_back_head(
     pad = -count % LANES
     nodes, weights = (np.concatenate([np.asarray(x, dtype=np.float64), np.full(pad, fill)]) for x, fill in ((nodes, nodes[-1]), (weights, 0.0)))
     suffix_phi, suffix_psi = (np.concatenate([np.transpose(x), np.repeat(np.transpose(x)[:, -1:], pad, axis=1)], axis=1) for x in (suffix_phi, suffix_psi))
-    compile_in_place(globals(), KERNELS, inline=INLINED)
+    draft = np.ascontiguousarray(draft, dtype=np.float64)
+    marks = suffix_marks(draft, int(boundary), int(k), nodes, suffix_phi, suffix_psi)
     alpha, r, pre_phi, pre_psi = _pass(
-        np.ascontiguousarray(target, dtype=np.float64), np.ascontiguousarray(draft, dtype=np.float64),
-        int(boundary), int(k), nodes, weights, given, fit, np.ascontiguousarray(suffix_phi, dtype=np.float64),
-        np.ascontiguousarray(suffix_psi, dtype=np.float64), float(suffix_mass), len(draft) if upto is None else int(upto),
+        np.ascontiguousarray(target, dtype=np.float64), draft, int(boundary), int(k), nodes, weights, given, fit, *marks,
+        float(suffix_mass), len(draft) if upto is None else int(upto),
     )  # fmt: skip
     return alpha, r, np.ascontiguousarray(pre_phi[:, :count].T), np.ascontiguousarray(pre_psi[:, :count].T)
+
+
+def suffix_marks(
+    draft: np.ndarray, boundary: int, k: int, nodes: np.ndarray, suffix_phi: np.ndarray, suffix_psi: np.ndarray,
+    light: float = LIGHT,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``mark_c = (Φ, Ψ)`` of ``Π_{j >= c·block} (e^{-q_j t} + (1 - e^{-q_j t}) x)`` times the
+    given ``suffix`` pair, mod x^K (every token drafted and allowed; Ψ the arrival companion), at
+    the pass's checkpoints c = 0..blocks (``[blocks + 1, K, G]`` each at the padded ``nodes``, the
+    last the suffix alone), and the same product from ``boundary`` on (the whole T* part):
+    ``(mark_Φ, mark_Ψ, tail_Φ, tail_Ψ)``.
+
+    Each checkpoint is ``H ⊗ Λ``: ``H`` the suffix times the factors of the *heavy* tokens behind
+    it (q t > ``light`` at the last node; q = 0 tokens, whose factor is 1, skipped), token by
+    token, and ``Λ`` the product of the *light* ones from their power sums and mass
+    (:mod:`~multidraft.theory.optimum._wor_moments`), each summed with its TwoSum error term:
+    O(L) per token and O(G K L) per checkpoint instead of a factor per token and node. Its
+    rounding error is at most ``(ROUNDING + (2 m t + 4) 2^-53) (|H| ⊗ Λ^abs)`` per coefficient
+    (the expansion's bound per unit of its all-positive twin, and e^{-m t} for the light mass m);
+    a checkpoint is kept only where that is at most :data:`MARK_TOLERANCE` of every coefficient.
+    All coefficients are non-negative, and so is everything the pass builds from them, so every
+    A_j, B_j then carries at most that relative error from it (the token-by-token product's own
+    bound is ~n ulps, 5e-12 at n = 47,000). Elsewhere a checkpoint is the next one times its
+    block's factors, token by token, as every checkpoint was before and is with
+    :data:`MOMENT_MARKS` off (the same bits as that sweep). ``light``: the lightness threshold
+    (the power sums' order stays :func:`~multidraft.theory.optimum._wor_moments.moment_order`'s,
+    made for LIGHT; tests raise it for a twin). docs/optimal_verifier.md §10."""
+    count, n = len(nodes), len(draft)
+    mask, scale = light_split(draft, float(nodes[-1]), light)
+    light_q = np.where(mask, draft, 0.0) if MOMENT_MARKS and k >= 2 else np.zeros(n)
+    a = stirling_weights(moment_order(k), k)
+    suffix_phi, suffix_psi = (np.ascontiguousarray(x, dtype=np.float64) for x in (suffix_phi, suffix_psi))
+    _compiled()
+    mark_phi, mark_psi = np.zeros((2, (n + _block_size(n) - 1) // _block_size(n) + 1, k, count))
+    tail_phi, tail_psi = suffix_phi.copy(), suffix_psi.copy()
+    _suffix_marks(draft, light_q, scale, a, int(boundary), int(k), np.asarray(nodes, dtype=np.float64), mark_phi, mark_psi, tail_phi, tail_psi)
+    return mark_phi, mark_psi, tail_phi, tail_psi
+
+
+#: Whether :func:`suffix_marks` takes the light tokens' product from their power sums (tests turn it
+#: off for the token-by-token sweep, the reference).
+MOMENT_MARKS = True
+#: Largest rounding bound of a checkpoint's coefficient, relative to it, for its power-sum form.
+MARK_TOLERANCE = 5e-14
+
+
+def _compiled() -> None:
+    """Compile the kernels below on first use; they call
+    :mod:`~multidraft.theory.optimum._wor_moments`' ``_node_products`` and (inlined)
+    ``_expm1_series``."""
+    global _node_products, _expm1_series
+    _wor_moments._compiled()
+    _node_products, _expm1_series = _wor_moments._node_products, _wor_moments._expm1_series
+    compile_in_place(globals(), KERNELS, inline=INLINED)
 
 
 #: Nodes per vector register (8 doubles, AVX-512): the pass runs on whole vectors, the nodes
@@ -120,12 +178,6 @@ def front_back_head(
 LANES = 8
 
 
-#: Largest q t for which ``e^{-qt}`` is taken as ``1 + (e^{-qt} - 1)`` (absolute error one ulp),
-#: the latter by its Taylor series (:func:`_decay`).
-_FROM_EXPM1 = 0.5
-#: 1/j! for the Taylor series of :func:`_decay`.
-_E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13, _E14, _E15 = (1.0 / math.factorial(j) for j in range(2, 16))
-
 # The kernels hold the truncated polynomials coefficient-major, ``[K, G]``: every loop over the
 # nodes is then contiguous and compiles to vector instructions (the same operations on every
 # node, in the same order, so the same numbers as a node-major loop).
@@ -133,18 +185,16 @@ _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13, _E14, _E15 = (1.
 
 def _decay(q, t, stay, drawn):
     """``stay = e^{-q t}``, ``drawn = 1 - e^{-q t}`` at every node (t increasing). Where
-    x = qt <= 1/2, ``d = e^{-x} - 1`` by its Taylor series to x^15 (Horner in -x; the rest is
-    below 2^-58 relative), ``drawn = -d`` and ``stay = 1 + d`` (absolute error an ulp): a loop
-    without calls, which vectorises (``math.expm1`` per node was half the pass at K = 2);
-    beyond, ``e^{-x}`` and ``-expm1(-x)``."""
+    x = qt <= 1/2 (``SERIES_LIMIT``), ``d = e^{-x} - 1`` by its Taylor series
+    (:func:`~multidraft.theory.optimum._wor_moments._expm1_series`), ``drawn = -d`` and
+    ``stay = 1 + d`` (absolute error an ulp): a loop without calls, which vectorises
+    (``math.expm1`` per node was half the pass at K = 2); beyond, ``e^{-x}`` and ``-expm1(-x)``."""
     nodes = t.shape[0]
     small = nodes
-    while small > 0 and q * t[small - 1] > _FROM_EXPM1:
+    while small > 0 and q * t[small - 1] > SERIES_LIMIT:
         small -= 1
     for g in range(small):
-        y = -(q * t[g])
-        d = y * (1.0 + y * (_E2 + y * (_E3 + y * (_E4 + y * (_E5 + y * (_E6 + y * (_E7 + y * (_E8 + y * (
-            _E9 + y * (_E10 + y * (_E11 + y * (_E12 + y * (_E13 + y * (_E14 + y * _E15))))))))))))))
+        d = _expm1_series(-(q * t[g]))
         drawn[g] = -d
         stay[g] = 1.0 + d
     for g in range(small, nodes):
@@ -228,25 +278,93 @@ def _coin(target, whole, last):
     return min(1.0, max(0.0, (target - last) / gap))
 
 
-def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix_mass, upto):
+def _block_size(n):
+    """Positions between the pass's checkpoints: ⌊√n⌋ + 1 (O(√n) pairs kept, O(n) work)."""
+    return int(math.sqrt(n)) + 1
+
+
+#: The unit roundoff 2^-53.
+_UNIT = 2.0**-53
+
+
+def _two_sum(sums, errors, l, x):
+    """``sums[l] += x`` with the rounding error added to ``errors[l]`` (Knuth's TwoSum, exact
+    for any order of magnitudes)."""
+    total = sums[l] + x
+    back = total - sums[l]
+    errors[l] += (sums[l] - (total - back)) + (x - back)
+    sums[l] = total
+
+
+def _suffix_marks(q, light_q, scale, a, boundary, k, t, mark_phi, mark_psi, tail_phi, tail_psi):
     n, nodes = q.shape[0], t.shape[0]
-    stay, drawn = np.empty(nodes), np.empty(nodes)
-    tops = np.arange(k - 1, 1, -2)  # the top coefficient of each two-coefficient pass of _factor
-    # Suffix pairs of all free tokens at checkpoints every `block` positions, and the pair of the
-    # whole T* part (positions >= boundary).
-    block = int(math.sqrt(n)) + 1
+    block = _block_size(n)
     blocks = (n + block - 1) // block
-    mark_phi, mark_psi = np.zeros((blocks + 1, k, nodes)), np.zeros((blocks + 1, k, nodes))
-    phi, psi = suffix_phi.copy(), suffix_psi.copy()
-    tail_phi, tail_psi = phi.copy(), psi.copy()
-    mark_phi[blocks], mark_psi[blocks] = phi, psi
-    for j in range(n - 1, -1, -1):
-        _decay(q[j], t, stay, drawn)
-        _factor(phi, psi, stay, drawn, q[j], 1.0, k, tops)
-        if j % block == 0:
-            mark_phi[j // block], mark_psi[j // block] = phi, psi
-        if j == boundary:
-            tail_phi[:, :], tail_psi[:, :] = phi, psi
+    tops = np.arange(k - 1, 1, -2)
+    stay, drawn = np.empty(nodes), np.empty(nodes)
+    heavy_phi, heavy_psi = tail_phi.copy(), tail_psi.copy()  # the suffix, then the heavy factors behind it
+    mark_phi[blocks], mark_psi[blocks] = tail_phi, tail_psi
+    # The light tokens' power sums ν_l = Σ (q/s)^l and mass, each with its TwoSum error term
+    # (sums of ~10^4 terms: a plain sum's rounding grows with their count; the mass enters as
+    # e^{-mass t} with mass t up to ~80)
+    sums, errors, nu = np.zeros(a.shape[0] + 1), np.zeros(a.shape[0] + 1), np.zeros(a.shape[0])
+    phi, psi, phi_abs, psi_abs = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+    work = np.empty((4, a.shape[0] - 1))
+    lights = 0
+    for c in range(blocks - 1, -1, -1):
+        lo, hi = c * block, min(c * block + block, n)
+        for j in range(hi - 1, lo - 1, -1):
+            if light_q[j] > 0.0:
+                lights += 1
+                ratio, power = light_q[j] / scale, 1.0
+                for l in range(a.shape[0]):
+                    _two_sum(sums, errors, l, power)
+                    power *= ratio
+                _two_sum(sums, errors, a.shape[0], light_q[j])
+            elif q[j] > 0.0:
+                _decay(q[j], t, stay, drawn)
+                _factor(heavy_phi, heavy_psi, stay, drawn, q[j], 1.0, k, tops)
+        kept = lights > 0
+        for l in range(a.shape[0]):
+            nu[l] = sums[l] + errors[l]
+        light_mass = sums[a.shape[0]] + errors[a.shape[0]]
+        for g in range(nodes):
+            if not kept:
+                break
+            _node_products(nu, scale, light_mass, t[g], k, a, phi, psi, phi_abs, psi_abs, work)
+            # ROUNDING per unit of the twins (the expansion), plus e^{-mass t}'s: (2 mass t + 4) u
+            relative = ROUNDING + (2.0 * light_mass * t[g] + 4.0) * _UNIT
+            for m in range(k):
+                value_phi, value_psi, bound_phi, bound_psi = 0.0, 0.0, 0.0, 0.0
+                for i in range(m + 1):
+                    value_phi += heavy_phi[i, g] * phi[m - i]
+                    value_psi += heavy_psi[i, g] * phi[m - i] + heavy_phi[i, g] * psi[m - i]
+                    bound_phi += abs(heavy_phi[i, g]) * phi_abs[m - i]
+                    bound_psi += abs(heavy_psi[i, g]) * phi_abs[m - i] + abs(heavy_phi[i, g]) * psi_abs[m - i]
+                if not (relative * bound_phi <= MARK_TOLERANCE * value_phi and relative * bound_psi <= MARK_TOLERANCE * value_psi):
+                    kept = False
+                    break
+                mark_phi[c, m, g], mark_psi[c, m, g] = value_phi, value_psi
+        if not kept:  # the next checkpoint times the block's factors, token by token
+            mark_phi[c], mark_psi[c] = mark_phi[c + 1], mark_psi[c + 1]
+            for j in range(hi - 1, lo - 1, -1):
+                _decay(q[j], t, stay, drawn)
+                _factor(mark_phi[c], mark_psi[c], stay, drawn, q[j], 1.0, k, tops)
+    if boundary < n:  # the whole T* part: its block's checkpoint after it, then its first tokens
+        c = boundary // block
+        tail_phi[:, :], tail_psi[:, :] = mark_phi[c + 1], mark_psi[c + 1]
+        for j in range(min(c * block + block, n) - 1, boundary - 1, -1):
+            _decay(q[j], t, stay, drawn)
+            _factor(tail_phi, tail_psi, stay, drawn, q[j], 1.0, k, tops)
+
+
+def _pass(p, q, boundary, k, t, w, alpha_in, fit, mark_phi, mark_psi, tail_phi, tail_psi, suffix_mass, upto):
+    n, nodes = q.shape[0], t.shape[0]
+    tops = np.arange(k - 1, 1, -2)  # the top coefficient of each two-coefficient pass of _factor
+    # Suffix pairs of all free tokens at checkpoints every `block` positions (_suffix_marks), and
+    # the pair of the whole T* part (positions >= boundary).
+    block = _block_size(n)
+    blocks = (n + block - 1) // block
     # Draft mass after each position inside its part, and the mass of U.
     after = np.zeros(n)
     mass = suffix_mass
@@ -321,5 +439,5 @@ def _pass(p, q, boundary, k, t, w, alpha_in, fit, suffix_phi, suffix_psi, suffix
 
 #: The compiled kernels of this module, and those copied into the pass where it calls them
 #: (about ten calls per token, each passing arrays).
-KERNELS = ("_decay", "_factor", "_coefficients", "_coin", "_pass")
-INLINED = frozenset({"_decay", "_factor", "_coefficients", "_coin"})
+KERNELS = ("_decay", "_factor", "_coefficients", "_coin", "_block_size", "_two_sum", "_suffix_marks", "_pass")
+INLINED = frozenset({"_decay", "_factor", "_coefficients", "_coin", "_block_size", "_two_sum"})

@@ -69,6 +69,12 @@ def test_side_arrays_tail_start_scatter_and_positions_are_the_numpy_expressions_
             np.testing.assert_array_equal(merged_q, np.concatenate([lead_q, masses[index]]))
             np.testing.assert_array_equal(r, law[index])
             assert lead == len(lead_p)
+            buffers = tuple(np.full(size + 2, np.nan) for _ in range(3))  # into given arrays: the same, as views of them
+            into = _wor_parts.side_arrays(index, values, masses, law, outside, buffers)
+            for got, expected, buffer in zip(into[:3], (merged_p, merged_q, r), buffers):
+                np.testing.assert_array_equal(got, expected)
+                assert np.shares_memory(got, buffer)
+            assert into[3] == lead
         q = np.where(rng.random(size) < 0.1, 0.0, rng.random(size) * 1e-3)
         p, r_star = rng.random(size) * 1e-3, rng.random(size) * 1e-3
         fits = (q > 0) & (q * 300.0 <= 0.25) & (p <= 0.9 * r_star)

@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 from multidraft.theory import WithoutReplacement, softmax, zipf
-from multidraft.theory.optimum._wor_pairs import pair_containment, pair_cut, pair_j_law
+from multidraft.theory.optimum._wor_pairs import pair_containment, pair_cut, pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import full_scan_cut, optimal_cut, race_j_law
 from multidraft.theory.verifier import optimal_selection_rule
 from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
-from multidraft.theory.verifier._front_back_two import pair_pass
-from multidraft.theory.verifier._wor_rule import _stream_outcomes
+from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass
+from multidraft.theory.verifier._wor_parts import radix_order
+from multidraft.theory.verifier._wor_rule import _stream_outcomes, wor_selection_rule
 
 from wor_instances import instances as adversarial
 
@@ -242,6 +243,62 @@ def test_j_law_against_enumeration_the_race_and_its_twin():
         twin[2], twin[1] = outside, law[1] + law[2] - outside
         caught += np.abs(twin - enumerated).max() > 1e-6
     assert caught >= 55
+
+
+def test_j_law_from_the_cuts_containment_and_its_twin():
+    """The rule's J-law at K = 2 takes g(T*) from the cut (``pair_j_law(..., contained)``): the
+    same law as the pass over T* to rounding (1e-15) and the enumerated one (1e-14), and the
+    rule's P(J = 0) is the cut's g bit for bit; the twin, g of the prefix one token shorter, is
+    caught by the enumeration."""
+    caught = checked = 0
+    for kind, p, q, k in adversarial(seed=31, count=200, max_n=6):
+        if k != 2:
+            continue
+        cut = optimal_cut(p, q, 2, sort=radix_order)
+        in_u = np.ones(len(q), dtype=bool)
+        in_u[cut.order[: cut.size]] = False
+        outside = float(q[in_u].sum())
+        if not (outside > 0 and cut.size and np.count_nonzero(q) >= 2):
+            continue
+        q_t = q[~in_u]
+        law = pair_j_law(q_t, outside, cut.contained)
+        np.testing.assert_allclose(law, pair_j_law(q_t, outside), rtol=0, atol=1e-15)
+        enumerated = _enumerated_j(q, in_u)
+        np.testing.assert_allclose(law, enumerated, rtol=0, atol=1e-14)
+        rule = wor_selection_rule(p, q, 2)
+        if rule.j_law is not None and rule.boundary == len(q) - cut.size:
+            assert rule.j_law[0] == cut.contained
+        shorter = float(pair_containment(q[cut.order[: cut.size]], outside)[cut.size - 1])
+        caught += np.abs(pair_j_law(q_t, outside, shorter) - enumerated).max() > 1e-6
+        checked += 1
+    assert checked >= 20 and caught >= checked // 2
+
+
+def test_pass_with_given_masses_and_buffers_is_the_same_and_wrong_masses_are_caught():
+    """``pair_pass(..., masses=pair_masses(q), out=buffers)`` (the wor rule's T* side: the masses
+    shared with ``pair_last_node``, α and r written into reused memory holding garbage) gives
+    the bits of the plain call, as views of the buffers; the twin, the masses of q reversed
+    (the largest token's index wrong), is caught."""
+    rng = np.random.default_rng(12)
+    caught = 0
+    for trial in range(40):
+        n = int(rng.integers(3, 300))
+        q = rng.dirichlet(np.full(n, 0.3 if trial % 2 else 2.0))
+        p = rng.dirichlet(np.full(n, 0.5))
+        boundary = int(rng.integers(0, n))
+        tail = int(rng.integers(boundary, n + 1))
+        plain = pair_pass(p, q, boundary, tail)
+        buffers = (np.full(n + 3, np.nan), np.full(n + 3, np.nan))
+        given = pair_pass(p, q, boundary, tail, masses=pair_masses(q), out=buffers)
+        for got, expected, buffer in zip(given, plain, buffers):
+            np.testing.assert_array_equal(got, expected)
+            assert np.shares_memory(got, buffer)
+        assert pair_last_node(q, pair_masses(q)) == pair_last_node(q)
+        coins = rng.random(n)
+        np.testing.assert_array_equal(pair_pass(p, q, boundary, tail, coins, masses=pair_masses(q), out=buffers)[1], pair_pass(p, q, boundary, tail, coins)[1])
+        wrong = pair_masses(q[::-1])
+        caught += not np.array_equal(pair_pass(p, q, boundary, tail, masses=wrong)[1], plain[1])
+    assert caught >= 30
 
 
 def test_bad_input():

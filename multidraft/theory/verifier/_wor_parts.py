@@ -74,13 +74,18 @@ def descending_index(key: np.ndarray) -> np.ndarray:
     return out
 
 
-def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, outside: float):
+def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, outside: float, out: tuple[np.ndarray, ...] | None = None):
     """``(p, q, r)`` of a part reordered by ``index`` (``values[index]`` ...), p and q led by
     the merged U token ``(0, outside)`` when ``outside > 0`` (the T* side's pass,
     :func:`~multidraft.theory.verifier._wor_rule._t_side`): ``(merged_p, merged_q, r, lead)``,
-    one pass, no concatenation."""
+    one pass, no concatenation. ``out``: three float64 arrays of at least ``len(index) + 1``
+    entries to write into (views of them returned: reused memory, no fresh pages)."""
     lead = 1 if outside > 0 else 0
-    merged_p, merged_q, r = np.empty(len(index) + lead), np.empty(len(index) + lead), np.empty(len(index))
+    size = len(index) + lead
+    if out is None:
+        merged_p, merged_q, r = np.empty(size), np.empty(size), np.empty(len(index))
+    else:
+        merged_p, merged_q, r = out[0][:size], out[1][:size], out[2][: len(index)]
     if lead:
         merged_p[0], merged_q[0] = 0.0, outside
     _compiled()

@@ -46,11 +46,13 @@ import numpy as np
 
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
+from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
 from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
+from multidraft.theory.optimum._wor_pairs import pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
 from multidraft.theory.laws import canonical_step
@@ -362,7 +364,7 @@ def _u_arrays(p, q, u_part, u_tokens, r_star):
     return drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
 
 
-def _t_side(merged_p, merged_q, lead, k, r_star_t=None):
+def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None):
     """Front/back on T* with p, q given in its position order, led by U merged into one token
     of mass L when ``lead`` (``merged_p``, ``merged_q``: :func:`~multidraft.theory.verifier._wor_parts.side_arrays`):
     ``(α, r)`` of the T* tokens. Given ``r_star_t`` (r* in that order), the
@@ -371,11 +373,14 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None):
     (:mod:`~multidraft.theory._wor_tail`; its coins α = 0); returns ``(α, r, tail)``, ``tail`` =
     the tail's first position (``len(q_t)``: none). K = 2: the same rule's law in closed form
     (:func:`~multidraft.theory.verifier._front_back_two.pair_pass`, its tail exact whatever
-    the rounding bound of the power series says)."""
+    the rounding bound of the power series says; ``out``: two arrays it writes α and r into,
+    :func:`~multidraft.theory.verifier._front_back_two.pair_pass`'s, which shares the masses
+    with :func:`~multidraft.theory.verifier._front_back_two.pair_last_node`)."""
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
-        start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, pair_last_node(merged_q))
-        alpha, r = pair_pass(merged_p, merged_q, lead, lead + start)
+        masses = pair_masses(merged_q)
+        start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, pair_last_node(merged_q, masses))
+        alpha, r = pair_pass(merged_p, merged_q, lead, lead + start, masses=masses, out=out)
         return alpha[lead:], r[lead:], start
     nodes, weights = front_back_nodes(merged_q, k)
     start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, float(nodes[-1]))
@@ -492,7 +497,16 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
 
 
 def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> WithoutReplacementRule:
-    """:func:`wor_selection_rule` for a given min-cut prefix ``cut`` of the scan order."""
+    """:func:`wor_selection_rule` for a given min-cut prefix ``cut`` of the scan order: the T*
+    side's gathered arrays and its pass's α and r (~|T*| each, the whole vocabulary at a P* < 1
+    node) in a reused workspace (:func:`~multidraft.theory.verifier._curtain._workspace`), not
+    fresh arrays whose pages fault on first touch (~0.13 ms each at n = 49152)."""
+    with _workspace(len(p)) as work:
+        return _fit_cut(p, q, k, cut, work)
+
+
+def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> WithoutReplacementRule:
+    """:func:`_rule_for_cut` with its workspace ``work``."""
     n = len(p)
     in_cut = np.zeros(n, dtype=bool)
     in_cut[cut.order[: cut.size]] = True
@@ -510,13 +524,13 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
 
     # T* side: front/back with U merged into one token of mass L (another order where short).
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
-    merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside)
+    merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds))
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     t_target = min_sum(p_t, r_star_t)
     t_short = 0.0
     tail = n
     if len(t_tokens):
-        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t)
+        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t, (work.hull_start, work.hull_end))
         t_short = t_target - min_sum(p_t, r_t)
         if t_short > SIDE_TOLERANCE and _plain_may_gain(p_t, r_t, start, len(t_tokens)):
             # front/back throughout (without the tail), other orders too
@@ -538,7 +552,8 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     u_rule, coefficients, layout, group = "j-curtain", None, None, np.full(n, -1, dtype=np.int64)
     u_short = 0.0
     if len(drafted_u):
-        coefficients = j_law(q_t, outside, k)
+        # K = 2: g(T*) is the cut's own (pair_cut's prefix sums, the same g to rounding): no pass over T*
+        coefficients = pair_j_law(q_t, outside, cut.contained) if k == PAIRS else j_law(q_t, outside, k)
         layout, accepted = clipped_layout(p_drafted, q_drafted / outside, coefficients, np.arange(len(drafted_u))[::-1])
         scatter(drafted_u, layout.token_group, layout.law, group, r)
         u_short = u_target - accepted

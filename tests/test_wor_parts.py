@@ -228,3 +228,59 @@ def test_light_split_is_the_mask_and_the_largest_light_mass_and_a_mask_without_z
         assert scale == (float(q[expected].max()) if expected.any() else 1.0)
         caught += not np.array_equal(q * t_max <= LIGHT, expected)  # the twin: q = 0 counted light
     assert caught >= 20
+
+
+def _strict_parts(seed: int):
+    """``(values, masses, total, tokens)`` of parts by increasing p/q: mostly strictly
+    increasing ratios, every third with equal neighbours; ``total`` across the water level's
+    cases (below Σ p, the first breakpoint, between, Σ p and above: μ = 0)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(240):
+        size = int(rng.integers(1, 3000 if trial % 4 == 0 else 60))
+        masses = rng.dirichlet(np.full(size, 0.5)) + 1e-12
+        values = masses * np.sort(rng.random(size) ** 3 * 5)
+        if trial % 3 == 0 and size > 2:
+            values[1] = masses[1] * values[0] / masses[0]  # a tie: the caller sorts
+        value_total = float(values.sum())
+        total = value_total * (0.05, 0.5, 0.9, 0.999, 1.0, 1.5)[trial % 6] + 0.3 * masses.sum() * (trial % 5 == 0)
+        yield values, masses, total, rng.permutation(10_000)[:size]
+
+
+def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_sum_is_caught():
+    """sorted_side against the wor rule's r* (``_part_law``, clip "max"), the reversal of
+    descending_index and side_arrays, bit for bit, r* written at the tokens only; None (nothing
+    written) exactly when the ratios do not increase strictly. The twin sums the free tokens'
+    p forward (numpy sums the reversed view backwards): its r* differs."""
+    from multidraft.theory.verifier import _wor_curtain
+    from multidraft.theory.verifier._curtain import _workspace
+    from multidraft.theory.verifier._wor_rule import _part_law
+
+    taken = caught = 0
+    for values, masses, total, tokens in _strict_parts(7):
+        outside = 0.25 if len(tokens) % 2 else 0.0
+        r_star = np.full(10_000, np.nan)
+        with _workspace(10_000) as work:
+            got = _wor_parts.sorted_side(tokens, values, masses, total, outside, r_star, work)
+            got = None if got is None else tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in got)
+        strict = bool(np.all(values[:-1] / masses[:-1] < values[1:] / masses[1:]))
+        assert (got is not None) == strict
+        if got is None:
+            assert np.isnan(r_star).all()
+            continue
+        taken += 1
+        law = _part_law(values, masses, total, "max")
+        index = _wor_parts.descending_index(values / masses)
+        np.testing.assert_array_equal(index, np.arange(len(values))[::-1])
+        merged_p, merged_q, r, lead = _wor_parts.side_arrays(index, values, masses, law, outside)
+        np.testing.assert_array_equal(got[0], tokens[index])
+        for a, b in zip(got[1:], (merged_p, merged_q, r, lead)):
+            np.testing.assert_array_equal(a, b)
+        expected = np.full(10_000, np.nan)
+        expected[tokens] = law
+        np.testing.assert_array_equal(r_star, expected)
+        cut, pool_mass, _ = _wor_curtain.pool_split(values, masses, total, "max")
+        if cut:  # the twin: the free p summed in their own order
+            twin = values.copy()
+            twin[:cut] = masses[:cut] * (max(total - values[cut:].sum(), 0.0) / pool_mass)
+            caught += not np.array_equal(twin, law)
+    assert taken >= 100 and caught >= 5

@@ -334,3 +334,43 @@ def test_rule_is_the_quadrature_rule(monkeypatch, temperature):
     np.testing.assert_array_equal(rule.position, reference.position)
     np.testing.assert_allclose(rule.selection_law, reference.selection_law, rtol=0, atol=1e-13)
     assert abs(rule.acceptance - reference.acceptance) <= 1e-13
+
+
+def test_last_node_bounds_hold_it_the_tail_start_from_them_is_the_nodes_and_a_one_sided_start_is_caught():
+    """pair_last_node_bounds brackets pair_last_node (within 1e-9 of it: the same grid point),
+    and the rule's tail start from the bounds is the start at the node itself; on tails whose
+    lightness turns within 1e-10 of the node, the start at either bound alone (the twins)
+    differs from it on some, which the rule's fallback to the node must repair."""
+    from multidraft.theory.optimum._wor_moments import LIGHT
+    from multidraft.theory.verifier._front_back_two import pair_last_node_bounds
+    from multidraft.theory.verifier._wor_rule import MIN_TAIL, _pair_tail_start, _tail_start
+
+    rng = np.random.default_rng(11)
+    caught = 0
+    for trial in range(400):
+        size = int(rng.integers(2, 400))
+        q = rng.random(size) ** rng.choice([1, 5, 30])
+        if trial % 5 == 0:
+            q[0] = 1e6 * q.sum()  # a dominant token: σ ~ 1e-6
+        if trial % 7 == 0:
+            q[1:] *= 1e-200  # σ near underflow
+        q /= q.sum()
+        if np.count_nonzero(q) < 2:
+            continue
+        node = pair_last_node(q)
+        low, high = pair_last_node_bounds(q)
+        assert low <= node <= high and high / low < 1 + 3e-9
+        assert pair_last_node_bounds(q, pair_masses(q)) == (low, high)
+        # a T* side: q's tokens then a tail of MIN_TAIL + 20 pool tokens, light at the side's node
+        # (computed from its masses), one of them within 1e-10 of the lightness bound
+        size_t = MIN_TAIL + 20
+        merged = np.concatenate([q, np.full(size_t, 1e-3 / size_t)])
+        node, (low, high) = pair_last_node(merged), pair_last_node_bounds(merged)
+        q_t = np.full(size_t, LIGHT / node * (1 - 1e-8))
+        edge = int(rng.integers(0, size_t))
+        q_t[edge] = LIGHT / node * (1 + rng.choice([-1e-10, 1e-10]))
+        p_t, r_t = np.full(size_t, 1e-9), np.full(size_t, 1.0)
+        exact = _tail_start(p_t, q_t, r_t, node)
+        assert _pair_tail_start(p_t, q_t, r_t, merged, pair_masses(merged)) == exact
+        caught += _tail_start(p_t, q_t, r_t, low) != exact or _tail_start(p_t, q_t, r_t, high) != exact
+    assert caught >= 20

@@ -28,6 +28,8 @@ last tokens, whose gap A_j - B_j they are), the running sums are compensated.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
@@ -35,9 +37,9 @@ from multidraft.theory.optimum import _wor_pairs
 from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier import _front_back
 from multidraft.theory.verifier._front_back import LANES
-from multidraft.theory.verifier._pass_nodes import pass_nodes
+from multidraft.theory.verifier._pass_nodes import END, pass_nodes
 
-__all__ = ["pair_pass", "pair_last_node"]
+__all__ = ["pair_pass", "pair_last_node", "pair_last_node_bounds"]
 
 
 def pair_last_node(draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> float:
@@ -48,6 +50,46 @@ def pair_last_node(draft: np.ndarray, masses: tuple[float, int, float] | None = 
     ``masses``: ``pair_masses(draft)`` when the caller has it (:func:`pair_pass` takes the same)."""
     total, big, rest = _wor_pairs.pair_masses(draft) if masses is None else masses
     return float(pass_nodes(2, max(rest, 1e-300), float(draft[big]), total, lanes=LANES)[0][-1])
+
+
+def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> tuple[float, float]:
+    """``(low, high)`` around :func:`pair_last_node`, without its quadrature step (a grid of
+    600 bounds, ~0.1 ms): the last node is ``t = e^{ℓ}`` (to rounding, ~1e-13) at the first ℓ of
+    :func:`~multidraft.theory.verifier._pass_nodes.pass_ends`' grid ``ℓ_i = s₀ + 0.04 i``,
+    ``s₀ = max(log 3 - log σ, 1)``, where its right end's majorant
+
+        R(ℓ) = log 4 + ℓ + log σ - x + min(log Q + ℓ, log(1 + x)),     x = σ e^{ℓ}
+
+    (the min only for β > 0) falls to log :data:`~multidraft.theory.verifier._pass_nodes.END`.
+    R decreases there (dR/dℓ <= 2 - x <= -1, as x >= 3), so pass_ends' first i lies between the
+    first i whose R (the same formula in scalars, ~1e-15 from numpy's) is within 1e-9 above the
+    end and the first whose R is 1e-9 below it, both found by bisection: ``(e^{ℓ_lo} (1 - 1e-9),
+    e^{ℓ_hi} (1 + 1e-9))``, ``(0, inf)`` when no grid point is below (pass_ends raises).
+    ``masses`` as :func:`pair_last_node`."""
+    total, big, rest = _wor_pairs.pair_masses(draft) if masses is None else masses
+    log_sigma, log_total = math.log(max(rest, 1e-300)), math.log(total)
+    start = max(math.log(3.0) - log_sigma, 1.0)
+    mixed = float(draft[big]) > 0  # pass_ends' second bound of D̄ (least_top > 0)
+
+    def majorant(i: int) -> float:
+        ell = start + 0.04 * i
+        x = math.exp(ell + log_sigma)
+        return math.log(4.0) + ell + log_sigma - x + (min(log_total + ell, math.log1p(x)) if mixed else log_total + ell)
+
+    def first_below(limit: float) -> int:  # the first grid point with R <= limit (1000 if none)
+        low, high = 0, 1000  # pass_ends' grid: np.arange(0.0, 40.0, 0.04)
+        while low < high:
+            middle = (low + high) // 2
+            if majorant(middle) <= limit:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    first, last = first_below(math.log(END) + 1e-9), first_below(math.log(END) - 1e-9)
+    if last == 1000:
+        return 0.0, math.inf
+    return math.exp(start + 0.04 * first) * (1.0 - 1e-9), math.exp(start + 0.04 * last) * (1.0 + 1e-9)
 
 
 def pair_pass(

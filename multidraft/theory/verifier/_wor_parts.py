@@ -20,7 +20,7 @@ from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
-    "sorted_part", "descending_index", "side_arrays", "tail_start", "scatter", "write_positions",
+    "sorted_part", "descending_index", "side_arrays", "sorted_side", "tail_start", "scatter", "write_positions",
     "descending_values", "pairwise_sum", "min_sum", "min_sum_at", "radix_order", "piece_offsets", "KEY_BITS",
 ]  # fmt: skip
 
@@ -92,6 +92,63 @@ def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: 
     _gather(np.ascontiguousarray(index, dtype=np.int64), values, masses, law, merged_p[lead:], merged_q[lead:], r)
     return merged_p, merged_q, r, lead
 
+
+def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, total: float, outside: float, r_star: np.ndarray, out) -> tuple | None:
+    """A part given by increasing p/q whose ratios increase *strictly* (T*, the scan order's
+    prefix: no sort, no ties), clipped from below, ``r* = max(p, μq)`` with ``r*(part) = total``,
+    in a few compiled passes: what :func:`sorted_part` (the hint unmoved), the wor rule's
+    ``_part_law(values, masses, total, "max")`` (the water level of
+    :func:`~multidraft.theory.verifier._wor_curtain.water_level`: its sums in numpy's order, its
+    breakpoints, numpy's bisections probe for probe, the pool share), :func:`descending_index`
+    (a plain reversal) and :func:`side_arrays` give, bit for bit, without their five arrays of
+    the part's size and their numpy temporaries.
+
+    Returns ``(by_position, merged_p, merged_q, r, lead)``: the tokens by decreasing p/q and the
+    arrays of :func:`side_arrays` (p, q led by the merged token ``(0, outside)`` when
+    ``outside > 0``, r* in that order), views of ``out`` (a
+    :func:`~multidraft.theory.verifier._curtain._workspace`: ``ps, qs, ds, key, order`` of at
+    least ``len(tokens) + 1`` entries), and writes ``r_star[tokens]``. None, with nothing
+    written, when the part is empty or its ratios do not increase strictly (equal ratios to put
+    in id order): then the caller sorts as before."""
+    size = len(tokens)
+    values, masses = np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)
+    _compiled()
+    if not size or not _increasing_ratio(values, masses):
+        return None
+    at = out.key[:size]
+    mass_total, value_total = pairwise_sum(masses), pairwise_sum(values)
+    if value_total >= total:  # water_level: every token free above μ = 0
+        level = 0.0
+    else:
+        _breakpoint_sums(values, masses, value_total, mass_total, False, at)
+        j = int(_bisect(at, total, False, values, masses))
+        if j == size:
+            level = total / mass_total
+        else:
+            level = (total - _sum(values, j, size - j)) / _sum(masses, 0, j)
+    cut = int(_bisect(None, level, True, values, masses))  # the pool: density <= μ
+    free = _reversed_sum(values, cut, at)
+    weight = max(total - free, 0.0)
+    share = weight / _sum(masses, 0, cut) if cut else 0.0
+    lead = 1 if outside > 0 else 0
+    merged_p, merged_q, law, by_position = out.ps[: size + lead], out.qs[: size + lead], out.ds[:size], out.order[:size]
+    if lead:
+        merged_p[0], merged_q[0] = 0.0, outside
+    _sorted_side(np.ascontiguousarray(tokens, dtype=np.int64), values, masses, cut, share, r_star, merged_p[lead:], merged_q[lead:], law, by_position)
+    return by_position, merged_p, merged_q, law, lead
+
+
+def _sum(values: np.ndarray, start: int, count: int) -> float:
+    """``values[start : start + count].sum()``, the same bits (numpy's pairwise order)."""
+    return float(0.0 + _pairwise(values, values, None, start, count, False))
+
+
+def _reversed_sum(values: np.ndarray, start: int, scratch: np.ndarray) -> float:
+    """``values[start:][::-1].sum()``, the same bits: numpy sums a reversed view in its own
+    (reversed) order, so the entries are copied reversed into ``scratch`` and summed there."""
+    count = len(values) - start
+    _reverse_copy(values, start, scratch)
+    return _sum(scratch, 0, count)
 
 def tail_start(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, t_max: float, light: float, slack: float) -> int:
     """One past the last index where ``q > 0 and q t_max <= light and p <= slack r*`` fails
@@ -225,8 +282,19 @@ def piece_offsets(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _compiled() -> None:
-    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
+    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`);
+    :func:`_sorted_side` calls :mod:`~multidraft.theory.verifier._wor_curtain`'s
+    ``breakpoint_sums`` (imported here: that module imports this one)."""
+    global _breakpoint_sums
+    if _breakpoint_sums is None:
+        from multidraft.theory.verifier import _wor_curtain
+
+        _wor_curtain._kernels()
+        _breakpoint_sums = _wor_curtain.breakpoint_sums
     compile_in_place(globals(), KERNELS)
+
+
+_breakpoint_sums = None
 
 
 def _ratio_gather(hint, p, q, values, masses, key):
@@ -286,6 +354,51 @@ def _gather(index, p, q, r, out_p, out_q, out_r):
         j = index[i]
         out_p[i], out_q[i], out_r[i] = p[j], q[j], r[j]
 
+
+def _increasing_ratio(values, masses):
+    """Whether ``values / masses`` increases strictly (False at a NaN)."""
+    if values.shape[0] == 0:
+        return True
+    previous = values[0] / masses[0]
+    for i in range(1, values.shape[0]):
+        ratio = values[i] / masses[i]
+        if not previous < ratio:
+            return False
+        previous = ratio
+    return True
+
+
+def _bisect(a, x, right, values, masses):
+    """numpy's ``searchsorted(a, x, side)`` (its bisection, probe for probe, so the same index
+    on an array that rounding left not quite sorted); ``a`` None: the ratios ``values / masses``."""
+    low, high = 0, values.shape[0]
+    while low < high:
+        middle = low + ((high - low) >> 1)
+        if a is None:  # pruned when compiled for a given array
+            entry = values[middle] / masses[middle]
+        else:
+            entry = a[middle]
+        if entry < x or (right and entry == x):
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r, by_position):
+    """The part reversed (:func:`sorted_side`): r* = q · share on the pool ``[:cut]``, p above."""
+    size = values.shape[0]
+    for i in range(size):
+        j = size - 1 - i
+        law = masses[j] * share if j < cut else values[j]
+        out_p[i], out_q[i], out_r[i], by_position[i] = values[j], masses[j], law, tokens[j]
+        r_star[tokens[j]] = law
+
+
+def _reverse_copy(values, start, out):
+    count = values.shape[0] - start
+    for i in range(count):
+        out[i] = values[values.shape[0] - 1 - i]
 
 def _last_miss(p, q, r, t_max, light, slack):
     for i in range(p.shape[0] - 1, -1, -1):
@@ -373,6 +486,6 @@ def _piece_offsets(start, end, out):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_increasing_ratio", "_bisect", "_sorted_side", "_reverse_copy", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

@@ -47,10 +47,10 @@ import numpy as np
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._curtain import _workspace
-from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass
+from multidraft.theory.verifier._front_back_two import pair_last_node, pair_last_node_bounds, pair_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
+from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, sorted_side, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_pairs import pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
@@ -323,21 +323,17 @@ class _Part(NamedTuple):
     index: np.ndarray
 
 
-def _cut_parts(p, q, cut):
+def _cut_parts(p, q, cut, t_side=True):
     """U's draftable tokens and T* as :class:`_Part` s (from the scan order, which makes their
-    sorts linear), and U's tokens by decreasing p/q, its q = 0 tokens first (by id, with any
-    q > 0 token whose p/q overflowed)."""
+    sorts linear; T* None unless ``t_side``), and U's tokens by decreasing p/q, its q = 0 tokens
+    first (by id, with any q > 0 token whose p/q overflowed)."""
     rest = cut.order[cut.size :]
-    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
+    p_sorted, q_sorted = _scan_arrays(p, q, cut)
     drafted = q_sorted[cut.size :] > 0
     every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
     u_hint = (rest, p_sorted[cut.size :], q_sorted[cut.size :]) if every else (rest[drafted], p_sorted[cut.size :][drafted], q_sorted[cut.size :][drafted])
-    t_hint = (cut.order[: cut.size], p_sorted[: cut.size], q_sorted[: cut.size])
-    parts = []
-    for (hint, *gathered), clip, total in ((u_hint, "min", 1.0 - cut.contained), (t_hint, "max", cut.contained)):
-        tokens, values, masses, key = sorted_part(hint, p, q, gathered)
-        parts.append(_Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key)))
-    u_part = parts[0]
+    u_part = _part(p, q, *u_hint, "min", 1.0 - cut.contained)
+    t_part = _part(p, q, cut.order[: cut.size], p_sorted[: cut.size], q_sorted[: cut.size], "max", cut.contained) if t_side else None
     u_tokens = u_part.tokens[u_part.index]
     if not every:
         if len(u_tokens) and np.isinf(p[u_tokens[0]] / q[u_tokens[0]]):
@@ -346,7 +342,35 @@ def _cut_parts(p, q, cut):
             u_tokens = sorted_tokens(rest[::-1], -ratio[::-1])
         else:
             u_tokens = np.concatenate([np.sort(rest[~drafted]), u_tokens])
-    return parts[0], parts[1], u_tokens
+    return u_part, t_part, u_tokens
+
+
+def _scan_arrays(p, q, cut):
+    """p and q in the cut's scan order (the scan's own arrays when it kept them)."""
+    return (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
+
+
+def _part(p, q, hint, p_hint, q_hint, clip, total):
+    """The :class:`_Part` of the tokens ``hint`` (p, q gathered along it), its law clipped by
+    ``clip`` to the mass ``total``."""
+    tokens, values, masses, key = sorted_part(hint, p, q, (p_hint, q_hint))
+    return _Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key))
+
+
+def _t_arrays(p, q, cut, outside, r_star, work):
+    """T*'s tokens by position (decreasing p/q, ties by id) and the T* side's
+    ``(merged_p, merged_q, r*, lead)`` (:func:`~multidraft.theory.verifier._wor_parts.side_arrays`,
+    in ``work``), r* written into ``r_star``: in one compiled pass over the scan's arrays when
+    p/q increase strictly along them (:func:`~multidraft.theory.verifier._wor_parts.sorted_side`,
+    every static-64 wor node), else by the part's sort and gathers, the same arrays."""
+    size = cut.size
+    p_sorted, q_sorted = _scan_arrays(p, q, cut)
+    side = sorted_side(cut.order[:size], p_sorted[:size], q_sorted[:size], cut.contained, outside, r_star, work)
+    if side is not None:
+        return side
+    t_part = _part(p, q, cut.order[:size], p_sorted[:size], q_sorted[:size], "max", cut.contained)
+    r_star[t_part.tokens] = t_part.law
+    return (t_part.tokens[t_part.index], *side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds)))
 
 
 def _u_arrays(p, q, u_part, u_tokens, r_star):
@@ -379,7 +403,7 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None):
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
         masses = pair_masses(merged_q)
-        start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, pair_last_node(merged_q, masses))
+        start = len(q_t) if r_star_t is None else _pair_tail_start(p_t, q_t, r_star_t, merged_q, masses)
         alpha, r = pair_pass(merged_p, merged_q, lead, lead + start, masses=masses, out=out)
         return alpha[lead:], r[lead:], start
     nodes, weights = front_back_nodes(merged_q, k)
@@ -422,6 +446,19 @@ def _tail_start(p, q, r_star, t_max):
     """First index of the longest suffix of light pool tokens (module constants), or ``len(p)``."""
     start = tail_start(p, q, r_star, t_max, LIGHT, TAIL_SLACK)
     return start if len(p) - start >= MIN_TAIL else len(p)
+
+
+def _pair_tail_start(p, q, r_star, merged_q, masses):
+    """:func:`_tail_start` at K = 2's last node (:func:`~multidraft.theory.verifier._front_back_two.pair_last_node`
+    of ``merged_q``), which only the tail's lightness reads: the start does not decrease as the
+    node grows, so where the node's bounds
+    (:func:`~multidraft.theory.verifier._front_back_two.pair_last_node_bounds`) give one start,
+    it is that one, and the node's quadrature step (~0.2 ms) is not computed."""
+    low, high = pair_last_node_bounds(merged_q, masses)
+    start = _tail_start(p, q, r_star, low)
+    if start == len(p) or start == _tail_start(p, q, r_star, high):
+        return start
+    return _tail_start(p, q, r_star, pair_last_node(merged_q, masses))
 
 
 def _u_side(p, q, k, u_order, t_order):
@@ -513,10 +550,9 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     certificate = np.flatnonzero(in_cut)
     certificate.flags.writeable = False
     # r* part by part by increasing p/q; the positions U then T*, each by decreasing p/q (ties by id)
-    u_part, t_part, u_tokens = _cut_parts(p, q, cut)
-    t_tokens = t_part.tokens[t_part.index]
+    u_part, _, u_tokens = _cut_parts(p, q, cut, t_side=False)
     r_star = np.zeros(n)
-    r_star[u_part.tokens], r_star[t_part.tokens] = u_part.law, t_part.law
+    r_star[u_part.tokens] = u_part.law
     boundary = n - cut.size
     drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
     alpha, r = np.zeros(n), np.zeros(n)
@@ -524,7 +560,7 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
 
     # T* side: front/back with U merged into one token of mass L (another order where short).
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
-    merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds))
+    t_tokens, merged_p, merged_q, r_star_t, lead = _t_arrays(p, q, cut, outside, r_star, work)
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     t_target = min_sum(p_t, r_star_t)
     t_short = 0.0
@@ -577,7 +613,7 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     # The parts' arrays (about ten of the vocabulary's size) freed here, where the single-draft
     # step allocates as many: it reuses their memory instead of fresh pages (at n = 49152 their
     # page faults cost 0.3-1.5 ms of a 15 ms fit).
-    del u_part, t_part, merged_p, merged_q, r_star_t, p_t, q_t
+    del u_part, merged_p, merged_q, r_star_t, p_t, q_t
     accept, residual = canonical_step(p, r)
     return WithoutReplacementRule(
         k, n, p, q, r, cut.value, certificate, accept, residual, position, boundary, alpha, bool(first_draft), note,

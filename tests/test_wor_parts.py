@@ -284,3 +284,40 @@ def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_su
             twin[:cut] = masses[:cut] * (max(total - values[cut:].sum(), 0.0) / pool_mass)
             caught += not np.array_equal(twin, law)
     assert taken >= 100 and caught >= 5
+
+
+def test_cut_members_is_the_masks_flatnonzero_and_the_unsorted_prefix_is_caught():
+    """cut_members against ``np.flatnonzero`` of the prefix's mask, prefixes shorter and longer
+    than half (each side marked); the twin, the prefix as it stands, is not in id order."""
+    rng = np.random.default_rng(8)
+    caught = 0
+    for trial in range(300):
+        n = int(rng.integers(0, 2000))
+        order = rng.permutation(n)
+        size = int(rng.integers(0, n + 1)) if trial % 3 else (n if trial % 2 else 0)
+        mask = np.zeros(n, dtype=bool)
+        mask[order[:size]] = True
+        got = _wor_parts.cut_members(order, size)
+        np.testing.assert_array_equal(got, np.flatnonzero(mask))
+        assert got.dtype == np.int64
+        caught += not np.array_equal(order[:size], got)
+    assert caught >= 200
+
+
+def test_min_sum_into_scratch_is_the_numpy_expression_and_the_exact_sum_is_caught():
+    """min_sum with a scratch (holding NaN before) is ``np.minimum(a, b).sum()`` bit for bit, as
+    the compiled one is; the twin, the exactly rounded sum (math.fsum), differs on some."""
+    import math
+
+    rng = np.random.default_rng(9)
+    caught = 0
+    scratch = np.full(70_000, np.nan)
+    for _ in range(60):
+        n = int(rng.integers(0, 60_000))
+        a, b = rng.random(n) ** 5, rng.random(n) ** 5
+        expected = float(np.minimum(a, b).sum())
+        assert _wor_parts.min_sum(a, b, scratch) == expected == _wor_parts.min_sum(a, b)
+        caught += math.fsum(np.minimum(a, b)) != expected
+    assert caught >= 10
+    with pytest.raises(ValueError, match="shapes"):
+        _wor_parts.min_sum(np.ones(3), np.ones(2), scratch)

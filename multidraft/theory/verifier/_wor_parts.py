@@ -20,7 +20,7 @@ from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
-    "sorted_part", "descending_index", "side_arrays", "sorted_side", "tail_start", "scatter", "write_positions",
+    "sorted_part", "descending_index", "side_arrays", "sorted_side", "cut_members", "tail_start", "scatter", "write_positions",
     "descending_values", "pairwise_sum", "min_sum", "min_sum_at", "radix_order", "piece_offsets", "KEY_BITS",
 ]  # fmt: skip
 
@@ -116,7 +116,7 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     if not size or not _increasing_ratio(values, masses):
         return None
     at = out.key[:size]
-    mass_total, value_total = pairwise_sum(masses), pairwise_sum(values)
+    mass_total, value_total = float(masses.sum()), float(values.sum())  # numpy's own sums, as _part_law's
     if value_total >= total:  # water_level: every token free above μ = 0
         level = 0.0
     else:
@@ -125,11 +125,10 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
         if j == size:
             level = total / mass_total
         else:
-            level = (total - _sum(values, j, size - j)) / _sum(masses, 0, j)
+            level = (total - float(values[j:].sum())) / float(masses[:j].sum())
     cut = int(_bisect(None, level, True, values, masses))  # the pool: density <= μ
-    free = _reversed_sum(values, cut, at)
-    weight = max(total - free, 0.0)
-    share = weight / _sum(masses, 0, cut) if cut else 0.0
+    weight = max(total - float(values[cut:][::-1].sum()), 0.0)  # numpy sums the reversed view backwards
+    share = weight / float(masses[:cut].sum()) if cut else 0.0
     lead = 1 if outside > 0 else 0
     merged_p, merged_q, law, by_position = out.ps[: size + lead], out.qs[: size + lead], out.ds[:size], out.order[:size]
     if lead:
@@ -138,17 +137,21 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     return by_position, merged_p, merged_q, law, lead
 
 
-def _sum(values: np.ndarray, start: int, count: int) -> float:
-    """``values[start : start + count].sum()``, the same bits (numpy's pairwise order)."""
-    return float(0.0 + _pairwise(values, values, None, start, count, False))
+def cut_members(order: np.ndarray, size: int) -> np.ndarray:
+    """The tokens of the prefix ``order[:size]`` of a permutation ``order`` of ``range(n)``, in
+    increasing id (``np.flatnonzero`` of its mask: the rule's certificate): one pass marking the
+    smaller side (T* at a P* < 1 node is most of the vocabulary, U a few hundred tokens) and
+    one collecting, without the mask's fancy assignment (0.2 ms at n = 49152).
 
+    >>> cut_members(np.array([3, 0, 2, 1]), 2).tolist()
+    [0, 3]
+    """
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    out = np.empty(size, dtype=np.int64)
+    _compiled()
+    _members(order, int(size), out)
+    return out
 
-def _reversed_sum(values: np.ndarray, start: int, scratch: np.ndarray) -> float:
-    """``values[start:][::-1].sum()``, the same bits: numpy sums a reversed view in its own
-    (reversed) order, so the entries are copied reversed into ``scratch`` and summed there."""
-    count = len(values) - start
-    _reverse_copy(values, start, scratch)
-    return _sum(scratch, 0, count)
 
 def tail_start(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, t_max: float, light: float, slack: float) -> int:
     """One past the last index where ``q > 0 and q t_max <= light and p <= slack r*`` fails
@@ -203,11 +206,16 @@ def pairwise_sum(values: np.ndarray) -> float:
     return float(0.0 + _pairwise(values, values, None, 0, len(values), False))
 
 
-def min_sum(first: np.ndarray, second: np.ndarray) -> float:
-    """``np.minimum(first, second).sum()``, the same bits, without the temporary (finite entries)."""
+def min_sum(first: np.ndarray, second: np.ndarray, scratch: np.ndarray | None = None) -> float:
+    """``np.minimum(first, second).sum()``, the same bits, without the temporary (finite
+    entries): compiled, or, given ``scratch`` (float64, at least as long), the minimum written
+    there and summed by numpy (its SIMD sum: 0.05 against 0.12 ms at n = 49152)."""
     first, second = np.ascontiguousarray(first, dtype=np.float64), np.ascontiguousarray(second, dtype=np.float64)
     if first.shape != second.shape:
         raise ValueError(f"min_sum: shapes {first.shape} and {second.shape} differ")
+    if scratch is not None:
+        out = scratch[: len(first)]
+        return float(np.minimum(first, second, out=out).sum())
     _compiled()
     return float(0.0 + _pairwise(first, second, None, 0, len(first), True))
 
@@ -395,10 +403,19 @@ def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r
         r_star[tokens[j]] = law
 
 
-def _reverse_copy(values, start, out):
-    count = values.shape[0] - start
-    for i in range(count):
-        out[i] = values[values.shape[0] - 1 - i]
+def _members(order, size, out):
+    n = order.shape[0]
+    inside = size <= n - size  # mark the prefix, else the rest
+    mark = np.zeros(n, dtype=np.bool_)
+    low, high = (0, size) if inside else (size, n)
+    for i in range(low, high):
+        mark[order[i]] = True
+    count = 0
+    for token in range(n):
+        if mark[token] == inside:
+            out[count] = token
+            count += 1
+
 
 def _last_miss(p, q, r, t_max, light, slack):
     for i in range(p.shape[0] - 1, -1, -1):
@@ -486,6 +503,6 @@ def _piece_offsets(start, end, out):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_increasing_ratio", "_bisect", "_sorted_side", "_reverse_copy", "_last_miss", "_scatter",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_increasing_ratio", "_bisect", "_sorted_side", "_members", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

@@ -50,7 +50,7 @@ from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._front_back_two import pair_last_node, pair_last_node_bounds, pair_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, sorted_side, tail_start, write_positions
+from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, sorted_side, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_pairs import pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
@@ -545,9 +545,7 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
 def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> WithoutReplacementRule:
     """:func:`_rule_for_cut` with its workspace ``work``."""
     n = len(p)
-    in_cut = np.zeros(n, dtype=bool)
-    in_cut[cut.order[: cut.size]] = True
-    certificate = np.flatnonzero(in_cut)
+    certificate = cut_members(cut.order, cut.size)
     certificate.flags.writeable = False
     # r* part by part by increasing p/q; the positions U then T*, each by decreasing p/q (ties by id)
     u_part, _, u_tokens = _cut_parts(p, q, cut, t_side=False)
@@ -562,12 +560,12 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
     t_tokens, merged_p, merged_q, r_star_t, lead = _t_arrays(p, q, cut, outside, r_star, work)
     p_t, q_t = merged_p[lead:], merged_q[lead:]
-    t_target = min_sum(p_t, r_star_t)
+    t_target = min_sum(p_t, r_star_t, work.scratch)
     t_short = 0.0
     tail = n
     if len(t_tokens):
         a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t, (work.hull_start, work.hull_end))
-        t_short = t_target - min_sum(p_t, r_t)
+        t_short = t_target - min_sum(p_t, r_t, work.scratch)
         if t_short > SIDE_TOLERANCE and _plain_may_gain(p_t, r_t, start, len(t_tokens)):
             # front/back throughout (without the tail), other orders too
             a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(merged_p, merged_q, lead, k)[:2]
@@ -603,11 +601,11 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u
                 alpha[u_tokens], r[u_tokens] = a_u, r_u
     position = write_positions(u_tokens, t_tokens, n)
-    total = pairwise_sum(r)
+    total = float(r.sum())
     fitted = np.isfinite(total) and not (r < -1e-15).any() and abs(total - 1.0) <= 1e-9
     if not fitted:
         note = f"without-replacement fit failed (its law sums to {total:.6g}); fell back to the first draft (law q)"
-    first_draft = not fitted or min_sum(p, q) > min_sum(p, r) + FIRST_DRAFT_GAIN
+    first_draft = not fitted or min_sum(p, q, work.scratch) > min_sum(p, r, work.scratch) + FIRST_DRAFT_GAIN
     if first_draft:
         r = q.copy()
     # The parts' arrays (about ten of the vocabulary's size) freed here, where the single-draft

@@ -247,27 +247,26 @@ def _strict_parts(seed: int):
 
 
 def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_sum_is_caught():
-    """sorted_side against the wor rule's r* (``_part_law``, clip "max"), the reversal of
-    descending_index and side_arrays, bit for bit, r* written at the tokens only; None (nothing
-    written) exactly when the ratios do not increase strictly. The twin sums the free tokens'
-    p forward (numpy sums the reversed view backwards): its r* differs."""
+    """sorted_side at water_level's μ against the wor rule's r* (``_part_law``, clip "max"), the
+    reversal of descending_index and side_arrays, bit for bit, r* written at the tokens only;
+    ratios_increase exactly when p/q increases strictly (else the caller sorts). The twin sums
+    the free tokens' p forward (numpy sums the reversed view backwards): its r* differs."""
     from multidraft.theory.verifier import _wor_curtain
     from multidraft.theory.verifier._curtain import _workspace
     from multidraft.theory.verifier._wor_rule import _part_law
 
     taken = caught = 0
     for values, masses, total, tokens in _strict_parts(7):
-        outside = 0.25 if len(tokens) % 2 else 0.0
-        r_star = np.full(10_000, np.nan)
-        with _workspace(10_000) as work:
-            got = _wor_parts.sorted_side(tokens, values, masses, total, outside, r_star, work)
-            got = None if got is None else tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in got)
         strict = bool(np.all(values[:-1] / masses[:-1] < values[1:] / masses[1:]))
-        assert (got is not None) == strict
-        if got is None:
-            assert np.isnan(r_star).all()
+        assert _wor_parts.ratios_increase(values, masses) == strict
+        if not strict:
             continue
         taken += 1
+        outside = 0.25 if len(tokens) % 2 else 0.0
+        r_star = np.full(10_000, np.nan)
+        level = _wor_curtain.water_level(values, masses, total, "max")
+        with _workspace(10_000) as work:
+            got = tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in _wor_parts.sorted_side(tokens, values, masses, total, level, outside, r_star, work))
         law = _part_law(values, masses, total, "max")
         index = _wor_parts.descending_index(values / masses)
         np.testing.assert_array_equal(index, np.arange(len(values))[::-1])

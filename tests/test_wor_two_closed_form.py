@@ -338,12 +338,12 @@ def test_rule_is_the_quadrature_rule(monkeypatch, temperature):
 
 def test_last_node_bounds_hold_it_the_tail_start_from_them_is_the_nodes_and_a_one_sided_start_is_caught():
     """pair_last_node_bounds brackets pair_last_node (within 1e-9 of it: the same grid point),
-    and the rule's tail start from the bounds is the start at the node itself; on tails whose
-    lightness turns within 1e-10 of the node, the start at either bound alone (the twins)
-    differs from it on some, which the rule's fallback to the node must repair."""
+    and the tail start from the bounds (pair_tail_start) is the start at the node itself; on
+    tails whose lightness turns within 1e-10 of the node, the start at either bound alone (the
+    twins) differs from it on some, which pair_tail_start's fallback to the node repairs."""
     from multidraft.theory.optimum._wor_moments import LIGHT
-    from multidraft.theory.verifier._front_back_two import pair_last_node_bounds
-    from multidraft.theory.verifier._wor_rule import MIN_TAIL, _pair_tail_start, _tail_start
+    from multidraft.theory.verifier._front_back_two import pair_last_node_bounds, pair_tail_start
+    from multidraft.theory.verifier._wor_rule import MIN_TAIL, _tail_start
 
     rng = np.random.default_rng(11)
     caught = 0
@@ -371,6 +371,6 @@ def test_last_node_bounds_hold_it_the_tail_start_from_them_is_the_nodes_and_a_on
         q_t[edge] = LIGHT / node * (1 + rng.choice([-1e-10, 1e-10]))
         p_t, r_t = np.full(size_t, 1e-9), np.full(size_t, 1.0)
         exact = _tail_start(p_t, q_t, r_t, node)
-        assert _pair_tail_start(p_t, q_t, r_t, merged, pair_masses(merged)) == exact
+        assert pair_tail_start(lambda t: _tail_start(p_t, q_t, r_t, t), merged, pair_masses(merged)) == exact
         caught += _tail_start(p_t, q_t, r_t, low) != exact or _tail_start(p_t, q_t, r_t, high) != exact
     assert caught >= 20

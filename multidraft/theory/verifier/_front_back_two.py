@@ -29,6 +29,7 @@ last tokens, whose gap A_j - B_j they are), the running sums are compensated.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from multidraft.theory.verifier import _front_back
 from multidraft.theory.verifier._front_back import LANES
 from multidraft.theory.verifier._pass_nodes import END, pass_nodes
 
-__all__ = ["pair_pass", "pair_last_node", "pair_last_node_bounds"]
+__all__ = ["pair_pass", "pair_last_node", "pair_last_node_bounds", "pair_tail_start"]
 
 
 def pair_last_node(draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> float:
@@ -90,6 +91,16 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
     if last == 1000:
         return 0.0, math.inf
     return math.exp(start + 0.04 * first) * (1.0 - 1e-9), math.exp(start + 0.04 * last) * (1.0 + 1e-9)
+
+
+def pair_tail_start(start_at: Callable[[float], int], draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> int:
+    """``start_at(pair_last_node(draft))`` for a tail start ``start_at(t)`` that does not
+    decrease as the node t grows (the T* side's tail: tokens light up to t, q t <= LIGHT):
+    where the node's bounds (:func:`pair_last_node_bounds`) give one start, that one, without
+    the node's quadrature step (~0.2 ms); else at the node. ``masses`` as :func:`pair_last_node`."""
+    low, high = pair_last_node_bounds(draft, masses)
+    start = start_at(low)
+    return start if start == start_at(high) else start_at(pair_last_node(draft, masses))
 
 
 def pair_pass(

@@ -20,7 +20,7 @@ from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
-    "sorted_part", "descending_index", "side_arrays", "sorted_side", "cut_members", "tail_start", "scatter", "write_positions",
+    "sorted_part", "descending_index", "side_arrays", "ratios_increase", "sorted_side", "cut_members", "tail_start", "scatter", "write_positions",
     "descending_values", "pairwise_sum", "min_sum", "min_sum_at", "radix_order", "piece_offsets", "KEY_BITS",
 ]  # fmt: skip
 
@@ -93,40 +93,33 @@ def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: 
     return merged_p, merged_q, r, lead
 
 
-def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, total: float, outside: float, r_star: np.ndarray, out) -> tuple | None:
-    """A part given by increasing p/q whose ratios increase *strictly* (T*, the scan order's
-    prefix: no sort, no ties), clipped from below, ``r* = max(p, μq)`` with ``r*(part) = total``,
-    in a few compiled passes: what :func:`sorted_part` (the hint unmoved), the wor rule's
-    ``_part_law(values, masses, total, "max")`` (the water level of
-    :func:`~multidraft.theory.verifier._wor_curtain.water_level`: its sums in numpy's order, its
-    breakpoints, numpy's bisections probe for probe, the pool share), :func:`descending_index`
-    (a plain reversal) and :func:`side_arrays` give, bit for bit, without their five arrays of
-    the part's size and their numpy temporaries.
+def ratios_increase(values: np.ndarray, masses: np.ndarray) -> bool:
+    """Whether ``values / masses`` (p/q along a part) increases strictly (False at a NaN): a
+    part given in increasing p/q with no equal ratios, which :func:`sorted_side` takes as it is."""
+    _compiled()
+    return bool(_increasing_ratio(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)))
+
+
+def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, total: float, level: float, outside: float, r_star: np.ndarray, out):
+    """A part given by increasing p/q whose ratios increase *strictly* (:func:`ratios_increase`;
+    T*, the scan order's prefix: no sort, no ties), clipped from below at the water level
+    ``level`` (:func:`~multidraft.theory.verifier._wor_curtain.water_level` of it, ``"max"``):
+    ``r* = max(p, μq)`` with ``r*(part) = total``, in one compiled pass after the pool's bounds.
+    What :func:`sorted_side`'s callers had from :func:`sorted_part` (the hint unmoved), the wor
+    rule's ``_part_law`` (``pool_split``: the pool by numpy's bisection of the ratios, probe for
+    probe; its mass and the free tokens' p summed by numpy, the latter reversed, as there),
+    :func:`descending_index` (a plain reversal) and :func:`side_arrays`, bit for bit, without
+    their five arrays of the part's size and numpy's temporaries.
 
     Returns ``(by_position, merged_p, merged_q, r, lead)``: the tokens by decreasing p/q and the
     arrays of :func:`side_arrays` (p, q led by the merged token ``(0, outside)`` when
     ``outside > 0``, r* in that order), views of ``out`` (a
-    :func:`~multidraft.theory.verifier._curtain._workspace`: ``ps, qs, ds, key, order`` of at
-    least ``len(tokens) + 1`` entries), and writes ``r_star[tokens]``. None, with nothing
-    written, when the part is empty or its ratios do not increase strictly (equal ratios to put
-    in id order): then the caller sorts as before."""
+    :func:`~multidraft.theory.verifier._curtain._workspace`: ``ps, qs, ds, order`` of at least
+    ``len(tokens) + 1`` entries), and writes ``r_star[tokens]``."""
     size = len(tokens)
     values, masses = np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)
     _compiled()
-    if not size or not _increasing_ratio(values, masses):
-        return None
-    at = out.key[:size]
-    mass_total, value_total = float(masses.sum()), float(values.sum())  # numpy's own sums, as _part_law's
-    if value_total >= total:  # water_level: every token free above μ = 0
-        level = 0.0
-    else:
-        _breakpoint_sums(values, masses, value_total, mass_total, False, at)
-        j = int(_bisect(at, total, False, values, masses))
-        if j == size:
-            level = total / mass_total
-        else:
-            level = (total - float(values[j:].sum())) / float(masses[:j].sum())
-    cut = int(_bisect(None, level, True, values, masses))  # the pool: density <= μ
+    cut = int(_ratio_bisect(values, masses, float(level)))  # the pool: density <= μ (searchsorted, side="right")
     weight = max(total - float(values[cut:][::-1].sum()), 0.0)  # numpy sums the reversed view backwards
     share = weight / float(masses[:cut].sum()) if cut else 0.0
     lead = 1 if outside > 0 else 0
@@ -290,19 +283,8 @@ def piece_offsets(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _compiled() -> None:
-    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`);
-    :func:`_sorted_side` calls :mod:`~multidraft.theory.verifier._wor_curtain`'s
-    ``breakpoint_sums`` (imported here: that module imports this one)."""
-    global _breakpoint_sums
-    if _breakpoint_sums is None:
-        from multidraft.theory.verifier import _wor_curtain
-
-        _wor_curtain._kernels()
-        _breakpoint_sums = _wor_curtain.breakpoint_sums
+    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
     compile_in_place(globals(), KERNELS)
-
-
-_breakpoint_sums = None
 
 
 def _ratio_gather(hint, p, q, values, masses, key):
@@ -376,17 +358,12 @@ def _increasing_ratio(values, masses):
     return True
 
 
-def _bisect(a, x, right, values, masses):
-    """numpy's ``searchsorted(a, x, side)`` (its bisection, probe for probe, so the same index
-    on an array that rounding left not quite sorted); ``a`` None: the ratios ``values / masses``."""
+def _ratio_bisect(values, masses, x):
+    """numpy's ``searchsorted(values / masses, x, side="right")``: its bisection, probe for probe."""
     low, high = 0, values.shape[0]
     while low < high:
         middle = low + ((high - low) >> 1)
-        if a is None:  # pruned when compiled for a given array
-            entry = values[middle] / masses[middle]
-        else:
-            entry = a[middle]
-        if entry < x or (right and entry == x):
+        if values[middle] / masses[middle] <= x:
             low = middle + 1
         else:
             high = middle
@@ -503,6 +480,6 @@ def _piece_offsets(start, end, out):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_increasing_ratio", "_bisect", "_sorted_side", "_members", "_last_miss", "_scatter",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_increasing_ratio", "_ratio_bisect", "_sorted_side", "_members", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

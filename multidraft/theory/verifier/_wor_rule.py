@@ -47,10 +47,10 @@ import numpy as np
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._curtain import _workspace
-from multidraft.theory.verifier._front_back_two import pair_last_node, pair_last_node_bounds, pair_pass
+from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass, pair_tail_start
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
-from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, sorted_side, tail_start, write_positions
+from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split, water_level
+from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, ratios_increase, scatter, side_arrays, sorted_part, sorted_side, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_pairs import pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
@@ -328,7 +328,7 @@ def _cut_parts(p, q, cut, t_side=True):
     sorts linear; T* None unless ``t_side``), and U's tokens by decreasing p/q, its q = 0 tokens
     first (by id, with any q > 0 token whose p/q overflowed)."""
     rest = cut.order[cut.size :]
-    p_sorted, q_sorted = _scan_arrays(p, q, cut)
+    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
     drafted = q_sorted[cut.size :] > 0
     every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
     u_hint = (rest, p_sorted[cut.size :], q_sorted[cut.size :]) if every else (rest[drafted], p_sorted[cut.size :][drafted], q_sorted[cut.size :][drafted])
@@ -345,30 +345,24 @@ def _cut_parts(p, q, cut, t_side=True):
     return u_part, t_part, u_tokens
 
 
-def _scan_arrays(p, q, cut):
-    """p and q in the cut's scan order (the scan's own arrays when it kept them)."""
-    return (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
-
-
 def _part(p, q, hint, p_hint, q_hint, clip, total):
-    """The :class:`_Part` of the tokens ``hint`` (p, q gathered along it), its law clipped by
-    ``clip`` to the mass ``total``."""
+    """The :class:`_Part` of the tokens ``hint`` (p, q along it), r* clipped by ``clip`` to ``total``."""
     tokens, values, masses, key = sorted_part(hint, p, q, (p_hint, q_hint))
     return _Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key))
 
 
 def _t_arrays(p, q, cut, outside, r_star, work):
-    """T*'s tokens by position (decreasing p/q, ties by id) and the T* side's
-    ``(merged_p, merged_q, r*, lead)`` (:func:`~multidraft.theory.verifier._wor_parts.side_arrays`,
-    in ``work``), r* written into ``r_star``: in one compiled pass over the scan's arrays when
-    p/q increase strictly along them (:func:`~multidraft.theory.verifier._wor_parts.sorted_side`,
-    every static-64 wor node), else by the part's sort and gathers, the same arrays."""
+    """T*'s tokens by position (decreasing p/q, ties by id) and ``(merged_p, merged_q, r*, lead)``
+    of :func:`~multidraft.theory.verifier._wor_parts.side_arrays` (in ``work``; r* written into
+    ``r_star``): from the scan's arrays as they are where p/q increase strictly along them
+    (:func:`~multidraft.theory.verifier._wor_parts.sorted_side`), else by the part's sort."""
     size = cut.size
-    p_sorted, q_sorted = _scan_arrays(p, q, cut)
-    side = sorted_side(cut.order[:size], p_sorted[:size], q_sorted[:size], cut.contained, outside, r_star, work)
-    if side is not None:
-        return side
-    t_part = _part(p, q, cut.order[:size], p_sorted[:size], q_sorted[:size], "max", cut.contained)
+    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
+    values, masses = p_sorted[:size], q_sorted[:size]
+    if size and ratios_increase(values, masses):
+        level = water_level(values, masses, cut.contained, "max")
+        return sorted_side(cut.order[:size], values, masses, cut.contained, level, outside, r_star, work)
+    t_part = _part(p, q, cut.order[:size], values, masses, "max", cut.contained)
     r_star[t_part.tokens] = t_part.law
     return (t_part.tokens[t_part.index], *side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds)))
 
@@ -403,7 +397,7 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None):
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
         masses = pair_masses(merged_q)
-        start = len(q_t) if r_star_t is None else _pair_tail_start(p_t, q_t, r_star_t, merged_q, masses)
+        start = len(q_t) if r_star_t is None else pair_tail_start(lambda t: _tail_start(p_t, q_t, r_star_t, t), merged_q, masses)
         alpha, r = pair_pass(merged_p, merged_q, lead, lead + start, masses=masses, out=out)
         return alpha[lead:], r[lead:], start
     nodes, weights = front_back_nodes(merged_q, k)
@@ -446,19 +440,6 @@ def _tail_start(p, q, r_star, t_max):
     """First index of the longest suffix of light pool tokens (module constants), or ``len(p)``."""
     start = tail_start(p, q, r_star, t_max, LIGHT, TAIL_SLACK)
     return start if len(p) - start >= MIN_TAIL else len(p)
-
-
-def _pair_tail_start(p, q, r_star, merged_q, masses):
-    """:func:`_tail_start` at K = 2's last node (:func:`~multidraft.theory.verifier._front_back_two.pair_last_node`
-    of ``merged_q``), which only the tail's lightness reads: the start does not decrease as the
-    node grows, so where the node's bounds
-    (:func:`~multidraft.theory.verifier._front_back_two.pair_last_node_bounds`) give one start,
-    it is that one, and the node's quadrature step (~0.2 ms) is not computed."""
-    low, high = pair_last_node_bounds(merged_q, masses)
-    start = _tail_start(p, q, r_star, low)
-    if start == len(p) or start == _tail_start(p, q, r_star, high):
-        return start
-    return _tail_start(p, q, r_star, pair_last_node(merged_q, masses))
 
 
 def _u_side(p, q, k, u_order, t_order):
@@ -608,9 +589,8 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     first_draft = not fitted or min_sum(p, q, work.scratch) > min_sum(p, r, work.scratch) + FIRST_DRAFT_GAIN
     if first_draft:
         r = q.copy()
-    # The parts' arrays (about ten of the vocabulary's size) freed here, where the single-draft
-    # step allocates as many: it reuses their memory instead of fresh pages (at n = 49152 their
-    # page faults cost 0.3-1.5 ms of a 15 ms fit).
+    # The fit's arrays of the vocabulary's size freed here, where the single-draft step allocates
+    # as many: it reuses their memory instead of fresh pages (0.3-1.5 ms of faults at n = 49152).
     del u_part, merged_p, merged_q, r_star_t, p_t, q_t
     accept, residual = canonical_step(p, r)
     return WithoutReplacementRule(

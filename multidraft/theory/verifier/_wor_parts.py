@@ -105,11 +105,11 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     T*, the scan order's prefix: no sort, no ties), clipped from below at the water level
     ``level`` (:func:`~multidraft.theory.verifier._wor_curtain.water_level` of it, ``"max"``):
     ``r* = max(p, μq)`` with ``r*(part) = total``, in one compiled pass after the pool's bounds.
-    What :func:`sorted_side`'s callers had from :func:`sorted_part` (the hint unmoved), the wor
-    rule's ``_part_law`` (``pool_split``: the pool by numpy's bisection of the ratios, probe for
-    probe; its mass and the free tokens' p summed by numpy, the latter reversed, as there),
-    :func:`descending_index` (a plain reversal) and :func:`side_arrays`, bit for bit, without
-    their five arrays of the part's size and numpy's temporaries.
+    What the wor rule had from :func:`sorted_part` (the hint unmoved), its ``_part_law``
+    (``pool_split``: the pool by numpy's bisection of the ratios, probe for probe; its mass and
+    the free tokens' p summed by numpy, the latter reversed, as there), :func:`descending_index`
+    (a plain reversal) and :func:`side_arrays`, bit for bit, without their five arrays of the
+    part's size and numpy's temporaries.
 
     Returns ``(by_position, merged_p, merged_q, r, lead)``: the tokens by decreasing p/q and the
     arrays of :func:`side_arrays` (p, q led by the merged token ``(0, outside)`` when

@@ -69,6 +69,12 @@ def test_side_arrays_tail_start_scatter_and_positions_are_the_numpy_expressions_
             np.testing.assert_array_equal(merged_q, np.concatenate([lead_q, masses[index]]))
             np.testing.assert_array_equal(r, law[index])
             assert lead == len(lead_p)
+            buffers = tuple(np.full(size + 2, np.nan) for _ in range(3))  # into given arrays: the same, as views of them
+            into = _wor_parts.side_arrays(index, values, masses, law, outside, buffers)
+            for got, expected, buffer in zip(into[:3], (merged_p, merged_q, r), buffers):
+                np.testing.assert_array_equal(got, expected)
+                assert np.shares_memory(got, buffer)
+            assert into[3] == lead
         q = np.where(rng.random(size) < 0.1, 0.0, rng.random(size) * 1e-3)
         p, r_star = rng.random(size) * 1e-3, rng.random(size) * 1e-3
         fits = (q > 0) & (q * 300.0 <= 0.25) & (p <= 0.9 * r_star)
@@ -222,3 +228,95 @@ def test_light_split_is_the_mask_and_the_largest_light_mass_and_a_mask_without_z
         assert scale == (float(q[expected].max()) if expected.any() else 1.0)
         caught += not np.array_equal(q * t_max <= LIGHT, expected)  # the twin: q = 0 counted light
     assert caught >= 20
+
+
+def _strict_parts(seed: int):
+    """``(values, masses, total, tokens)`` of parts by increasing p/q: mostly strictly
+    increasing ratios, every third with equal neighbours; ``total`` across the water level's
+    cases (below Σ p, the first breakpoint, between, Σ p and above: μ = 0)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(240):
+        size = int(rng.integers(1, 3000 if trial % 4 == 0 else 60))
+        masses = rng.dirichlet(np.full(size, 0.5)) + 1e-12
+        values = masses * np.sort(rng.random(size) ** 3 * 5)
+        if trial % 3 == 0 and size > 2:
+            values[1] = masses[1] * values[0] / masses[0]  # a tie: the caller sorts
+        value_total = float(values.sum())
+        total = value_total * (0.05, 0.5, 0.9, 0.999, 1.0, 1.5)[trial % 6] + 0.3 * masses.sum() * (trial % 5 == 0)
+        yield values, masses, total, rng.permutation(10_000)[:size]
+
+
+def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_sum_is_caught():
+    """sorted_side at water_level's μ against the wor rule's r* (``_part_law``, clip "max"), the
+    reversal of descending_index and side_arrays, bit for bit, r* written at the tokens only;
+    ratios_increase exactly when p/q increases strictly (else the caller sorts). The twin sums
+    the free tokens' p forward (numpy sums the reversed view backwards): its r* differs."""
+    from multidraft.theory.verifier import _wor_curtain
+    from multidraft.theory.verifier._curtain import _workspace
+    from multidraft.theory.verifier._wor_rule import _part_law
+
+    taken = caught = 0
+    for values, masses, total, tokens in _strict_parts(7):
+        strict = bool(np.all(values[:-1] / masses[:-1] < values[1:] / masses[1:]))
+        assert _wor_parts.ratios_increase(values, masses) == strict
+        if not strict:
+            continue
+        taken += 1
+        outside = 0.25 if len(tokens) % 2 else 0.0
+        r_star = np.full(10_000, np.nan)
+        level = _wor_curtain.water_level(values, masses, total, "max")
+        with _workspace(10_000) as work:
+            got = tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in _wor_parts.sorted_side(tokens, values, masses, total, level, outside, r_star, work))
+        law = _part_law(values, masses, total, "max")
+        index = _wor_parts.descending_index(values / masses)
+        np.testing.assert_array_equal(index, np.arange(len(values))[::-1])
+        merged_p, merged_q, r, lead = _wor_parts.side_arrays(index, values, masses, law, outside)
+        np.testing.assert_array_equal(got[0], tokens[index])
+        for a, b in zip(got[1:], (merged_p, merged_q, r, lead)):
+            np.testing.assert_array_equal(a, b)
+        expected = np.full(10_000, np.nan)
+        expected[tokens] = law
+        np.testing.assert_array_equal(r_star, expected)
+        cut, pool_mass, _ = _wor_curtain.pool_split(values, masses, total, "max")
+        if cut:  # the twin: the free p summed in their own order
+            twin = values.copy()
+            twin[:cut] = masses[:cut] * (max(total - values[cut:].sum(), 0.0) / pool_mass)
+            caught += not np.array_equal(twin, law)
+    assert taken >= 100 and caught >= 5
+
+
+def test_cut_members_is_the_masks_flatnonzero_and_the_unsorted_prefix_is_caught():
+    """cut_members against ``np.flatnonzero`` of the prefix's mask, prefixes shorter and longer
+    than half (each side marked); the twin, the prefix as it stands, is not in id order."""
+    rng = np.random.default_rng(8)
+    caught = 0
+    for trial in range(300):
+        n = int(rng.integers(0, 2000))
+        order = rng.permutation(n)
+        size = int(rng.integers(0, n + 1)) if trial % 3 else (n if trial % 2 else 0)
+        mask = np.zeros(n, dtype=bool)
+        mask[order[:size]] = True
+        got = _wor_parts.cut_members(order, size)
+        np.testing.assert_array_equal(got, np.flatnonzero(mask))
+        assert got.dtype == np.int64
+        caught += not np.array_equal(order[:size], got)
+    assert caught >= 200
+
+
+def test_min_sum_into_scratch_is_the_numpy_expression_and_the_exact_sum_is_caught():
+    """min_sum with a scratch (holding NaN before) is ``np.minimum(a, b).sum()`` bit for bit, as
+    the compiled one is; the twin, the exactly rounded sum (math.fsum), differs on some."""
+    import math
+
+    rng = np.random.default_rng(9)
+    caught = 0
+    scratch = np.full(70_000, np.nan)
+    for _ in range(60):
+        n = int(rng.integers(0, 60_000))
+        a, b = rng.random(n) ** 5, rng.random(n) ** 5
+        expected = float(np.minimum(a, b).sum())
+        assert _wor_parts.min_sum(a, b, scratch) == expected == _wor_parts.min_sum(a, b)
+        caught += math.fsum(np.minimum(a, b)) != expected
+    assert caught >= 10
+    with pytest.raises(ValueError, match="shapes"):
+        _wor_parts.min_sum(np.ones(3), np.ones(2), scratch)

@@ -210,3 +210,35 @@ def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(
     stale = _wor_rule.wor_selection_rule(p, q, k)  # the twin: a stale (zero) cache
     stale.offsets_memo.append(np.zeros(len(stale.layout.piece_start) + 1))
     assert not np.array_equal(stale.choose(tuples, np.random.default_rng(1)), fresh)
+
+
+def test_the_rule_from_the_scans_t_star_and_the_node_bounds_is_the_sorting_one_and_unreversed_tokens_are_caught(monkeypatch):
+    """T* taken from the scan's arrays as they are (``sorted_side``, where p/q increase strictly
+    along them) and the T* tail's start from the last node's bounds (``pair_tail_start``) give
+    the rule of the part's sort and the node itself, every field bit for bit: P* < 1 nodes at
+    K = 2 (Zipf, drafts hotter and noisier, n = 4096, where the tail applies) and the random
+    pairs (ties, zeros) at K = 2, 3. The twin, T*'s tokens left by increasing p/q, is caught."""
+    from multidraft.theory.verifier import _front_back_two
+
+    rng = np.random.default_rng(27)
+    cases = [(p, q, k) for p, q in _pairs() for k in (2, 3) if np.count_nonzero(q) >= k]
+    for temperature in (1.2, 1.6, 2.0):
+        p = zipf(4096, exponent=1.1, rng=rng)
+        cases.append((p, softmax((np.log(p) + 0.5 * rng.standard_normal(4096)) / temperature), 2))
+    fast = _wor_rule.sorted_side
+    taken = []
+    monkeypatch.setattr(_wor_rule, "sorted_side", lambda *a: taken.append(1) or fast(*a))
+    rules = [_wor_rule.wor_selection_rule(p, q, k) for p, q, k in cases]
+    assert len(taken) >= 30
+    with monkeypatch.context() as patched:  # the part's sort and the node itself
+        patched.setattr(_wor_rule, "ratios_increase", lambda values, masses: False)
+        patched.setattr(_front_back_two, "pair_last_node_bounds", lambda draft, masses=None: (0.0, np.inf))
+        for rule, (p, q, k) in zip(rules, cases):
+            for a, b in zip(_rule_fields(rule), _rule_fields(_wor_rule.wor_selection_rule(p, q, k))):
+                np.testing.assert_array_equal(a, b)
+    caught = 0
+    with monkeypatch.context() as patched:  # the twin: T*'s tokens by increasing p/q, its arrays by position
+        patched.setattr(_wor_rule, "sorted_side", lambda *a: (lambda side: (side[0][::-1].copy(), *side[1:]))(fast(*a)))
+        for rule, (p, q, k) in zip(rules, cases):
+            caught += not np.array_equal(rule.position, _wor_rule.wor_selection_rule(p, q, k).position)
+    assert caught >= 10

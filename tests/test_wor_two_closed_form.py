@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 from multidraft.theory import WithoutReplacement, softmax, zipf
-from multidraft.theory.optimum._wor_pairs import pair_containment, pair_cut, pair_j_law
+from multidraft.theory.optimum._wor_pairs import pair_containment, pair_cut, pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import full_scan_cut, optimal_cut, race_j_law
 from multidraft.theory.verifier import optimal_selection_rule
 from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
-from multidraft.theory.verifier._front_back_two import pair_pass
-from multidraft.theory.verifier._wor_rule import _stream_outcomes
+from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass
+from multidraft.theory.verifier._wor_parts import radix_order
+from multidraft.theory.verifier._wor_rule import _stream_outcomes, wor_selection_rule
 
 from wor_instances import instances as adversarial
 
@@ -244,6 +245,62 @@ def test_j_law_against_enumeration_the_race_and_its_twin():
     assert caught >= 55
 
 
+def test_j_law_from_the_cuts_containment_and_its_twin():
+    """The rule's J-law at K = 2 takes g(T*) from the cut (``pair_j_law(..., contained)``): the
+    same law as the pass over T* to rounding (1e-15) and the enumerated one (1e-14), and the
+    rule's P(J = 0) is the cut's g bit for bit; the twin, g of the prefix one token shorter, is
+    caught by the enumeration."""
+    caught = checked = 0
+    for kind, p, q, k in adversarial(seed=31, count=200, max_n=6):
+        if k != 2:
+            continue
+        cut = optimal_cut(p, q, 2, sort=radix_order)
+        in_u = np.ones(len(q), dtype=bool)
+        in_u[cut.order[: cut.size]] = False
+        outside = float(q[in_u].sum())
+        if not (outside > 0 and cut.size and np.count_nonzero(q) >= 2):
+            continue
+        q_t = q[~in_u]
+        law = pair_j_law(q_t, outside, cut.contained)
+        np.testing.assert_allclose(law, pair_j_law(q_t, outside), rtol=0, atol=1e-15)
+        enumerated = _enumerated_j(q, in_u)
+        np.testing.assert_allclose(law, enumerated, rtol=0, atol=1e-14)
+        rule = wor_selection_rule(p, q, 2)
+        if rule.j_law is not None and rule.boundary == len(q) - cut.size:
+            assert rule.j_law[0] == cut.contained
+        shorter = float(pair_containment(q[cut.order[: cut.size]], outside)[cut.size - 1])
+        caught += np.abs(pair_j_law(q_t, outside, shorter) - enumerated).max() > 1e-6
+        checked += 1
+    assert checked >= 20 and caught >= checked // 2
+
+
+def test_pass_with_given_masses_and_buffers_is_the_same_and_wrong_masses_are_caught():
+    """``pair_pass(..., masses=pair_masses(q), out=buffers)`` (the wor rule's T* side: the masses
+    shared with ``pair_last_node``, α and r written into reused memory holding garbage) gives
+    the bits of the plain call, as views of the buffers; the twin, the masses of q reversed
+    (the largest token's index wrong), is caught."""
+    rng = np.random.default_rng(12)
+    caught = 0
+    for trial in range(40):
+        n = int(rng.integers(3, 300))
+        q = rng.dirichlet(np.full(n, 0.3 if trial % 2 else 2.0))
+        p = rng.dirichlet(np.full(n, 0.5))
+        boundary = int(rng.integers(0, n))
+        tail = int(rng.integers(boundary, n + 1))
+        plain = pair_pass(p, q, boundary, tail)
+        buffers = (np.full(n + 3, np.nan), np.full(n + 3, np.nan))
+        given = pair_pass(p, q, boundary, tail, masses=pair_masses(q), out=buffers)
+        for got, expected, buffer in zip(given, plain, buffers):
+            np.testing.assert_array_equal(got, expected)
+            assert np.shares_memory(got, buffer)
+        assert pair_last_node(q, pair_masses(q)) == pair_last_node(q)
+        coins = rng.random(n)
+        np.testing.assert_array_equal(pair_pass(p, q, boundary, tail, coins, masses=pair_masses(q), out=buffers)[1], pair_pass(p, q, boundary, tail, coins)[1])
+        wrong = pair_masses(q[::-1])
+        caught += not np.array_equal(pair_pass(p, q, boundary, tail, masses=wrong)[1], plain[1])
+    assert caught >= 30
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="two tokens with positive mass"):
         pair_pass(np.array([0.5, 0.5]), np.array([1.0, 0.0]), 0)
@@ -277,3 +334,43 @@ def test_rule_is_the_quadrature_rule(monkeypatch, temperature):
     np.testing.assert_array_equal(rule.position, reference.position)
     np.testing.assert_allclose(rule.selection_law, reference.selection_law, rtol=0, atol=1e-13)
     assert abs(rule.acceptance - reference.acceptance) <= 1e-13
+
+
+def test_last_node_bounds_hold_it_the_tail_start_from_them_is_the_nodes_and_a_one_sided_start_is_caught():
+    """pair_last_node_bounds brackets pair_last_node (within 1e-9 of it: the same grid point),
+    and the tail start from the bounds (pair_tail_start) is the start at the node itself; on
+    tails whose lightness turns within 1e-10 of the node, the start at either bound alone (the
+    twins) differs from it on some, which pair_tail_start's fallback to the node repairs."""
+    from multidraft.theory.optimum._wor_moments import LIGHT
+    from multidraft.theory.verifier._front_back_two import pair_last_node_bounds, pair_tail_start
+    from multidraft.theory.verifier._wor_rule import MIN_TAIL, _tail_start
+
+    rng = np.random.default_rng(11)
+    caught = 0
+    for trial in range(400):
+        size = int(rng.integers(2, 400))
+        q = rng.random(size) ** rng.choice([1, 5, 30])
+        if trial % 5 == 0:
+            q[0] = 1e6 * q.sum()  # a dominant token: σ ~ 1e-6
+        if trial % 7 == 0:
+            q[1:] *= 1e-200  # σ near underflow
+        q /= q.sum()
+        if np.count_nonzero(q) < 2:
+            continue
+        node = pair_last_node(q)
+        low, high = pair_last_node_bounds(q)
+        assert low <= node <= high and high / low < 1 + 3e-9
+        assert pair_last_node_bounds(q, pair_masses(q)) == (low, high)
+        # a T* side: q's tokens then a tail of MIN_TAIL + 20 pool tokens, light at the side's node
+        # (computed from its masses), one of them within 1e-10 of the lightness bound
+        size_t = MIN_TAIL + 20
+        merged = np.concatenate([q, np.full(size_t, 1e-3 / size_t)])
+        node, (low, high) = pair_last_node(merged), pair_last_node_bounds(merged)
+        q_t = np.full(size_t, LIGHT / node * (1 - 1e-8))
+        edge = int(rng.integers(0, size_t))
+        q_t[edge] = LIGHT / node * (1 + rng.choice([-1e-10, 1e-10]))
+        p_t, r_t = np.full(size_t, 1e-9), np.full(size_t, 1.0)
+        exact = _tail_start(p_t, q_t, r_t, node)
+        assert pair_tail_start(lambda t: _tail_start(p_t, q_t, r_t, t), merged, pair_masses(merged)) == exact
+        caught += _tail_start(p_t, q_t, r_t, low) != exact or _tail_start(p_t, q_t, r_t, high) != exact
+    assert caught >= 20

@@ -31,16 +31,26 @@ def compile_in_place(
     costs more than a short body (the front/back pass: 13% of it at K = 2). Threads may call it at
     once (fits in threads): one wraps each kernel, under a lock, and the others keep its
     dispatcher."""
+    global _COMPILED_TYPE
+    if _COMPILED_TYPE is not None and all(type(namespace[name]) is _COMPILED_TYPE for name in names):
+        return  # the usual case (a wor fit calls this ~30 times): no imports, no ABC isinstance (~8 µs a call)
     import numba
     from numba.core.dispatcher import Dispatcher
 
     pending = [name for name in names if not isinstance(namespace[name], Dispatcher)]
-    if not pending:  # the usual case: building the decorator below costs ~30 µs per call
-        return
-    options = dict(cache=True, nogil=True, fastmath=set(fastmath) or False)
-    jit = numba.njit(**options)
-    inlined = numba.njit(**options, inline="always") if set(inline) & set(pending) else None
-    with _LOCK:  # threads fitting at once: one wraps, the others see its dispatcher (jit of one raises)
-        for name in pending:
-            if not isinstance(namespace[name], Dispatcher):
-                namespace[name] = (inlined if name in inline else jit)(namespace[name])
+    if pending:  # building the decorator costs ~30 µs per call
+        options = dict(cache=True, nogil=True, fastmath=set(fastmath) or False)
+        jit = numba.njit(**options)
+        inlined = numba.njit(**options, inline="always") if set(inline) & set(pending) else None
+        with _LOCK:  # threads fitting at once: one wraps, the others see its dispatcher (jit of one raises)
+            for name in pending:
+                if not isinstance(namespace[name], Dispatcher):
+                    namespace[name] = (inlined if name in inline else jit)(namespace[name])
+    if names:
+        _COMPILED_TYPE = type(namespace[names[0]])
+
+
+#: The class of numba's compiled functions (``CPUDispatcher``) once one is made or seen: a name
+#: bound to an instance of exactly it is compiled already (the fast check of
+#: :func:`compile_in_place`; anything else takes the full check).
+_COMPILED_TYPE = None

@@ -72,13 +72,18 @@ def pair_cut(p_sorted: np.ndarray, q_sorted: np.ndarray, draftable: int) -> tupl
     return int(best), float(min(value, 1.0)), float(contained)
 
 
-def pair_j_law(q_tstar: np.ndarray, outside: float) -> np.ndarray:
+def pair_j_law(q_tstar: np.ndarray, outside: float, contained: float | None = None) -> np.ndarray:
     """``[P(J = 0), P(J = 1), P(J = 2)] = [g, 1 - g - (L/M)², (L/M)²]`` with g = g(T*) by
-    :func:`pair_containment` (module docstring), L = ``outside`` > 0."""
+    :func:`pair_containment` (module docstring), L = ``outside`` > 0, M = L + Σ ``q_tstar``.
+    ``contained``: g(T*) when the caller has it (the wor rule: the cut's
+    :attr:`~multidraft.theory.optimum._wor_race.OptimalCut.contained`, the same g from the scan's
+    prefix sums, equal to rounding), then no pass over T*."""
     q_tstar = np.ascontiguousarray(q_tstar, dtype=np.float64)
     if not outside > 0:
         raise ValueError(f"pair_j_law: the U mass must be positive, got {outside}")
-    if np.count_nonzero(q_tstar) + 1 < 2:  # T* without mass: J ≡ 2
+    if contained is not None:
+        contained = float(contained)
+    elif np.count_nonzero(q_tstar) + 1 < 2:  # T* without mass: J ≡ 2
         contained = 0.0
     else:
         _compiled()

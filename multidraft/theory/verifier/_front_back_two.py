@@ -28,6 +28,9 @@ last tokens, whose gap A_j - B_j they are), the running sums are compensated.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
@@ -35,22 +38,74 @@ from multidraft.theory.optimum import _wor_pairs
 from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier import _front_back
 from multidraft.theory.verifier._front_back import LANES
-from multidraft.theory.verifier._pass_nodes import pass_nodes
+from multidraft.theory.verifier._pass_nodes import END, pass_nodes
 
-__all__ = ["pair_pass", "pair_last_node"]
+__all__ = ["pair_pass", "pair_last_node", "pair_last_node_bounds", "pair_tail_start"]
 
 
-def pair_last_node(draft: np.ndarray) -> float:
+def pair_last_node(draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> float:
     """The last node t of :func:`~multidraft.theory.verifier._front_back.front_back_nodes` at
     K = 2 (where the quadrature would end; the T* side's tail is made of tokens light up to it,
     q t <= :data:`~multidraft.theory.optimum._wor_moments.LIGHT`), without its sort: σ = the
-    mass outside the largest token, summed over the others (compensated), β = the largest."""
-    total, big, rest = _wor_pairs.pair_masses(draft)
+    mass outside the largest token, summed over the others (compensated), β = the largest.
+    ``masses``: ``pair_masses(draft)`` when the caller has it (:func:`pair_pass` takes the same)."""
+    total, big, rest = _wor_pairs.pair_masses(draft) if masses is None else masses
     return float(pass_nodes(2, max(rest, 1e-300), float(draft[big]), total, lanes=LANES)[0][-1])
+
+
+def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> tuple[float, float]:
+    """``(low, high)`` around :func:`pair_last_node`, without its quadrature step (a grid of
+    600 bounds, ~0.1 ms): the last node is ``t = e^{ℓ}`` (to rounding, ~1e-13) at the first ℓ of
+    :func:`~multidraft.theory.verifier._pass_nodes.pass_ends`' grid ``ℓ_i = s₀ + 0.04 i``,
+    ``s₀ = max(log 3 - log σ, 1)``, where its right end's majorant
+
+        R(ℓ) = log 4 + ℓ + log σ - x + min(log Q + ℓ, log(1 + x)),     x = σ e^{ℓ}
+
+    (the min only for β > 0) falls to log :data:`~multidraft.theory.verifier._pass_nodes.END`.
+    R decreases there (dR/dℓ <= 2 - x <= -1, as x >= 3), so pass_ends' first i lies between the
+    first i whose R (the same formula in scalars, ~1e-15 from numpy's) is within 1e-9 above the
+    end and the first whose R is 1e-9 below it, both found by bisection: ``(e^{ℓ_lo} (1 - 1e-9),
+    e^{ℓ_hi} (1 + 1e-9))``, ``(0, inf)`` when no grid point is below (pass_ends raises).
+    ``masses`` as :func:`pair_last_node`."""
+    total, big, rest = _wor_pairs.pair_masses(draft) if masses is None else masses
+    log_sigma, log_total = math.log(max(rest, 1e-300)), math.log(total)
+    start = max(math.log(3.0) - log_sigma, 1.0)
+    mixed = float(draft[big]) > 0  # pass_ends' second bound of D̄ (least_top > 0)
+
+    def majorant(i: int) -> float:
+        ell = start + 0.04 * i
+        x = math.exp(ell + log_sigma)
+        return math.log(4.0) + ell + log_sigma - x + (min(log_total + ell, math.log1p(x)) if mixed else log_total + ell)
+
+    def first_below(limit: float) -> int:  # the first grid point with R <= limit (1000 if none)
+        low, high = 0, 1000  # pass_ends' grid: np.arange(0.0, 40.0, 0.04)
+        while low < high:
+            middle = (low + high) // 2
+            if majorant(middle) <= limit:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    first, last = first_below(math.log(END) + 1e-9), first_below(math.log(END) - 1e-9)
+    if last == 1000:
+        return 0.0, math.inf
+    return math.exp(start + 0.04 * first) * (1.0 - 1e-9), math.exp(start + 0.04 * last) * (1.0 + 1e-9)
+
+
+def pair_tail_start(start_at: Callable[[float], int], draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> int:
+    """``start_at(pair_last_node(draft))`` for a tail start ``start_at(t)`` that does not
+    decrease as the node t grows (the T* side's tail: tokens light up to t, q t <= LIGHT):
+    where the node's bounds (:func:`pair_last_node_bounds`) give one start, that one, without
+    the node's quadrature step (~0.2 ms); else at the node. ``masses`` as :func:`pair_last_node`."""
+    low, high = pair_last_node_bounds(draft, masses)
+    start = start_at(low)
+    return start if start == start_at(high) else start_at(pair_last_node(draft, masses))
 
 
 def pair_pass(
     target: np.ndarray, draft: np.ndarray, boundary: int, tail: int | None = None, alpha: np.ndarray | None = None, upto: int | None = None,
+    *, masses: tuple[float, int, float] | None = None, out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``r_j = α_j A_j + (1 - α_j) B_j``, ``A_j = (q_j/M) [S_1/(M - q_j) + S_2]`` (B_j: no later
     token of j's part; tail tokens: c = 1/2 among themselves; module docstring): ``(α, r)`` by
@@ -58,8 +113,12 @@ def pair_pass(
     U = ``[0, boundary)``, the uniform tail from position ``tail`` (>= ``boundary``; None: no
     tail; its α are 0). ``alpha=None`` fits α, else the law of the rule with the given α;
     ``upto``: only the first ``upto`` positions get their α and r (the others 0, or their given
-    α), as :func:`~multidraft.theory.verifier._front_back.front_back_pass`. Raises ``ValueError``
-    when fewer than two tokens carry mass.
+    α), as :func:`~multidraft.theory.verifier._front_back.front_back_pass`. ``masses``:
+    :func:`~multidraft.theory.optimum._wor_pairs.pair_masses` of ``draft`` when the caller has
+    it (:func:`pair_last_node` takes the same; else one pass more); ``out``: two float64 arrays
+    of at least n entries whose first n receive α and r, returned as those views (reused
+    memory: a fresh array page-faults on first touch, ~0.13 ms each at n = 49152). Raises
+    ``ValueError`` when fewer than two tokens carry mass (q >= 0: the others' mass is 0).
 
     >>> alpha, r = pair_pass(np.array([0.5, 0.3, 0.2]), np.array([0.4, 0.4, 0.2]), 1)
     >>> round(float(r.sum()), 12)
@@ -67,19 +126,26 @@ def pair_pass(
     """
     q = np.ascontiguousarray(draft, dtype=np.float64)
     n = len(q)
-    if np.count_nonzero(q) < 2:
+    _compiled()
+    total, big, rest = (_masses(q, 0.0) if n else (0.0, 0, 0.0)) if masses is None else masses
+    if not rest > 0:
         raise ValueError("pair_pass: two drafts without replacement need two tokens with positive mass")
     tail = n if tail is None else int(tail)
     if not 0 <= boundary <= tail <= n:
         raise ValueError(f"pair_pass: need 0 <= boundary <= tail <= n, got {boundary}, {tail}, {n}")
     fit = alpha is None
-    given = np.zeros(n) if fit else np.ascontiguousarray(alpha, dtype=np.float64).copy()
-    r = np.zeros(n)
-    _compiled()
+    if out is None:
+        given, r = np.zeros(n), np.zeros(n)
+    else:
+        given, r = out[0][:n], out[1][:n]
+        given.fill(0.0)
+        r.fill(0.0)
+    if not fit:
+        given[:] = alpha
     with _workspace(n) as work:  # the suffix sums and inverses in reused arrays (a fresh one page-faults)
         _pair_pass(
             np.ascontiguousarray(target, dtype=np.float64), q, int(boundary), tail, given, fit, n if upto is None else int(upto), r,
-            work.scratch[:n], work.mass[:n], work.target[:n],
+            work.scratch[:n], work.mass[:n], work.target[:n], float(total), int(big), float(rest),
         )  # fmt: skip
     return given, r
 
@@ -95,11 +161,10 @@ def _compiled() -> None:
     compile_in_place(globals(), KERNELS)
 
 
-def _pair_pass(p, q, boundary, tail, alpha, fit, upto, r, inverse, later1, later2):
+def _pair_pass(p, q, boundary, tail, alpha, fit, upto, r, inverse, later1, later2, total, big, rest):
     """The pass of :func:`pair_pass`: α (in place where fitted) and r; ``inverse``, ``later1``,
-    ``later2`` scratch of length n."""
+    ``later2`` scratch of length n; ``total, big, rest`` = ``_masses(q, 0.0)``."""
     n = q.shape[0]
-    total, big, rest = _masses(q, 0.0)
     # inverse[j] = 1/(M - q_j); the largest token's complement summed from the others
     for j in range(n):
         inverse[j] = 1.0 / (total - q[j])

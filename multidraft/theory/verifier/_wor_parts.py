@@ -20,7 +20,7 @@ from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
-    "sorted_part", "descending_index", "side_arrays", "tail_start", "scatter", "write_positions",
+    "sorted_part", "descending_index", "side_arrays", "ratios_increase", "sorted_side", "cut_members", "tail_start", "scatter", "write_positions",
     "descending_values", "pairwise_sum", "min_sum", "min_sum_at", "radix_order", "piece_offsets", "KEY_BITS",
 ]  # fmt: skip
 
@@ -74,18 +74,76 @@ def descending_index(key: np.ndarray) -> np.ndarray:
     return out
 
 
-def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, outside: float):
+def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, outside: float, out: tuple[np.ndarray, ...] | None = None):
     """``(p, q, r)`` of a part reordered by ``index`` (``values[index]`` ...), p and q led by
     the merged U token ``(0, outside)`` when ``outside > 0`` (the T* side's pass,
     :func:`~multidraft.theory.verifier._wor_rule._t_side`): ``(merged_p, merged_q, r, lead)``,
-    one pass, no concatenation."""
+    one pass, no concatenation. ``out``: three float64 arrays of at least ``len(index) + 1``
+    entries to write into (views of them returned: reused memory, no fresh pages)."""
     lead = 1 if outside > 0 else 0
-    merged_p, merged_q, r = np.empty(len(index) + lead), np.empty(len(index) + lead), np.empty(len(index))
+    size = len(index) + lead
+    if out is None:
+        merged_p, merged_q, r = np.empty(size), np.empty(size), np.empty(len(index))
+    else:
+        merged_p, merged_q, r = out[0][:size], out[1][:size], out[2][: len(index)]
     if lead:
         merged_p[0], merged_q[0] = 0.0, outside
     _compiled()
     _gather(np.ascontiguousarray(index, dtype=np.int64), values, masses, law, merged_p[lead:], merged_q[lead:], r)
     return merged_p, merged_q, r, lead
+
+
+def ratios_increase(values: np.ndarray, masses: np.ndarray) -> bool:
+    """Whether ``values / masses`` (p/q along a part) increases strictly (False at a NaN): a
+    part given in increasing p/q with no equal ratios, which :func:`sorted_side` takes as it is."""
+    _compiled()
+    return bool(_increasing_ratio(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)))
+
+
+def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, total: float, level: float, outside: float, r_star: np.ndarray, out):
+    """A part given by increasing p/q whose ratios increase *strictly* (:func:`ratios_increase`;
+    T*, the scan order's prefix: no sort, no ties), clipped from below at the water level
+    ``level`` (:func:`~multidraft.theory.verifier._wor_curtain.water_level` of it, ``"max"``):
+    ``r* = max(p, μq)`` with ``r*(part) = total``, in one compiled pass after the pool's bounds.
+    What the wor rule had from :func:`sorted_part` (the hint unmoved), its ``_part_law``
+    (``pool_split``: the pool by numpy's bisection of the ratios, probe for probe; its mass and
+    the free tokens' p summed by numpy, the latter reversed, as there), :func:`descending_index`
+    (a plain reversal) and :func:`side_arrays`, bit for bit, without their five arrays of the
+    part's size and numpy's temporaries.
+
+    Returns ``(by_position, merged_p, merged_q, r, lead)``: the tokens by decreasing p/q and the
+    arrays of :func:`side_arrays` (p, q led by the merged token ``(0, outside)`` when
+    ``outside > 0``, r* in that order), views of ``out`` (a
+    :func:`~multidraft.theory.verifier._curtain._workspace`: ``ps, qs, ds, order`` of at least
+    ``len(tokens) + 1`` entries), and writes ``r_star[tokens]``."""
+    size = len(tokens)
+    values, masses = np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)
+    _compiled()
+    cut = int(_ratio_bisect(values, masses, float(level)))  # the pool: density <= μ (searchsorted, side="right")
+    weight = max(total - float(values[cut:][::-1].sum()), 0.0)  # numpy sums the reversed view backwards
+    share = weight / float(masses[:cut].sum()) if cut else 0.0
+    lead = 1 if outside > 0 else 0
+    merged_p, merged_q, law, by_position = out.ps[: size + lead], out.qs[: size + lead], out.ds[:size], out.order[:size]
+    if lead:
+        merged_p[0], merged_q[0] = 0.0, outside
+    _sorted_side(np.ascontiguousarray(tokens, dtype=np.int64), values, masses, cut, share, r_star, merged_p[lead:], merged_q[lead:], law, by_position)
+    return by_position, merged_p, merged_q, law, lead
+
+
+def cut_members(order: np.ndarray, size: int) -> np.ndarray:
+    """The tokens of the prefix ``order[:size]`` of a permutation ``order`` of ``range(n)``, in
+    increasing id (``np.flatnonzero`` of its mask: the rule's certificate): one pass marking the
+    smaller side (T* at a P* < 1 node is most of the vocabulary, U a few hundred tokens) and
+    one collecting, without the mask's fancy assignment (0.2 ms at n = 49152).
+
+    >>> cut_members(np.array([3, 0, 2, 1]), 2).tolist()
+    [0, 3]
+    """
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    out = np.empty(size, dtype=np.int64)
+    _compiled()
+    _members(order, int(size), out)
+    return out
 
 
 def tail_start(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, t_max: float, light: float, slack: float) -> int:
@@ -141,11 +199,16 @@ def pairwise_sum(values: np.ndarray) -> float:
     return float(0.0 + _pairwise(values, values, None, 0, len(values), False))
 
 
-def min_sum(first: np.ndarray, second: np.ndarray) -> float:
-    """``np.minimum(first, second).sum()``, the same bits, without the temporary (finite entries)."""
+def min_sum(first: np.ndarray, second: np.ndarray, scratch: np.ndarray | None = None) -> float:
+    """``np.minimum(first, second).sum()``, the same bits, without the temporary (finite
+    entries): compiled, or, given ``scratch`` (float64, at least as long), the minimum written
+    there and summed by numpy (its SIMD sum: 0.05 against 0.12 ms at n = 49152)."""
     first, second = np.ascontiguousarray(first, dtype=np.float64), np.ascontiguousarray(second, dtype=np.float64)
     if first.shape != second.shape:
         raise ValueError(f"min_sum: shapes {first.shape} and {second.shape} differ")
+    if scratch is not None:
+        out = scratch[: len(first)]
+        return float(np.minimum(first, second, out=out).sum())
     _compiled()
     return float(0.0 + _pairwise(first, second, None, 0, len(first), True))
 
@@ -282,6 +345,55 @@ def _gather(index, p, q, r, out_p, out_q, out_r):
         out_p[i], out_q[i], out_r[i] = p[j], q[j], r[j]
 
 
+def _increasing_ratio(values, masses):
+    """Whether ``values / masses`` increases strictly (False at a NaN)."""
+    if values.shape[0] == 0:
+        return True
+    previous = values[0] / masses[0]
+    for i in range(1, values.shape[0]):
+        ratio = values[i] / masses[i]
+        if not previous < ratio:
+            return False
+        previous = ratio
+    return True
+
+
+def _ratio_bisect(values, masses, x):
+    """numpy's ``searchsorted(values / masses, x, side="right")``: its bisection, probe for probe."""
+    low, high = 0, values.shape[0]
+    while low < high:
+        middle = low + ((high - low) >> 1)
+        if values[middle] / masses[middle] <= x:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r, by_position):
+    """The part reversed (:func:`sorted_side`): r* = q · share on the pool ``[:cut]``, p above."""
+    size = values.shape[0]
+    for i in range(size):
+        j = size - 1 - i
+        law = masses[j] * share if j < cut else values[j]
+        out_p[i], out_q[i], out_r[i], by_position[i] = values[j], masses[j], law, tokens[j]
+        r_star[tokens[j]] = law
+
+
+def _members(order, size, out):
+    n = order.shape[0]
+    inside = size <= n - size  # mark the prefix, else the rest
+    mark = np.zeros(n, dtype=np.bool_)
+    low, high = (0, size) if inside else (size, n)
+    for i in range(low, high):
+        mark[order[i]] = True
+    count = 0
+    for token in range(n):
+        if mark[token] == inside:
+            out[count] = token
+            count += 1
+
+
 def _last_miss(p, q, r, t_max, light, slack):
     for i in range(p.shape[0] - 1, -1, -1):
         if not (q[i] > 0 and q[i] * t_max <= light and p[i] <= slack * r[i]):
@@ -368,6 +480,6 @@ def _piece_offsets(start, end, out):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_last_miss", "_scatter",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_increasing_ratio", "_ratio_bisect", "_sorted_side", "_members", "_last_miss", "_scatter",
     "_write_positions", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

@@ -46,11 +46,13 @@ import numpy as np
 
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
-from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass
+from multidraft.theory.verifier._curtain import _workspace
+from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass, pair_tail_start
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
-from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split
-from multidraft.theory.verifier._wor_parts import descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, scatter, side_arrays, sorted_part, tail_start, write_positions
+from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, point_win_probabilities, pool_split, water_level
+from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, ratios_increase, scatter, side_arrays, sorted_part, sorted_side, tail_start, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
+from multidraft.theory.optimum._wor_pairs import pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
 from multidraft.theory.verifier._wor_tail import tail_law, tail_polynomials, tail_products, tail_rounding
 from multidraft.theory.laws import canonical_step
@@ -321,21 +323,17 @@ class _Part(NamedTuple):
     index: np.ndarray
 
 
-def _cut_parts(p, q, cut):
+def _cut_parts(p, q, cut, t_side=True):
     """U's draftable tokens and T* as :class:`_Part` s (from the scan order, which makes their
-    sorts linear), and U's tokens by decreasing p/q, its q = 0 tokens first (by id, with any
-    q > 0 token whose p/q overflowed)."""
+    sorts linear; T* None unless ``t_side``), and U's tokens by decreasing p/q, its q = 0 tokens
+    first (by id, with any q > 0 token whose p/q overflowed)."""
     rest = cut.order[cut.size :]
     p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
     drafted = q_sorted[cut.size :] > 0
     every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
     u_hint = (rest, p_sorted[cut.size :], q_sorted[cut.size :]) if every else (rest[drafted], p_sorted[cut.size :][drafted], q_sorted[cut.size :][drafted])
-    t_hint = (cut.order[: cut.size], p_sorted[: cut.size], q_sorted[: cut.size])
-    parts = []
-    for (hint, *gathered), clip, total in ((u_hint, "min", 1.0 - cut.contained), (t_hint, "max", cut.contained)):
-        tokens, values, masses, key = sorted_part(hint, p, q, gathered)
-        parts.append(_Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key)))
-    u_part = parts[0]
+    u_part = _part(p, q, *u_hint, "min", 1.0 - cut.contained)
+    t_part = _part(p, q, cut.order[: cut.size], p_sorted[: cut.size], q_sorted[: cut.size], "max", cut.contained) if t_side else None
     u_tokens = u_part.tokens[u_part.index]
     if not every:
         if len(u_tokens) and np.isinf(p[u_tokens[0]] / q[u_tokens[0]]):
@@ -344,7 +342,29 @@ def _cut_parts(p, q, cut):
             u_tokens = sorted_tokens(rest[::-1], -ratio[::-1])
         else:
             u_tokens = np.concatenate([np.sort(rest[~drafted]), u_tokens])
-    return parts[0], parts[1], u_tokens
+    return u_part, t_part, u_tokens
+
+
+def _part(p, q, hint, p_hint, q_hint, clip, total):
+    """The :class:`_Part` of the tokens ``hint`` (p, q along it), r* clipped by ``clip`` to ``total``."""
+    tokens, values, masses, key = sorted_part(hint, p, q, (p_hint, q_hint))
+    return _Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key))
+
+
+def _t_arrays(p, q, cut, outside, r_star, work):
+    """T*'s tokens by position (decreasing p/q, ties by id) and ``(merged_p, merged_q, r*, lead)``
+    of :func:`~multidraft.theory.verifier._wor_parts.side_arrays` (in ``work``; r* written into
+    ``r_star``): from the scan's arrays as they are where p/q increase strictly along them
+    (:func:`~multidraft.theory.verifier._wor_parts.sorted_side`), else by the part's sort."""
+    size = cut.size
+    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
+    values, masses = p_sorted[:size], q_sorted[:size]
+    if size and ratios_increase(values, masses):
+        level = water_level(values, masses, cut.contained, "max")
+        return sorted_side(cut.order[:size], values, masses, cut.contained, level, outside, r_star, work)
+    t_part = _part(p, q, cut.order[:size], values, masses, "max", cut.contained)
+    r_star[t_part.tokens] = t_part.law
+    return (t_part.tokens[t_part.index], *side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds)))
 
 
 def _u_arrays(p, q, u_part, u_tokens, r_star):
@@ -362,7 +382,7 @@ def _u_arrays(p, q, u_part, u_tokens, r_star):
     return drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
 
 
-def _t_side(merged_p, merged_q, lead, k, r_star_t=None):
+def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None):
     """Front/back on T* with p, q given in its position order, led by U merged into one token
     of mass L when ``lead`` (``merged_p``, ``merged_q``: :func:`~multidraft.theory.verifier._wor_parts.side_arrays`):
     ``(α, r)`` of the T* tokens. Given ``r_star_t`` (r* in that order), the
@@ -371,11 +391,14 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None):
     (:mod:`~multidraft.theory._wor_tail`; its coins α = 0); returns ``(α, r, tail)``, ``tail`` =
     the tail's first position (``len(q_t)``: none). K = 2: the same rule's law in closed form
     (:func:`~multidraft.theory.verifier._front_back_two.pair_pass`, its tail exact whatever
-    the rounding bound of the power series says)."""
+    the rounding bound of the power series says; ``out``: two arrays it writes α and r into,
+    :func:`~multidraft.theory.verifier._front_back_two.pair_pass`'s, which shares the masses
+    with :func:`~multidraft.theory.verifier._front_back_two.pair_last_node`)."""
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
-        start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, pair_last_node(merged_q))
-        alpha, r = pair_pass(merged_p, merged_q, lead, lead + start)
+        masses = pair_masses(merged_q)
+        start = len(q_t) if r_star_t is None else pair_tail_start(lambda t: _tail_start(p_t, q_t, r_star_t, t), merged_q, masses)
+        alpha, r = pair_pass(merged_p, merged_q, lead, lead + start, masses=masses, out=out)
         return alpha[lead:], r[lead:], start
     nodes, weights = front_back_nodes(merged_q, k)
     start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, float(nodes[-1]))
@@ -492,17 +515,23 @@ def wor_selection_rule(p: np.ndarray, q: np.ndarray, k: int) -> WithoutReplaceme
 
 
 def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> WithoutReplacementRule:
-    """:func:`wor_selection_rule` for a given min-cut prefix ``cut`` of the scan order."""
+    """:func:`wor_selection_rule` for a given min-cut prefix ``cut`` of the scan order: the T*
+    side's gathered arrays and its pass's α and r (~|T*| each, the whole vocabulary at a P* < 1
+    node) in a reused workspace (:func:`~multidraft.theory.verifier._curtain._workspace`), not
+    fresh arrays whose pages fault on first touch (~0.13 ms each at n = 49152)."""
+    with _workspace(len(p)) as work:
+        return _fit_cut(p, q, k, cut, work)
+
+
+def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> WithoutReplacementRule:
+    """:func:`_rule_for_cut` with its workspace ``work``."""
     n = len(p)
-    in_cut = np.zeros(n, dtype=bool)
-    in_cut[cut.order[: cut.size]] = True
-    certificate = np.flatnonzero(in_cut)
+    certificate = cut_members(cut.order, cut.size)
     certificate.flags.writeable = False
     # r* part by part by increasing p/q; the positions U then T*, each by decreasing p/q (ties by id)
-    u_part, t_part, u_tokens = _cut_parts(p, q, cut)
-    t_tokens = t_part.tokens[t_part.index]
+    u_part, _, u_tokens = _cut_parts(p, q, cut, t_side=False)
     r_star = np.zeros(n)
-    r_star[u_part.tokens], r_star[t_part.tokens] = u_part.law, t_part.law
+    r_star[u_part.tokens] = u_part.law
     boundary = n - cut.size
     drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
     alpha, r = np.zeros(n), np.zeros(n)
@@ -510,14 +539,14 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
 
     # T* side: front/back with U merged into one token of mass L (another order where short).
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
-    merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside)
+    t_tokens, merged_p, merged_q, r_star_t, lead = _t_arrays(p, q, cut, outside, r_star, work)
     p_t, q_t = merged_p[lead:], merged_q[lead:]
-    t_target = min_sum(p_t, r_star_t)
+    t_target = min_sum(p_t, r_star_t, work.scratch)
     t_short = 0.0
     tail = n
     if len(t_tokens):
-        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t)
-        t_short = t_target - min_sum(p_t, r_t)
+        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t, (work.hull_start, work.hull_end))
+        t_short = t_target - min_sum(p_t, r_t, work.scratch)
         if t_short > SIDE_TOLERANCE and _plain_may_gain(p_t, r_t, start, len(t_tokens)):
             # front/back throughout (without the tail), other orders too
             a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(merged_p, merged_q, lead, k)[:2]
@@ -538,7 +567,8 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
     u_rule, coefficients, layout, group = "j-curtain", None, None, np.full(n, -1, dtype=np.int64)
     u_short = 0.0
     if len(drafted_u):
-        coefficients = j_law(q_t, outside, k)
+        # K = 2: g(T*) is the cut's own (pair_cut's prefix sums, the same g to rounding): no pass over T*
+        coefficients = pair_j_law(q_t, outside, cut.contained) if k == PAIRS else j_law(q_t, outside, k)
         layout, accepted = clipped_layout(p_drafted, q_drafted / outside, coefficients, np.arange(len(drafted_u))[::-1])
         scatter(drafted_u, layout.token_group, layout.law, group, r)
         u_short = u_target - accepted
@@ -552,17 +582,16 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u
                 alpha[u_tokens], r[u_tokens] = a_u, r_u
     position = write_positions(u_tokens, t_tokens, n)
-    total = pairwise_sum(r)
+    total = float(r.sum())
     fitted = np.isfinite(total) and not (r < -1e-15).any() and abs(total - 1.0) <= 1e-9
     if not fitted:
         note = f"without-replacement fit failed (its law sums to {total:.6g}); fell back to the first draft (law q)"
-    first_draft = not fitted or min_sum(p, q) > min_sum(p, r) + FIRST_DRAFT_GAIN
+    first_draft = not fitted or min_sum(p, q, work.scratch) > min_sum(p, r, work.scratch) + FIRST_DRAFT_GAIN
     if first_draft:
         r = q.copy()
-    # The parts' arrays (about ten of the vocabulary's size) freed here, where the single-draft
-    # step allocates as many: it reuses their memory instead of fresh pages (at n = 49152 their
-    # page faults cost 0.3-1.5 ms of a 15 ms fit).
-    del u_part, t_part, merged_p, merged_q, r_star_t, p_t, q_t
+    # The fit's arrays of the vocabulary's size freed here, where the single-draft step allocates
+    # as many: it reuses their memory instead of fresh pages (0.3-1.5 ms of faults at n = 49152).
+    del u_part, merged_p, merged_q, r_star_t, p_t, q_t
     accept, residual = canonical_step(p, r)
     return WithoutReplacementRule(
         k, n, p, q, r, cut.value, certificate, accept, residual, position, boundary, alpha, bool(first_draft), note,

@@ -7,7 +7,7 @@ Two tables, CPU (process) milliseconds, both routes timed in the same process:
 * ``choice``: per K and cut (the scan's, and T* = ∅) at the root's target and draft, one call
   of the closed form (:func:`~multidraft.theory.verifier._stream_choice.stream_choice_probabilities`)
   on 20 drafted tuples against the enumeration of the rebuilt stream (the previous exact path,
-  ``_enumerated_choice``), per tuple, and their largest difference;
+  ``enumerated_choice``), per tuple, and their largest difference;
 * ``nodes``: per internal node, the rule of the scan's cut (main's path: ``optimal_cut`` then
   that cut's fit) against :func:`~multidraft.theory.verifier._wor_rule.wor_selection_rule` (the
   empty cut where P* = 1), their acceptance − P*, and the choice law of the node's drafted tuple.
@@ -39,7 +39,8 @@ def choice_rows(p: np.ndarray, q: np.ndarray) -> list[dict]:
     """The ``choice`` table at one node's (p, q)."""
     from multidraft.theory.optimum._wor_race import OptimalCut, optimal_cut
     from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
-    from multidraft.theory.verifier._wor_rule import _enumerated_choice, _rule_for_cut
+    from multidraft.theory.verifier._wor_enumeration import enumerated_choice
+    from multidraft.theory.verifier._wor_rule import _rule_for_cut
 
     rows = []
     for k in (2, 4, 8):
@@ -55,7 +56,7 @@ def choice_rows(p: np.ndarray, q: np.ndarray) -> list[dict]:
                 continue
             closed_ms, closed = cpu_ms(lambda: stream_choice_probabilities(rule.layout, rule.group[tuples], rule.draft[tuples], rule._in_u(tuples)), 5)
             few = tuples[: 2 if k == 8 else 20]
-            enumeration_ms, enumerated = cpu_ms(lambda: _enumerated_choice(rule, few), 1)
+            enumeration_ms, enumerated = cpu_ms(lambda: enumerated_choice(rule, few), 1)
             rows.append(dict(k=k, cut=name, t_star=len(rule.certificate), tuples=len(tuples),
                              enumeration_ms_per_tuple=enumeration_ms / len(few), closed_form_ms_per_tuple=closed_ms / len(tuples),
                              largest_difference=float(np.abs(closed[: len(few)] - enumerated).max())))  # fmt: skip

@@ -1,5 +1,5 @@
 """The J-curtain's choice law in closed form (theory/verifier/_stream_choice.py; issues 30 and 34)
-against the enumeration of the rebuilt stream's outcomes (``_stream_outcomes``) with each
+against the enumeration of the rebuilt stream's outcomes (``stream_outcomes``) with each
 outcome's winner law (``point_win_probabilities``), tuple by tuple; the law it implies against
 the layout's own law; and two broken twins the comparison rejects (a repeat probability A_U
 instead of A_U / (1 - A_T), one Gauss node too few).
@@ -16,7 +16,8 @@ from multidraft.theory import WithoutReplacement, softmax
 from multidraft.theory.optimum._wor_race import OptimalCut, optimal_cut
 from multidraft.theory.verifier import _stream_choice
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
-from multidraft.theory.verifier._wor_rule import _enumerated_choice, _rule_for_cut
+from multidraft.theory.verifier._wor_enumeration import enumerated_choice
+from multidraft.theory.verifier._wor_rule import _rule_for_cut
 
 
 def _curtain_rules(seed: int, count: int):
@@ -42,7 +43,7 @@ def test_closed_form_equals_the_enumeration_of_the_stream():
     cases = {True: 0, False: 0}
     for rule, tuples, probs in _curtain_rules(seed=21, count=160):
         choice = rule.choice_probabilities(tuples)
-        expected = _enumerated_choice(rule, tuples)
+        expected = enumerated_choice(rule, tuples)
         np.testing.assert_allclose(choice, expected, rtol=0, atol=1e-13)
         np.testing.assert_allclose(choice.sum(axis=1), 1.0, rtol=0, atol=1e-13)
         assert (choice[~rule._in_u(tuples)] == 0.0).all()
@@ -68,7 +69,7 @@ def test_closed_form_at_k_8_on_a_large_vocabulary():
         assert rule.u_rule == "j-curtain"
         keys = np.log(q) + rng.gumbel(size=(3, len(q)))
         tuples = np.argsort(-keys, axis=1)[:, :k]
-        np.testing.assert_allclose(rule.choice_probabilities(tuples), _enumerated_choice(rule, tuples), rtol=0, atol=1e-13)
+        np.testing.assert_allclose(rule.choice_probabilities(tuples), enumerated_choice(rule, tuples), rtol=0, atol=1e-13)
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def _largest_departure(seed: int, count: int) -> float:
     for rule, tuples, _ in _curtain_rules(seed=seed, count=count):
         groups, masses, in_u = rule.group[tuples], rule.draft[tuples], rule._in_u(tuples)
         got = stream_choice_probabilities(rule.layout, groups, masses, in_u)
-        worst = max(worst, float(np.abs(got - _enumerated_choice(rule, tuples)).max()))
+        worst = max(worst, float(np.abs(got - enumerated_choice(rule, tuples)).max()))
     return worst
 
 

@@ -25,7 +25,8 @@ from hypothesis import assume, given
 from multidraft.theory import WithoutReplacement, optimal_acceptance, softmax, zipf
 from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
 from multidraft.theory.optimum._wor_race import containment_at, full_scan_cut, j_law, optimal_cut, race_basis, scan_order
-from multidraft.theory.verifier._wor_rule import WithoutReplacementRule, _stream_outcomes, optimal_wor_law
+from multidraft.theory.verifier._wor_enumeration import stream_outcomes
+from multidraft.theory.verifier._wor_rule import WithoutReplacementRule, optimal_wor_law
 from multidraft.theory.verifier import optimal_selection_rule
 
 from rule_checks import coverage, enumerated_law, enumerated_output, sampled_output
@@ -151,7 +152,7 @@ def test_decoupling_and_merged_u_identities():
             enumerated = np.zeros(k + 1)
             tuples, probs = law.enumerate()
             for row, prob in zip(tuples, probs):
-                for marks, weight in _stream_outcomes(row, in_u[row], q, k):
+                for marks, weight in stream_outcomes(row, in_u[row], q, k):
                     enumerated[len(marks)] += prob * weight
             np.testing.assert_allclose(c, enumerated, rtol=0, atol=1e-12)
         if cut.size and outside > 0:

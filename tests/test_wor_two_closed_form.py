@@ -24,7 +24,8 @@ from multidraft.theory.verifier import optimal_selection_rule
 from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
 from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass
 from multidraft.theory.verifier._wor_parts import radix_order
-from multidraft.theory.verifier._wor_rule import _stream_outcomes, wor_selection_rule
+from multidraft.theory.verifier._wor_enumeration import stream_outcomes
+from multidraft.theory.verifier._wor_rule import wor_selection_rule
 
 from wor_instances import instances as adversarial
 
@@ -217,7 +218,7 @@ def _enumerated_j(q, in_u):
     out = np.zeros(3)
     tuples, probs = law.enumerate()
     for row, prob in zip(tuples, probs):
-        for marks, weight in _stream_outcomes(row, in_u[row], q, 2):
+        for marks, weight in stream_outcomes(row, in_u[row], q, 2):
             out[len(marks)] += prob * weight
     return out
 

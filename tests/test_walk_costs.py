@@ -153,11 +153,12 @@ def test_a_run_whose_plan_writes_into_its_target_is_caught(monkeypatch):
 
 @pytest.mark.parametrize("name", ["token:optimal", "selective"])
 def test_the_law_and_runs_of_a_wor_tree_are_unchanged_by_the_step(name, monkeypatch):
-    """E[τ | tree] and the runs with the compiled step equal those with numpy's step, bit for bit."""
-    import multidraft.theory.verifier._wor_rule as wor_rule
+    """E[τ | tree] and the runs with the compiled step equal those with numpy's step, bit for bit
+    (the wor rule's step is built in :class:`~multidraft.theory.verifier.FrontBackRule`, on demand)."""
+    import multidraft.theory.verifier._selection_rule as selection_rule
 
     tree = _wor_tree(3)
     verifier = get_verifier(name)
     value, runs = verifier.expected_accepted(tree), _runs(verifier, tree)
-    monkeypatch.setattr(wor_rule, "canonical_step", _numpy_step)
+    monkeypatch.setattr(selection_rule, "canonical_step", _numpy_step)
     assert verifier.expected_accepted(tree) == value and _runs(verifier, tree) == runs

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from multidraft.theory import WithoutReplacement, softmax, zipf
-from multidraft.theory.verifier import _wor_rule, optimal_selection_rule
+from multidraft.theory.verifier import _selection_rule, optimal_selection_rule
 
 FIELDS = ("selection_law", "alpha", "position", "accept", "group", "optimal_law")
 LAYOUT = ("token_group", "piece_group", "piece_start", "piece_end", "group_first", "group_last", "law")
@@ -27,11 +27,12 @@ def _arrays(rule) -> dict[str, np.ndarray]:
 
 
 def first_rule_unchanged(n: int, k: int, temperatures: tuple[float, float]) -> bool:
-    """Fit at the first temperature, then at the second (same n, K): is the first rule as it was?"""
+    """Fit at the first temperature, then at the second (same n, K) and read the second's arrays
+    (its step is built on demand): is the first rule as it was?"""
     p = zipf(n, exponent=1.1, rng=np.random.default_rng(n))
     first = optimal_selection_rule(p, WithoutReplacement(softmax(np.log(p), temperature=temperatures[0]), k))
     before = _arrays(first)
-    optimal_selection_rule(p, WithoutReplacement(softmax(np.log(p), temperature=temperatures[1]), k))
+    _arrays(optimal_selection_rule(p, WithoutReplacement(softmax(np.log(p), temperature=temperatures[1]), k)))
     after = _arrays(first)
     return before.keys() == after.keys() and all(np.array_equal(before[key], after[key]) for key in before)
 
@@ -43,7 +44,7 @@ def test_a_later_fit_leaves_the_first_rule_unchanged(n, k, temperatures):
 
 def test_twin_a_kept_buffer_in_the_rule_is_caught(monkeypatch):
     kept: dict[int, np.ndarray] = {}
-    real = _wor_rule.canonical_step
+    real = _selection_rule.canonical_step
 
     def aliasing_step(p, r):  # the coins written into one buffer per size, reused by the next fit
         accept, residual = real(p, r)
@@ -51,5 +52,5 @@ def test_twin_a_kept_buffer_in_the_rule_is_caught(monkeypatch):
         buffer[:] = accept
         return buffer, residual
 
-    monkeypatch.setattr(_wor_rule, "canonical_step", aliasing_step)
+    monkeypatch.setattr(_selection_rule, "canonical_step", aliasing_step)
     assert not first_rule_unchanged(4096, 2, (0.5, 1.6))

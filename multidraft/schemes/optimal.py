@@ -85,7 +85,7 @@ class _VerifierPlan(_OptimumPlan):
     is not proven to reach P* (drafts without replacement), the float acceptance is the rule's
     own ``Σ min(p, r)``. The iid rule is fitted on the draft's support and samples there
     (:meth:`CurtainRule.sample`): its dense law and step are built only when asked for (the
-    enumerations of small cases)."""
+    enumerations of small cases); the wor rule's step too (:class:`FrontBackRule`)."""
 
     @cached_property
     def rule(self) -> CurtainRule | FrontBackRule:
@@ -111,22 +111,18 @@ class _VerifierPlan(_OptimumPlan):
         return self.rule.accept, self.rule.residual
 
     def accept_at(self, tokens: np.ndarray) -> np.ndarray:
-        """The iid rule's ``min(1, p/r)`` at ``tokens`` alone (:meth:`CurtainRule.accept_at`:
-        no dense step), else the step's entries there."""
-        if isinstance(self.rule, CurtainRule):
-            return self.rule.accept_at(tokens)
-        return super().accept_at(tokens)
+        """The rule's ``min(1, p/r)`` at ``tokens`` (:meth:`CurtainRule.accept_at`,
+        :meth:`FrontBackRule.accept_at`: computed there alone, no dense step)."""
+        return self.rule.accept_at(tokens)
 
     @property
     def residual_law(self) -> np.ndarray:
         return self.rule.residual
 
     def residual_at(self, tokens: np.ndarray) -> np.ndarray:
-        """The iid rule's residual at ``tokens`` alone (:meth:`CurtainRule.residual_at`), else
-        the dense residual's entries."""
-        if isinstance(self.rule, CurtainRule):
-            return self.rule.residual_at(tokens)
-        return super().residual_at(tokens)
+        """The rule's residual at ``tokens`` (:meth:`CurtainRule.residual_at`,
+        :meth:`FrontBackRule.residual_at`: computed there alone, no row of n)."""
+        return self.rule.residual_at(tokens)
 
     def choose(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.rule.choose(tuples, rng)

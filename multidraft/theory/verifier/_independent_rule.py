@@ -144,10 +144,12 @@ class _Layout:
 @dataclass(frozen=True)
 class IndependentRule(SelectionRule):
     """The path curtain for ``Independent([q_1, q_2])`` with its exact law (the fields of
-    :class:`SelectionRule`, ``draft`` = q_1; then q_2, the per-draft laws, the layouts and the
-    path's name). ``selection_law = law1 + law2``, ``law_i(y) = P(draft i is selected, X_i = y)``
-    (the first along the path; a token drafted twice is selected either way)."""
+    :class:`SelectionRule`, ``draft`` = q_1; then the step's ``accept`` and ``residual`` [n], q_2, the
+    per-draft laws, the layouts and the path's name). ``selection_law = law1 + law2``, ``law_i(y) = P(draft i
+    is selected, X_i = y)`` (the first along the path; a token drafted twice is selected either way)."""
 
+    accept: np.ndarray
+    residual: np.ndarray
     draft2: np.ndarray
     law1: np.ndarray
     law2: np.ndarray

@@ -43,14 +43,18 @@ shortfall: docs/optimal_verifier.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+
+from multidraft.theory.laws import canonical_step, safe_divide
 
 __all__ = ["SelectionRule", "FrontBackRule"]
 
 @dataclass(frozen=True)
 class SelectionRule:
-    """What every verifier rule here carries: its law and the single-draft step for it.
+    """What every verifier rule here carries: its law and the single-draft step for it (the
+    step's arrays are a subclass's, as fields or built on demand).
 
     Attributes
     ----------
@@ -77,13 +81,19 @@ class SelectionRule:
     selection_law: np.ndarray
     optimum: float
     certificate: np.ndarray
-    accept: np.ndarray
-    residual: np.ndarray
 
     @property
     def acceptance(self) -> float:
         """``Σ_y min(p(y), r(y))``: the probability that the selected draft is accepted."""
         return float(np.minimum(self.target, self.selection_law).sum())
+
+    def accept_at(self, tokens: np.ndarray) -> np.ndarray:
+        """``min(1, p/r)`` at the token ids ``tokens`` (any shape): :attr:`accept`'s entries."""
+        return self.accept[tokens]
+
+    def residual_at(self, tokens: np.ndarray) -> np.ndarray:
+        """``norm((p - r)_+)`` at the token ids ``tokens``: :attr:`residual`'s entries."""
+        return self.residual[tokens]
 
 
 @dataclass(frozen=True)
@@ -103,15 +113,53 @@ class FrontBackRule(SelectionRule):
     first_draft : bool
         True when selecting the first draft (law q) accepted more than the fitted rule (or the
         fit failed, see ``note``), and the rule is that.
+    excess : float
+        ``Σ_y (p(y) - r(y))_+`` as numpy sums the dense ``(p - r)_+`` (the residual's
+        normaliser, that of :func:`~multidraft.theory.canonical_step`).
     note : str or None
         Set when the fit failed and the rule fell back to the first draft; None normally.
+
+    The step (:attr:`accept`, :attr:`residual`, arrays of n) is built on first use; the tree
+    walks read it only at a few tokens (:meth:`accept_at`, :meth:`residual_at`: the same
+    operations per entry, no row of n).
     """
 
     position: np.ndarray
     boundary: int
     alpha: np.ndarray
     first_draft: bool
+    excess: float
     note: str | None = None
+
+    @cached_property
+    def step(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(min(1, p/r) [n], norm((p - r)_+) [n])``: :func:`~multidraft.theory.canonical_step`
+        against r, once."""
+        return canonical_step(self.target, self.selection_law)
+
+    @property
+    def accept(self) -> np.ndarray:
+        """``min(1, p/r)`` [n] (0 where r = 0: such tokens are never selected)."""
+        return self.step[0]
+
+    @property
+    def residual(self) -> np.ndarray:
+        """``norm((p - r)_+)`` [n] (p itself when that mass is zero)."""
+        return self.step[1]
+
+    def accept_at(self, tokens: np.ndarray) -> np.ndarray:
+        """``min(1, p(y)/r(y))`` at the token ids ``tokens`` (any shape), computed there alone:
+        :attr:`accept`'s entries bit for bit (the step's ratio, 0 where r = 0, clipped at 1)."""
+        return np.minimum(safe_divide(self.target[tokens], self.selection_law[tokens]), 1.0)
+
+    def residual_at(self, tokens: np.ndarray) -> np.ndarray:
+        """``(p(y) - r(y))_+ / Σ (p - r)_+`` at the token ids ``tokens`` (p there when the sum
+        is 0), computed there alone with :attr:`excess`: :attr:`residual`'s entries bit for bit."""
+        target = self.target[tokens]
+        if not self.excess > 0:
+            return target
+        difference = target - self.selection_law[tokens]
+        return np.where(difference < 0.0, 0.0, difference) / self.excess
 
     def _active(self, tuples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Positions ``[N, K]`` and the mask of the drafts in each row's active part."""

@@ -11,8 +11,9 @@ import pytest
 
 from multidraft.theory import softmax, zipf
 from multidraft.theory.verifier import _wor_rule
+from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._front_back import front_back_nodes, front_back_pass
-from multidraft.theory.verifier._wor_parts import min_sum, pairwise_sum, radix_order, side_arrays
+from multidraft.theory.verifier._wor_parts import min_sum, pairwise_sum, radix_order
 from multidraft.theory.optimum._wor_race import optimal_cut
 
 
@@ -28,8 +29,10 @@ def _rows(count: int, n: int = 2048):
 def _sides(p, q, k):
     """The T* side with its uniform tail and plain front/back, as the rule fits them."""
     cut = optimal_cut(p, q, k, sort=radix_order)
-    u_part, t_part, u_tokens = _wor_rule._cut_parts(p, q, cut)
-    merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, float(q[u_tokens].sum()))
+    _, u_tokens = _wor_rule._u_part(p, q, cut)
+    with _workspace(len(p)) as work:  # the T* arrays as the fit gathers them, copied out of its workspace
+        _, merged_p, merged_q, r_star_t, lead = _wor_rule._t_arrays(p, q, cut, float(q[u_tokens].sum()), np.zeros(len(p)), work)
+        merged_p, merged_q, r_star_t = merged_p.copy(), merged_q.copy(), r_star_t.copy()
     p_t = merged_p[lead:]
     _, r_t, start = _wor_rule._t_side(merged_p, merged_q, lead, k, r_star_t)
     _, r_plain, _ = _wor_rule._t_side(merged_p, merged_q, lead, k)

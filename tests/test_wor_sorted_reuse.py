@@ -179,7 +179,7 @@ def test_the_rule_from_the_scans_sorted_arrays_is_the_gathering_one_and_shuffled
 def test_u_arrays_read_by_the_index_are_the_gathers_and_the_part_unindexed_is_caught():
     for p, q, k in _zipf_nodes():
         cut = dataclasses.replace(optimal_cut(p, q, k, sort=_wor_parts.radix_order), size=0, contained=0.0)
-        u_part, _, u_tokens = _wor_rule._cut_parts(p, q, cut)
+        u_part, u_tokens = _wor_rule._u_part(p, q, cut)
         r_star = np.zeros(len(p))
         r_star[u_part.tokens] = u_part.law
         drafted_u, p_drafted, q_drafted, outside, target = _wor_rule._u_arrays(p, q, u_part, u_tokens, r_star)

@@ -269,17 +269,15 @@ class _Part(NamedTuple):
     index: np.ndarray
 
 
-def _cut_parts(p, q, cut, t_side=True):
-    """U's draftable tokens and T* as :class:`_Part` s (from the scan order, which makes their
-    sorts linear; T* None unless ``t_side``), and U's tokens by decreasing p/q, its q = 0 tokens
-    first (by id, with any q > 0 token whose p/q overflowed)."""
+def _u_part(p, q, cut):
+    """U's draftable tokens as a :class:`_Part` (from the scan order, which makes its sort
+    linear), and U's tokens by decreasing p/q, its q = 0 tokens first (by id, with any q > 0
+    token whose p/q overflowed)."""
     rest = cut.order[cut.size :]
-    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
-    drafted = q_sorted[cut.size :] > 0
+    p_u, q_u = _along_scan(p, q, cut, cut.size, len(cut.order))
+    drafted = q_u > 0
     every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
-    u_hint = (rest, p_sorted[cut.size :], q_sorted[cut.size :]) if every else (rest[drafted], p_sorted[cut.size :][drafted], q_sorted[cut.size :][drafted])
-    u_part = _part(p, q, *u_hint, "min", 1.0 - cut.contained)
-    t_part = _part(p, q, cut.order[: cut.size], p_sorted[: cut.size], q_sorted[: cut.size], "max", cut.contained) if t_side else None
+    u_part = _part(p, q, *((rest, p_u, q_u) if every else (rest[drafted], p_u[drafted], q_u[drafted])), "min", 1.0 - cut.contained)
     u_tokens = u_part.tokens[u_part.index]
     if not every:
         if len(u_tokens) and np.isinf(p[u_tokens[0]] / q[u_tokens[0]]):
@@ -288,7 +286,16 @@ def _cut_parts(p, q, cut, t_side=True):
             u_tokens = sorted_tokens(rest[::-1], -ratio[::-1])
         else:
             u_tokens = np.concatenate([np.sort(rest[~drafted]), u_tokens])
-    return u_part, t_part, u_tokens
+    return u_part, u_tokens
+
+
+def _along_scan(p, q, cut, start, stop):
+    """p and q at the scan order's positions ``[start, stop)``: the cut's own sorted arrays where
+    it kept them, else gathered (that slice only)."""
+    if cut.p_sorted is None:
+        tokens = cut.order[start:stop]
+        return p[tokens], q[tokens]
+    return cut.p_sorted[start:stop], cut.q_sorted[start:stop]
 
 
 def _part(p, q, hint, p_hint, q_hint, clip, total):
@@ -303,8 +310,7 @@ def _t_arrays(p, q, cut, outside, r_star, work):
     ``r_star``): from the scan's arrays as they are where p/q increase strictly along them
     (:func:`~multidraft.theory.verifier._wor_parts.sorted_side`), else by the part's sort."""
     size = cut.size
-    p_sorted, q_sorted = (p[cut.order], q[cut.order]) if cut.p_sorted is None else (cut.p_sorted, cut.q_sorted)
-    values, masses = p_sorted[:size], q_sorted[:size]
+    values, masses = _along_scan(p, q, cut, 0, size)
     if size and ratios_increase(values, masses):
         level = water_level(values, masses, cut.contained, "max")
         return sorted_side(cut.order[:size], values, masses, cut.contained, level, outside, r_star, work)
@@ -475,7 +481,7 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     certificate = cut_members(cut.order, cut.size)
     certificate.flags.writeable = False
     # r* part by part by increasing p/q; the positions U then T*, each by decreasing p/q (ties by id)
-    u_part, _, u_tokens = _cut_parts(p, q, cut, t_side=False)
+    u_part, u_tokens = _u_part(p, q, cut)
     r_star = np.zeros(n)
     r_star[u_part.tokens] = u_part.law
     boundary = n - cut.size

@@ -38,7 +38,7 @@ from multidraft.theory.optimum import _wor_pairs
 from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier import _front_back
 from multidraft.theory.verifier._front_back import LANES
-from multidraft.theory.verifier._pass_nodes import END, pass_nodes
+from multidraft.theory.verifier._pass_nodes import END, RIGHT_POINTS, RIGHT_STEP, pass_nodes
 
 __all__ = ["pair_pass", "pair_last_node", "pair_last_node_bounds", "pair_tail_start"]
 
@@ -56,7 +56,7 @@ def pair_last_node(draft: np.ndarray, masses: tuple[float, int, float] | None = 
 def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> tuple[float, float]:
     """``(low, high)`` around :func:`pair_last_node`, without its quadrature step (a grid of
     600 bounds, ~0.1 ms): the last node is ``t = e^{ℓ}`` (to rounding, ~1e-13) at the first ℓ of
-    :func:`~multidraft.theory.verifier._pass_nodes.pass_ends`' grid ``ℓ_i = s₀ + 0.04 i``,
+    :func:`~multidraft.theory.verifier._pass_nodes.pass_ends`' grid ``ℓ_i = s₀ + RIGHT_STEP · i``,
     ``s₀ = max(log 3 - log σ, 1)``, where its right end's majorant
 
         R(ℓ) = log 4 + ℓ + log σ - x + min(log Q + ℓ, log(1 + x)),     x = σ e^{ℓ}
@@ -73,12 +73,12 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
     mixed = float(draft[big]) > 0  # pass_ends' second bound of D̄ (least_top > 0)
 
     def majorant(i: int) -> float:
-        ell = start + 0.04 * i
+        ell = start + RIGHT_STEP * i
         x = math.exp(ell + log_sigma)
         return math.log(4.0) + ell + log_sigma - x + (min(log_total + ell, math.log1p(x)) if mixed else log_total + ell)
 
-    def first_below(limit: float) -> int:  # the first grid point with R <= limit (1000 if none)
-        low, high = 0, 1000  # pass_ends' grid: np.arange(0.0, 40.0, 0.04)
+    def first_below(limit: float) -> int:  # the first grid point with R <= limit (RIGHT_POINTS if none)
+        low, high = 0, RIGHT_POINTS  # pass_ends' grid
         while low < high:
             middle = (low + high) // 2
             if majorant(middle) <= limit:
@@ -88,9 +88,9 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
         return low
 
     first, last = first_below(math.log(END) + 1e-9), first_below(math.log(END) - 1e-9)
-    if last == 1000:
+    if last == RIGHT_POINTS:
         return 0.0, math.inf
-    return math.exp(start + 0.04 * first) * (1.0 - 1e-9), math.exp(start + 0.04 * last) * (1.0 + 1e-9)
+    return math.exp(start + RIGHT_STEP * first) * (1.0 - 1e-9), math.exp(start + RIGHT_STEP * last) * (1.0 + 1e-9)
 
 
 def pair_tail_start(start_at: Callable[[float], int], draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> int:

@@ -64,12 +64,15 @@ import math
 
 import numpy as np
 
-__all__ = ["PASS_TOLERANCE", "END", "pass_step", "pass_ends", "pass_nodes"]
+__all__ = ["PASS_TOLERANCE", "END", "RIGHT_STEP", "RIGHT_POINTS", "pass_step", "pass_ends", "pass_nodes"]
 
 #: Bound on the discretisation error of a pass, summed over its tokens (absolute).
 PASS_TOLERANCE = 1e-14
 #: Bound on the integrand (summed over the tokens) at the first and last node.
 END = 1e-18
+#: The grid :func:`pass_ends` searches for the last node: log t = its start + RIGHT_STEP · i,
+#: i < RIGHT_POINTS (out to e^40 past the start).
+RIGHT_STEP, RIGHT_POINTS = 0.04, 1000
 #: Where the far part of the line starts: arg t = η + f (π/2 - η), for each f tried.
 SPLITS = (0.3, 0.5, 0.7)
 _ETA = np.linspace(0.005, 0.5 * np.pi - 0.005, 200)
@@ -120,7 +123,7 @@ def pass_ends(k: int, spread: float, least_top: float | None, total: float = 1.0
     u_lo = float(u[np.argmax(left <= math.log(END))])
     # Right: from t = max((K + 1)/σ, e) up, log 2K + log t + log D̄(t) (1 + e^{-u} <= 2 for u >= 0),
     # in logs (σ may be 1e-300).
-    log_t = max(math.log(k + 1) - math.log(spread), 1.0) + np.arange(0.0, 40.0, 0.04)
+    log_t = max(math.log(k + 1) - math.log(spread), 1.0) + RIGHT_STEP * np.arange(RIGHT_POINTS)
     x = np.exp(log_t + math.log(spread))  # tσ
     log_d = (k - 1) * (math.log(total) + log_t) - lgk
     if least_top is not None and least_top > 0:

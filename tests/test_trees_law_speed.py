@@ -11,6 +11,7 @@ import numpy as np
 
 from multidraft.theory import softmax, zipf
 from multidraft.trees import ShapedTree, get_verifier
+from small_trees import three_two_draws
 
 N = 2048  # above the remembered-plan sizes: the pointwise walk of a real vocabulary
 
@@ -18,14 +19,7 @@ N = 2048  # above the remembered-plan sizes: the pointwise walk of a real vocabu
 def _tree(seed: int) -> ShapedTree:
     """A root drafting 3 iid tokens, each child 2 (targets of exact sum one: held, not copied)."""
     rng = np.random.default_rng(seed)
-    root = tuple(int(t) for t in rng.choice(N, 3, replace=False))
-    parent, token, draws = [-1, 0, 0, 0], [-1, *root], [root]
-    for child in range(1, 4):
-        drawn = tuple(int(t) for t in rng.choice(N, 2, replace=False))
-        draws.append(drawn)
-        parent += [child, child]
-        token += list(drawn)
-    draws += [()] * 6
+    parent, token, draws = three_two_draws(rng, N)
     target = np.array([zipf(N, exponent=1.1, rng=rng) for _ in range(len(parent))])
     target[:, 0] += 1.0 - target.sum(axis=1)  # rows summing to exactly one (as_distribution keeps them)
     draft = np.array([softmax((np.log(p) + 0.5 * rng.standard_normal(N)) / 1.2) for p in target])
@@ -79,16 +73,9 @@ def _unreachable_tree() -> tuple[ShapedTree, int]:
     rng = np.random.default_rng(5)
     target = [zipf(N, exponent=1.1, rng=rng) for _ in range(10)]
     draft = [softmax((np.log(p) + 0.5 * rng.standard_normal(N)) / 1.2) for p in target]
-    root = tuple(int(t) for t in rng.choice(N, 3, replace=False, p=draft[0]))
-    target[0][root[2]] = 0.0
+    parent, token, draws = three_two_draws(rng, N, draft)
+    target[0][draws[0][2]] = 0.0
     target[0] /= target[0].sum()
-    parent, token, draws = [-1, 0, 0, 0], [-1, *root], [root]
-    for child in range(1, 4):
-        drawn = tuple(int(t) for t in rng.choice(N, 2, replace=False, p=draft[child]))
-        draws.append(drawn)
-        parent += [child, child]
-        token += list(drawn)
-    draws += [()] * 6
     return ShapedTree(parent, token, draws, np.array(target), np.array(draft), "without-replacement"), 3
 
 

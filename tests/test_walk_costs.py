@@ -14,6 +14,7 @@ from multidraft.theory import softmax, zipf
 from multidraft.theory.laws import _field
 from multidraft.theory.laws._field import normalise, positive_part, safe_divide
 from multidraft.trees import ShapedTree, get_verifier
+from small_trees import three_two_draws
 
 N = 4096  # the compiled step's shortest row (_field.COMPILED_FROM)
 
@@ -109,15 +110,7 @@ def _wor_tree(seed: int) -> ShapedTree:
     target = np.array([zipf(N, exponent=1.1, rng=rng) for _ in range(10)])
     target[:, 0] += 1.0 - target.sum(axis=1)  # rows summing to exactly one (as_distribution keeps them)
     draft = np.array([softmax((np.log(p) + 0.5 * rng.standard_normal(N)) / 1.2) for p in target])
-    root = tuple(int(t) for t in rng.choice(N, 3, replace=False, p=draft[0]))
-    parent, token, draws = [-1, 0, 0, 0], [-1, *root], [root]
-    for child in range(1, 4):
-        drawn = tuple(int(t) for t in rng.choice(N, 2, replace=False, p=draft[child]))
-        draws.append(drawn)
-        parent += [child, child]
-        token += list(drawn)
-    draws += [()] * 6
-    return ShapedTree(parent, token, draws, target, draft, "without-replacement")
+    return ShapedTree(*three_two_draws(rng, N, draft), target, draft, "without-replacement")
 
 
 def _runs(verifier, tree) -> list[tuple[int, ...]]:

@@ -77,12 +77,15 @@ def test_side_arrays_tail_start_scatter_and_positions_are_the_numpy_expressions_
             assert into[3] == lead
         q = np.where(rng.random(size) < 0.1, 0.0, rng.random(size) * 1e-3)
         p, r_star = rng.random(size) * 1e-3, rng.random(size) * 1e-3
-        fits = (q > 0) & (q * 300.0 <= 0.25) & (p <= 0.9 * r_star)
-        misses = np.flatnonzero(~fits)
-        expected = int(misses[-1]) + 1 if len(misses) else 0
-        assert _wor_parts.tail_start(p, q, r_star, 300.0, 0.25, 0.9) == expected
-        if len(misses) >= 2:  # the twin: the first miss instead of the last
-            assert int(misses[0]) + 1 != expected
+        nodes = (300.0, 300.0 * rng.choice([1.0, 1.5, 20.0, 1e300]))  # two bounds on a node, one scan
+        expected = []
+        for t in nodes:
+            misses = np.flatnonzero(~((q > 0) & (q * t <= 0.25) & (p <= 0.9 * r_star)))
+            expected.append(int(misses[-1]) + 1 if len(misses) else 0)
+            if len(misses) >= 2:  # the twin: the first miss instead of the last
+                assert int(misses[0]) + 1 != expected[-1]
+        assert _wor_parts.tail_starts(p, q, r_star, nodes, 0.25, 0.9) == tuple(expected)
+        assert _wor_parts.tail_starts(p, q, r_star, nodes[:1], 0.25, 0.9) == tuple(expected[:1])
         tokens = rng.permutation(size)
         first, second = rng.random(size), rng.random(size)
         out_first, out_second = np.zeros(size), np.zeros(size)
@@ -140,6 +143,7 @@ def test_pairwise_and_min_sums_are_numpys_bits_and_a_sequential_sum_is_caught(si
 
 def test_radix_order_is_the_stable_argsort_and_the_scan_order_is_unchanged_and_raw_bits_are_caught():
     rng = np.random.default_rng(6)
+    declined = 0
     for trial in range(40):
         size = int(rng.integers(1, 5000))
         key = -rng.random(size) * 10.0 ** rng.uniform(-300, 0, size)
@@ -150,15 +154,21 @@ def test_radix_order_is_the_stable_argsort_and_the_scan_order_is_unchanged_and_r
         if trial % 4 == 0:
             key = np.round(key, 2)  # many exact ties
         order, expected = _wor_parts.radix_order(key), np.argsort(key, kind="stable")
-        if order is None:  # declined: a run of keys equal in their top bits longer than LONG_RUN
-            top = np.sort(key.view(np.uint64) >> np.uint64(64 - _wor_parts.KEY_BITS))
-            assert np.max(np.unique(top, return_counts=True)[1]) > _wor_parts.LONG_RUN
-        else:
+        raw, sign = key.view(np.uint64), np.uint64(1 << 63)  # the keys' order-preserving bits (NaN the largest)
+        bits = np.where(np.isnan(key), ~np.uint64(0), np.where(raw & sign, ~raw, raw | sign))
+        top = bits >> np.uint64(64 - _wor_parts.KEY_BITS)
+        longest = int(np.max(np.unique(top, return_counts=True)[1]))
+        declined += order is None
+        # declined exactly where a run of keys equal in their top bits is longer than LONG_RUN
+        # (settle_ties stops there; the twin settling every run never declines)
+        assert (order is None) == (longest > _wor_parts.LONG_RUN)
+        if order is not None:
             np.testing.assert_array_equal(order, expected)
         p, q = rng.dirichlet(np.full(size, 0.5)), rng.dirichlet(np.full(size, 0.5))
         p[rng.random(size) < 0.1], q[rng.random(size) < 0.1] = 0.0, 0.0
         if p.sum() > 0 and q.sum() > 0:
             np.testing.assert_array_equal(scan_order(p, q, _wor_parts.radix_order), scan_order(p, q))
+    assert declined >= 3
     ulps = -np.nextafter(1.0, 2.0, dtype=np.float64) ** rng.integers(0, 50, 5000)  # -1 - a few ulps: one long run
     assert _wor_parts.radix_order(ulps) is None
     p = rng.dirichlet(np.full(5000, 0.5))
@@ -247,10 +257,11 @@ def _strict_parts(seed: int):
 
 
 def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_sum_is_caught():
-    """sorted_side at water_level's μ against the wor rule's r* (``_part_law``, clip "max"), the
-    reversal of descending_index and side_arrays, bit for bit, r* written at the tokens only;
-    ratios_increase exactly when p/q increases strictly (else the caller sorts). The twin sums
-    the free tokens' p forward (numpy sums the reversed view backwards): its r* differs."""
+    """sorted_side at strict_level's μ against the wor rule's r* (``_part_law``, clip "max"), the
+    reversal of descending_index and side_arrays, bit for bit, r* written at the tokens only, its
+    target ``min_sum(p, r*)``'s bits; strict_level is water_level's "max" level bit for bit exactly
+    when p/q increases strictly, else None (the caller sorts). The twin sums the free tokens' p
+    forward (numpy sums the reversed view backwards): its r* differs."""
     from multidraft.theory.verifier import _wor_curtain
     from multidraft.theory.verifier._curtain import _workspace
     from multidraft.theory.verifier._wor_rule import _part_law
@@ -258,13 +269,15 @@ def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_su
     taken = caught = 0
     for values, masses, total, tokens in _strict_parts(7):
         strict = bool(np.all(values[:-1] / masses[:-1] < values[1:] / masses[1:]))
-        assert _wor_parts.ratios_increase(values, masses) == strict
+        with _workspace(10_000) as work:
+            level = _wor_parts.strict_level(values, masses, total, work)
+        assert (level is not None) == strict
         if not strict:
             continue
         taken += 1
+        assert level == _wor_curtain.water_level(values, masses, total, "max")
         outside = 0.25 if len(tokens) % 2 else 0.0
         r_star = np.full(10_000, np.nan)
-        level = _wor_curtain.water_level(values, masses, total, "max")
         with _workspace(10_000) as work:
             got = tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in _wor_parts.sorted_side(tokens, values, masses, total, level, outside, r_star, work))
         law = _part_law(values, masses, total, "max")
@@ -272,7 +285,7 @@ def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_su
         np.testing.assert_array_equal(index, np.arange(len(values))[::-1])
         merged_p, merged_q, r, lead = _wor_parts.side_arrays(index, values, masses, law, outside)
         np.testing.assert_array_equal(got[0], tokens[index])
-        for a, b in zip(got[1:], (merged_p, merged_q, r, lead)):
+        for a, b in zip(got[1:], (merged_p, merged_q, r, lead, float(np.minimum(merged_p[lead:], r).sum()))):
             np.testing.assert_array_equal(a, b)
         expected = np.full(10_000, np.nan)
         expected[tokens] = law
@@ -283,6 +296,34 @@ def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_su
             twin[:cut] = masses[:cut] * (max(total - values[cut:].sum(), 0.0) / pool_mass)
             caught += not np.array_equal(twin, law)
     assert taken >= 100 and caught >= 5
+
+
+def test_strict_level_probes_the_breakpoint_sums_and_a_level_without_the_kept_values_is_caught(monkeypatch):
+    """strict_level's bisection over the breakpoint sums evaluated at its probes against
+    ``water_level`` (all the sums written, numpy's searchsorted), bit for bit, on strictly
+    increasing parts of every kind (the level 0, inside, past the last breakpoint); the twin
+    forgets the values before each breakpoint (V_j = 0: every token's p counted as kept): its
+    level differs."""
+    from multidraft.theory.verifier import _wor_curtain
+    from multidraft.theory.verifier._curtain import _workspace
+
+    def forgetful(values, masses, mass_before, value_before):  # the twin's pass
+        mass_before[:] = np.cumsum(masses) - masses
+        value_before[:] = 0.0
+        return True
+
+    levels, caught = [], 0
+    for values, masses, total, _ in _strict_parts(11):
+        if not np.all(values[:-1] / masses[:-1] < values[1:] / masses[1:]):
+            continue
+        with _workspace(len(values)) as work:
+            level = _wor_parts.strict_level(values, masses, total, work)
+            assert level == _wor_curtain.water_level(values, masses, total, "max")
+            with monkeypatch.context() as patched:
+                patched.setattr(_wor_parts, "_increasing_sums", forgetful)
+                caught += _wor_parts.strict_level(values, masses, total, work) != level
+        levels.append(level)
+    assert len(levels) >= 100 and sum(level == 0 for level in levels) >= 5 and caught >= 20
 
 
 def test_cut_members_is_the_masks_flatnonzero_and_the_unsorted_prefix_is_caught():
@@ -320,3 +361,36 @@ def test_min_sum_into_scratch_is_the_numpy_expression_and_the_exact_sum_is_caugh
     assert caught >= 10
     with pytest.raises(ValueError, match="shapes"):
         _wor_parts.min_sum(np.ones(3), np.ones(2), scratch)
+
+
+def test_rule_sums_are_the_numpy_expressions_and_a_sequential_sum_is_caught():
+    """rule_sums against ``r.sum()``, ``(r < -1e-15).any()``, ``np.minimum(p, q).sum()``,
+    ``np.minimum(p, r).sum()`` and ``np.maximum(p - r, 0).sum()``, bit for bit (signed zeros,
+    a NaN, a negative entry, workspace arrays holding NaN before); the twin sums the step's
+    excess token by token (not numpy's pairwise order) and differs."""
+    from multidraft.theory.verifier._curtain import _workspace
+
+    rng = np.random.default_rng(12)
+    caught = 0
+    for trial in range(200):
+        n = int(rng.integers(1, 20_000 if trial % 5 == 0 else 300))
+        p, q, r = rng.dirichlet(np.full(n, 0.3)), rng.dirichlet(np.full(n, 0.3)), rng.dirichlet(np.full(n, 0.3))
+        if trial % 4 == 1:  # signed zeros and exact ties
+            p[: n // 3], r[: n // 3] = -0.0, 0.0
+            q[n // 3 : n // 2] = p[n // 3 : n // 2]
+        if trial % 7 == 2:
+            r[int(rng.integers(n))] = -1e-12
+        if trial % 11 == 3:
+            r[int(rng.integers(n))] = np.nan
+        with _workspace(n) as work:
+            for name in ("scratch", "key", "mass"):
+                getattr(work, name).fill(np.nan)
+            got = _wor_parts.rule_sums(p, q, r, work)
+        expected = (float(r.sum()), bool((r < -1e-15).any()), float(np.minimum(p, q).sum()), float(np.minimum(p, r).sum()), float(np.maximum(p - r, 0.0).sum()))
+        np.testing.assert_array_equal(np.array(got, dtype=float), np.array(expected, dtype=float))
+        assert [type(x) for x in got] == [float, bool, float, float, float]
+        sequential = 0.0
+        for x in np.maximum(p - r, 0.0):
+            sequential += float(x)
+        caught += sequential != got[4]
+    assert caught >= 20

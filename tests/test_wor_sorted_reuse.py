@@ -231,7 +231,7 @@ def test_the_rule_from_the_scans_t_star_and_the_node_bounds_is_the_sorting_one_a
     rules = [_wor_rule.wor_selection_rule(p, q, k) for p, q, k in cases]
     assert len(taken) >= 30
     with monkeypatch.context() as patched:  # the part's sort and the node itself
-        patched.setattr(_wor_rule, "ratios_increase", lambda values, masses: False)
+        patched.setattr(_wor_rule, "strict_level", lambda values, masses, total, out: None)
         patched.setattr(_front_back_two, "pair_last_node_bounds", lambda draft, masses=None: (0.0, np.inf))
         for rule, (p, q, k) in zip(rules, cases):
             for a, b in zip(_rule_fields(rule), _rule_fields(_wor_rule.wor_selection_rule(p, q, k))):

@@ -371,7 +371,8 @@ def test_last_node_bounds_hold_it_the_tail_start_from_them_is_the_nodes_and_a_on
         edge = int(rng.integers(0, size_t))
         q_t[edge] = LIGHT / node * (1 + rng.choice([-1e-10, 1e-10]))
         p_t, r_t = np.full(size_t, 1e-9), np.full(size_t, 1.0)
-        exact = _tail_start(p_t, q_t, r_t, node)
-        assert pair_tail_start(lambda t: _tail_start(p_t, q_t, r_t, t), merged, pair_masses(merged)) == exact
-        caught += _tail_start(p_t, q_t, r_t, low) != exact or _tail_start(p_t, q_t, r_t, high) != exact
+        (exact,) = _tail_start(p_t, q_t, r_t, (node,))
+        assert pair_tail_start(lambda nodes: _tail_start(p_t, q_t, r_t, nodes), merged, pair_masses(merged)) == exact
+        assert _tail_start(p_t, q_t, r_t, (low, high)) == (_tail_start(p_t, q_t, r_t, (low,))[0], _tail_start(p_t, q_t, r_t, (high,))[0])
+        caught += _tail_start(p_t, q_t, r_t, (low,))[0] != exact or _tail_start(p_t, q_t, r_t, (high,))[0] != exact
     assert caught >= 20

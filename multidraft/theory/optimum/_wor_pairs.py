@@ -133,10 +133,9 @@ def _pair_prefixes(q, outside, p, limit, out):
     The sums Q_j, Σ o_i, Σ q_i o_i and the others' prefix mass are compensated."""
     n = q.shape[0]
     total, big, rest = _masses(q, outside)
-    last = -1
-    for i in range(n):
-        if q[i] > 0:
-            last = i
+    last = n - 1  # the last token of positive mass, found from the end
+    while last >= 0 and not q[last] > 0:
+        last -= 1
     big_odds = q[big] / rest if rest > 0 else 0.0
     prefix, prefix_error, odds, odds_error, squares, squares_error = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     others, others_error, prefix_p = 0.0, 0.0, 0.0

@@ -93,14 +93,16 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
     return math.exp(start + RIGHT_STEP * first) * (1.0 - 1e-9), math.exp(start + RIGHT_STEP * last) * (1.0 + 1e-9)
 
 
-def pair_tail_start(start_at: Callable[[float], int], draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> int:
-    """``start_at(pair_last_node(draft))`` for a tail start ``start_at(t)`` that does not
-    decrease as the node t grows (the T* side's tail: tokens light up to t, q t <= LIGHT):
-    where the node's bounds (:func:`pair_last_node_bounds`) give one start, that one, without
-    the node's quadrature step (~0.2 ms); else at the node. ``masses`` as :func:`pair_last_node`."""
+def pair_tail_start(start_at: Callable[[tuple[float, ...]], tuple[int, ...]], draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> int:
+    """``start_at((pair_last_node(draft),))[0]`` for a tail start that does not decrease as the
+    node t grows (the T* side's tail: tokens light up to t, q t <= LIGHT), ``start_at`` giving
+    it at each of several increasing nodes: where the node's bounds
+    (:func:`pair_last_node_bounds`) give one start, that one (both bounds asked at once: one
+    scan of the tail), without the node's quadrature step (~0.2 ms); else at the node.
+    ``masses`` as :func:`pair_last_node`."""
     low, high = pair_last_node_bounds(draft, masses)
-    start = start_at(low)
-    return start if start == start_at(high) else start_at(pair_last_node(draft, masses))
+    start, other = start_at((low, high))
+    return start if start == other else start_at((pair_last_node(draft, masses),))[0]
 
 
 def pair_pass(

@@ -141,16 +141,19 @@ def _pack_ordered_keys(key, packed, shift, bits):
         packed[i] = ((ordered >> drop) << up) | np.uint64(i)
 
 
-def settle_ties(packed: np.ndarray, shift: int, key: np.ndarray, order: np.ndarray) -> None:
+def settle_ties(packed: np.ndarray, shift: int, key: np.ndarray, order: np.ndarray, longest: int | None = None) -> bool:
     """``order`` (int64 [s]) from ``packed`` (uint64 [s]: keys truncated to their top bits above
     an index in the low ``shift`` bits, sorted): the index bits, with every run of equal
     truncated keys sorted by the exact ``key`` of its indices, stably (exact ties keep their
-    order). O(s) plus an insertion sort per run (a merge sort past 64 entries)."""
+    order). O(s) plus an insertion sort per run (a merge sort past 64 entries). ``longest``: the
+    longest run to settle; at a longer one it stops, ``order`` unfinished, and returns False
+    (the wor scan's :func:`~multidraft.theory.verifier._wor_parts.radix_order` then sorts by
+    all 64 bits: a pass looking for such a run first read the keys once more). True when done."""
     _compile()
-    _settle_ties(packed, shift, key, order)
+    return bool(_settle_ties(packed, shift, key, order, len(packed) if longest is None else int(longest)))
 
 
-def _settle_ties(packed, shift, key, order):  # the pass of settle_ties (runs are short unless keys agree in their top bits)
+def _settle_ties(packed, shift, key, order, longest):  # the pass of settle_ties (runs are short unless keys agree in their top bits)
     mask = (np.uint64(1) << np.uint64(shift)) - np.uint64(1)
     n = packed.shape[0]
     for i in range(n):
@@ -163,6 +166,8 @@ def _settle_ties(packed, shift, key, order):  # the pass of settle_ties (runs ar
         start = stop - 1
         while stop < n and (packed[stop] ^ packed[start]) <= mask:
             stop += 1
+        if stop - start > longest:
+            return False
         if stop - start > 64:
             run = order[start:stop].copy()
             order[start:stop] = run[np.argsort(key[run], kind="mergesort")]  # stable: exact ties by index
@@ -175,6 +180,7 @@ def _settle_ties(packed, shift, key, order):  # the pass of settle_ties (runs ar
                     j -= 1
                 order[j + 1] = item
         stop += 1
+    return True
 
 
 def new_counts() -> np.ndarray:

@@ -20,8 +20,8 @@ from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
-    "sorted_part", "descending_index", "side_arrays", "ratios_increase", "sorted_side", "cut_members", "tail_start", "scatter", "write_positions",
-    "descending_values", "pairwise_sum", "min_sum", "min_sum_at", "radix_order", "piece_offsets", "KEY_BITS",
+    "sorted_part", "descending_index", "side_arrays", "strict_level", "sorted_side", "cut_members", "tail_starts", "scatter", "write_positions",
+    "descending_values", "pairwise_sum", "min_sum", "min_sum_at", "rule_sums", "radix_order", "piece_offsets", "KEY_BITS",
 ]  # fmt: skip
 
 
@@ -93,17 +93,34 @@ def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: 
     return merged_p, merged_q, r, lead
 
 
-def ratios_increase(values: np.ndarray, masses: np.ndarray) -> bool:
-    """Whether ``values / masses`` (p/q along a part) increases strictly (False at a NaN): a
-    part given in increasing p/q with no equal ratios, which :func:`sorted_side` takes as it is."""
+def strict_level(values: np.ndarray, masses: np.ndarray, total: float, out) -> float | None:
+    """μ with ``Σ max(v, μ m) = total`` (0 when ``Σ v >= total``) for a part given by increasing
+    p/q = v/m whose ratios increase *strictly*, else None (equal neighbours or a NaN: the caller
+    sorts): :func:`~multidraft.theory.verifier._wor_curtain.water_level`'s ``"max"`` level,
+    bit for bit, from one compiled pass that checks the ratios and keeps the running sums
+    ``M_j = Σ_{i<=j} m_i - m_j`` and ``V_j`` likewise (``np.cumsum(m) - m``), then numpy's
+    bisection of the breakpoint sums ``d_j M_j + (V - V_j)`` (d_j = v_j/m_j) evaluated at its
+    O(log n) probes only -- where ``ratios_increase`` and ``water_level`` made two passes of
+    divisions and wrote every breakpoint's sum. ``out``: a
+    :func:`~multidraft.theory.verifier._curtain._workspace` (its ``mass`` and ``target`` hold the
+    running sums)."""
+    values, masses = np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)
+    size = len(values)
+    mass_before, value_before = out.mass[:size], out.target[:size]
     _compiled()
-    return bool(_increasing_ratio(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)))
+    if not _increasing_sums(values, masses, mass_before, value_before):
+        return None
+    mass_total, value_total = float(masses.sum()), float(values.sum())
+    if value_total >= total:
+        return 0.0
+    j = int(_breakpoint_search(values, masses, mass_before, value_before, value_total, float(total)))
+    return total / mass_total if j == size else (total - values[j:].sum()) / masses[:j].sum()
 
 
 def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, total: float, level: float, outside: float, r_star: np.ndarray, out):
-    """A part given by increasing p/q whose ratios increase *strictly* (:func:`ratios_increase`;
+    """A part given by increasing p/q whose ratios increase *strictly* (:func:`strict_level`;
     T*, the scan order's prefix: no sort, no ties), clipped from below at the water level
-    ``level`` (:func:`~multidraft.theory.verifier._wor_curtain.water_level` of it, ``"max"``):
+    ``level`` (:func:`strict_level` of it, the ``"max"`` water level):
     ``r* = max(p, μq)`` with ``r*(part) = total``, in one compiled pass after the pool's bounds.
     What the wor rule had from :func:`sorted_part` (the hint unmoved), its ``_part_law``
     (``pool_split``: the pool by numpy's bisection of the ratios, probe for probe; its mass and
@@ -111,11 +128,13 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     (a plain reversal) and :func:`side_arrays`, bit for bit, without their five arrays of the
     part's size and numpy's temporaries.
 
-    Returns ``(by_position, merged_p, merged_q, r, lead)``: the tokens by decreasing p/q and the
-    arrays of :func:`side_arrays` (p, q led by the merged token ``(0, outside)`` when
+    Returns ``(by_position, merged_p, merged_q, r, lead, target)``: the tokens by decreasing p/q
+    and the arrays of :func:`side_arrays` (p, q led by the merged token ``(0, outside)`` when
     ``outside > 0``, r* in that order), views of ``out`` (a
-    :func:`~multidraft.theory.verifier._curtain._workspace`: ``ps, qs, ds, order`` of at least
-    ``len(tokens) + 1`` entries), and writes ``r_star[tokens]``."""
+    :func:`~multidraft.theory.verifier._curtain._workspace`: ``ps, qs, ds, order, scratch`` of at
+    least ``len(tokens) + 1`` entries), and the side's target ``Σ min(p, r*)``, numpy's sum of
+    ``np.minimum(p, r*)`` in that order (:func:`min_sum`'s bits: the minimum written by the same
+    pass into ``out.scratch``); writes ``r_star[tokens]``."""
     size = len(tokens)
     values, masses = np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)
     _compiled()
@@ -126,8 +145,9 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     merged_p, merged_q, law, by_position = out.ps[: size + lead], out.qs[: size + lead], out.ds[:size], out.order[:size]
     if lead:
         merged_p[0], merged_q[0] = 0.0, outside
-    _sorted_side(np.ascontiguousarray(tokens, dtype=np.int64), values, masses, cut, share, r_star, merged_p[lead:], merged_q[lead:], law, by_position)
-    return by_position, merged_p, merged_q, law, lead
+    smaller = out.scratch[:size]
+    _sorted_side(np.ascontiguousarray(tokens, dtype=np.int64), values, masses, cut, share, r_star, merged_p[lead:], merged_q[lead:], law, by_position, smaller)
+    return by_position, merged_p, merged_q, law, lead, float(smaller.sum())
 
 
 def cut_members(order: np.ndarray, size: int) -> np.ndarray:
@@ -146,11 +166,15 @@ def cut_members(order: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def tail_start(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, t_max: float, light: float, slack: float) -> int:
-    """One past the last index where ``q > 0 and q t_max <= light and p <= slack r*`` fails
-    (0 when it never fails): scanned from the end, so it reads the tail only."""
+def tail_starts(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, nodes: tuple[float, ...], light: float, slack: float) -> tuple[int, ...]:
+    """At each node t of ``nodes``: one past the last index where ``q > 0 and q t <= light and
+    p <= slack r*`` fails (0 when it never fails). Scanned once from the end until every node's
+    condition has failed, so it reads the tail of the smallest node only (the T* side's tail at
+    its last node's two bounds: one scan where there were two)."""
     _compiled()
-    return int(_last_miss(p, q, r_star, float(t_max), float(light), float(slack))) + 1
+    out = np.empty(len(nodes), dtype=np.int64)
+    _last_misses(p, q, r_star, np.asarray(nodes, dtype=np.float64), float(light), float(slack), out)
+    return tuple(int(miss) + 1 for miss in out)
 
 
 def scatter(tokens: np.ndarray, first: np.ndarray, second: np.ndarray, out_first: np.ndarray, out_second: np.ndarray) -> None:
@@ -233,6 +257,20 @@ def min_sum_at(first: np.ndarray, second: np.ndarray, index: np.ndarray) -> floa
     return float(0.0 + _pairwise(first, second, index, 0, len(index), True))
 
 
+def rule_sums(p: np.ndarray, q: np.ndarray, r: np.ndarray, out) -> tuple[float, bool, float, float, float]:
+    """``(Σ r, any(r < -1e-15), Σ min(p, q), Σ min(p, r), Σ (p - r)_+)``: the wor rule's checks of
+    its law, its comparison with the first draft (law q) and the single-draft step's normaliser,
+    each sum numpy's sum of the numpy expression (``np.minimum``, ``np.maximum(p - r, 0)``: the
+    same bits), the three arrays written by one compiled pass into ``out``'s ``scratch``, ``key``
+    and ``mass`` (a :func:`~multidraft.theory.verifier._curtain._workspace`) where numpy made
+    eight passes and a mask."""
+    size = len(r)
+    first, second, excess = out.scratch[:size], out.key[:size], out.mass[:size]
+    _compiled()
+    negative = _rule_terms(p, q, r, first, second, excess)
+    return float(r.sum()), bool(negative), float(first.sum()), float(second.sum()), float(excess.sum())
+
+
 def radix_order(key: np.ndarray) -> np.ndarray | None:
     """The stable ascending order of the doubles ``key`` (NaN last), what the cut's scan takes
     as ``sort`` (:func:`~multidraft.theory.optimum._wor_race.scan_order`): the keys' top
@@ -255,10 +293,8 @@ def radix_order(key: np.ndarray) -> np.ndarray | None:
         packed = work.packed[:size]
         _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
         _radix.radix_sort(packed, work.packed_scratch, work.counts, shift, shift + KEY_BITS)
-        _compiled()
-        if _longest_run(packed, shift) > LONG_RUN:
+        if not _radix.settle_ties(packed, shift, key, order, LONG_RUN):
             return None
-        _radix.settle_ties(packed, shift, key, order)
     return order
 
 
@@ -313,15 +349,6 @@ def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses,
     return tie
 
 
-def _longest_run(packed, shift):
-    """The longest run of equal keys above the low ``shift`` bits in sorted ``packed``."""
-    longest, run = 0, 0
-    for i in range(packed.shape[0]):
-        run = run + 1 if i > 0 and (packed[i] >> np.uint64(shift)) == (packed[i - 1] >> np.uint64(shift)) else 1
-        longest = max(longest, run)
-    return longest
-
-
 def _descending_index(key, out):
     m = key.shape[0]
     for i in range(m):
@@ -345,17 +372,35 @@ def _gather(index, p, q, r, out_p, out_q, out_r):
         out_p[i], out_q[i], out_r[i] = p[j], q[j], r[j]
 
 
-def _increasing_ratio(values, masses):
-    """Whether ``values / masses`` increases strictly (False at a NaN)."""
-    if values.shape[0] == 0:
-        return True
-    previous = values[0] / masses[0]
-    for i in range(1, values.shape[0]):
+def _increasing_sums(values, masses, mass_before, value_before):
+    """Whether ``values / masses`` increases strictly (False at a NaN; the pass stops there), with
+    the running sums of :func:`strict_level` written up to that point (``breakpoint_sums``'
+    additions: the sum through j, less the j-th term)."""
+    value_sum, mass_sum, previous = 0.0, 0.0, 0.0
+    for i in range(values.shape[0]):
         ratio = values[i] / masses[i]
-        if not previous < ratio:
+        if i > 0 and not previous < ratio:
             return False
         previous = ratio
+        value_sum += values[i]
+        mass_sum += masses[i]
+        value_before[i], mass_before[i] = value_sum - values[i], mass_sum - masses[i]
     return True
+
+
+def _breakpoint_search(values, masses, mass_before, value_before, value_total, total):
+    """numpy's ``searchsorted(sums, total, side="left")`` over the breakpoint sums
+    ``d_j M_j + (V - V_j)`` (``breakpoint_sums``' expression), each evaluated at its probe: the
+    same bisection, probe for probe (a NaN sum counts as the largest, as numpy's comparison)."""
+    low, high = 0, values.shape[0]
+    while low < high:
+        middle = low + ((high - low) >> 1)
+        density = values[middle] / masses[middle]
+        if density * mass_before[middle] + (value_total - value_before[middle]) < total:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def _ratio_bisect(values, masses, x):
@@ -370,13 +415,15 @@ def _ratio_bisect(values, masses, x):
     return low
 
 
-def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r, by_position):
-    """The part reversed (:func:`sorted_side`): r* = q · share on the pool ``[:cut]``, p above."""
+def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r, by_position, smaller):
+    """The part reversed (:func:`sorted_side`): r* = q · share on the pool ``[:cut]``, p above;
+    ``smaller`` = ``np.minimum(p, r*)`` (numpy's: the second where neither is smaller, NaN kept)."""
     size = values.shape[0]
     for i in range(size):
         j = size - 1 - i
         law = masses[j] * share if j < cut else values[j]
         out_p[i], out_q[i], out_r[i], by_position[i] = values[j], masses[j], law, tokens[j]
+        smaller[i] = values[j] if values[j] < law or values[j] != values[j] else law
         r_star[tokens[j]] = law
 
 
@@ -394,11 +441,21 @@ def _members(order, size, out):
             count += 1
 
 
-def _last_miss(p, q, r, t_max, light, slack):
+def _last_misses(p, q, r, nodes, light, slack, out):
+    """``out[k]`` = the last index where the condition of :func:`tail_starts` fails at
+    ``nodes[k]`` (-1 if never)."""
+    missing = nodes.shape[0]
+    out[:] = -1
+    found = np.zeros(missing, dtype=np.bool_)
     for i in range(p.shape[0] - 1, -1, -1):
-        if not (q[i] > 0 and q[i] * t_max <= light and p[i] <= slack * r[i]):
-            return i
-    return -1
+        if missing == 0:
+            return
+        pooled = q[i] > 0 and p[i] <= slack * r[i]
+        for k in range(nodes.shape[0]):
+            if not found[k] and not (pooled and q[i] * nodes[k] <= light):
+                out[k] = i
+                found[k] = True
+                missing -= 1
 
 
 def _scatter(tokens, first, second, out_first, out_second):
@@ -412,6 +469,19 @@ def _write_positions(first, second, out):
     offset = first.shape[0]
     for i in range(second.shape[0]):
         out[second[i]] = offset + i
+
+
+def _rule_terms(p, q, r, first, second, excess):
+    """:func:`rule_sums`' arrays (numpy's minimum and maximum: the second argument where neither
+    wins, NaN kept); returns whether some r < -1e-15."""
+    negative = False
+    for i in range(r.shape[0]):
+        first[i] = p[i] if p[i] < q[i] or p[i] != p[i] else q[i]
+        second[i] = p[i] if p[i] < r[i] or p[i] != p[i] else r[i]
+        gap = p[i] - r[i]
+        excess[i] = gap if gap > 0.0 or gap != gap else 0.0
+        negative = negative or r[i] < -1e-15
+    return negative
 
 
 def _descending_values(values, out, budget):
@@ -480,6 +550,6 @@ def _piece_offsets(start, end, out):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_longest_run", "_descending_index", "_gather", "_increasing_ratio", "_ratio_bisect", "_sorted_side", "_members", "_last_miss", "_scatter",
-    "_write_positions", "_descending_values", "_item", "_pairwise",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_descending_index", "_gather", "_increasing_sums", "_breakpoint_search", "_ratio_bisect", "_sorted_side", "_members", "_last_misses", "_scatter",
+    "_write_positions", "_rule_terms", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

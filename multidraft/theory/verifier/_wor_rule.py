@@ -49,8 +49,8 @@ from multidraft.theory.verifier._front_back import front_back_head, front_back_n
 from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass, pair_tail_start
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
-from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, pool_split, water_level
-from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, ratios_increase, scatter, side_arrays, sorted_part, sorted_side, tail_start, write_positions
+from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, pool_split
+from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, rule_sums, scatter, side_arrays, sorted_part, sorted_side, strict_level, tail_starts, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_pairs import pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
@@ -305,18 +305,21 @@ def _part(p, q, hint, p_hint, q_hint, clip, total):
 
 
 def _t_arrays(p, q, cut, outside, r_star, work):
-    """T*'s tokens by position (decreasing p/q, ties by id) and ``(merged_p, merged_q, r*, lead)``
+    """T*'s tokens by position (decreasing p/q, ties by id), ``(merged_p, merged_q, r*, lead)``
     of :func:`~multidraft.theory.verifier._wor_parts.side_arrays` (in ``work``; r* written into
-    ``r_star``): from the scan's arrays as they are where p/q increase strictly along them
-    (:func:`~multidraft.theory.verifier._wor_parts.sorted_side`), else by the part's sort."""
+    ``r_star``) and T*'s target ``Σ min(p, r*)`` (:func:`~multidraft.theory.verifier._wor_parts.min_sum`'s
+    bits): from the scan's arrays as they are where p/q increase strictly along them
+    (:func:`~multidraft.theory.verifier._wor_parts.strict_level`,
+    :func:`~multidraft.theory.verifier._wor_parts.sorted_side`), else by the part's sort."""
     size = cut.size
     values, masses = _along_scan(p, q, cut, 0, size)
-    if size and ratios_increase(values, masses):
-        level = water_level(values, masses, cut.contained, "max")
+    level = strict_level(values, masses, cut.contained, work) if size else None
+    if level is not None:
         return sorted_side(cut.order[:size], values, masses, cut.contained, level, outside, r_star, work)
     t_part = _part(p, q, cut.order[:size], values, masses, "max", cut.contained)
     r_star[t_part.tokens] = t_part.law
-    return (t_part.tokens[t_part.index], *side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds)))
+    merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds))
+    return t_part.tokens[t_part.index], merged_p, merged_q, r_star_t, lead, min_sum(merged_p[lead:], r_star_t, work.scratch)
 
 
 def _u_arrays(p, q, u_part, u_tokens, r_star):
@@ -349,11 +352,11 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None):
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
         masses = pair_masses(merged_q)
-        start = len(q_t) if r_star_t is None else pair_tail_start(lambda t: _tail_start(p_t, q_t, r_star_t, t), merged_q, masses)
+        start = len(q_t) if r_star_t is None else pair_tail_start(lambda nodes: _tail_start(p_t, q_t, r_star_t, nodes), merged_q, masses)
         alpha, r = pair_pass(merged_p, merged_q, lead, lead + start, masses=masses, out=out)
         return alpha[lead:], r[lead:], start
     nodes, weights = front_back_nodes(merged_q, k)
-    start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, float(nodes[-1]))
+    start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, (float(nodes[-1]),))[0]
     if start < len(q_t):
         tail_q = q_t[start:]
         products = tail_products(tail_q, nodes, k)
@@ -388,10 +391,10 @@ def _plain_may_gain(p_t, r_t, start, size):
     return pairwise_sum(p_t[start:]) - min_sum(p_t[start:], r_t[start:]) > 0.5 * TAIL_GAIN
 
 
-def _tail_start(p, q, r_star, t_max):
-    """First index of the longest suffix of light pool tokens (module constants), or ``len(p)``."""
-    start = tail_start(p, q, r_star, t_max, LIGHT, TAIL_SLACK)
-    return start if len(p) - start >= MIN_TAIL else len(p)
+def _tail_start(p, q, r_star, nodes):
+    """At each of the increasing ``nodes`` (the last node t_max, or two bounds on it): the first
+    index of the longest suffix of light pool tokens (module constants), or ``len(p)``."""
+    return tuple(start if len(p) - start >= MIN_TAIL else len(p) for start in tail_starts(p, q, r_star, nodes, LIGHT, TAIL_SLACK))
 
 
 def _u_side(p, q, k, u_order, t_order):
@@ -491,9 +494,8 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
 
     # T* side: front/back with U merged into one token of mass L (another order where short).
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
-    t_tokens, merged_p, merged_q, r_star_t, lead = _t_arrays(p, q, cut, outside, r_star, work)
+    t_tokens, merged_p, merged_q, r_star_t, lead, t_target = _t_arrays(p, q, cut, outside, r_star, work)
     p_t, q_t = merged_p[lead:], merged_q[lead:]
-    t_target = min_sum(p_t, r_star_t, work.scratch)
     t_short = 0.0
     tail = n
     if len(t_tokens):
@@ -534,18 +536,17 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u
                 alpha[u_tokens], r[u_tokens] = a_u, r_u
     position = write_positions(u_tokens, t_tokens, n)
-    total = float(r.sum())
-    fitted = np.isfinite(total) and not (r < -1e-15).any() and abs(total - 1.0) <= 1e-9
+    # the law's checks, the first draft's acceptance and the step's normaliser Σ (p - r)_+ (as
+    # canonical_step sums it) in one pass; the step itself only when asked for (FrontBackRule.step)
+    total, negative, first_sum, fitted_sum, excess = rule_sums(p, q, r, work)
+    fitted = np.isfinite(total) and not negative and abs(total - 1.0) <= 1e-9
     if not fitted:
         note = f"without-replacement fit failed (its law sums to {total:.6g}); fell back to the first draft (law q)"
-    first_draft = not fitted or min_sum(p, q, work.scratch) > min_sum(p, r, work.scratch) + FIRST_DRAFT_GAIN
+    first_draft = not fitted or first_sum > fitted_sum + FIRST_DRAFT_GAIN
     if first_draft:
         r = q.copy()
-    # the step's normaliser Σ (p - r)_+ as canonical_step sums it (numpy's sum of the same array,
-    # here in the workspace); the step itself only when asked for (FrontBackRule.step)
-    excess = work.scratch[:n]
-    np.maximum(np.subtract(p, r, out=excess), 0.0, out=excess)
+        excess = rule_sums(p, q, r, work)[4]
     return WithoutReplacementRule(
-        k, n, p, q, r, cut.value, certificate, position, boundary, alpha, bool(first_draft), float(excess.sum()), note,
+        k, n, p, q, r, cut.value, certificate, position, boundary, alpha, bool(first_draft), excess, note,
         u_rule, coefficients, layout, group, r_star, (u_short, t_short), tail,
     )  # fmt: skip

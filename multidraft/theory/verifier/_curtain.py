@@ -140,7 +140,7 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
     radix = _radix()
     shift = int(size - 1).bit_length()
     packed = work.packed[:size]
-    bits = radix.pack_ratio_keys(np.ascontiguousarray(values), np.ascontiguousarray(masses), key, packed, shift)
+    bits = radix.pack_ratio_keys(key, packed, shift)  # the key above, not divided again
     if bits:  # by the key's bits, index order among equal ones (the input's): numpy.sort's result
         radix.radix_sort(packed, work.packed_scratch, work.counts, shift, shift + bits)
     radix.settle_ties(packed, shift, key, order)

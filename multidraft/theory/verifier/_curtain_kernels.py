@@ -294,12 +294,12 @@ def chain(mass, target, k, lo, hi, g, anchor, floor, piece_start, piece_end, den
             links += 1
         # Pieces: [end of hull h - 1, end of hull h) then [α_h, α_{h-1}); their weights lane by lane.
         rear_begin, child_start = anchor_end, anchor_start  # hull h - 1's extent
-        for i in range(links):
-            x[i] = x[i] if x[i] + cq[i] >= rear_begin else rear_begin - cq[i]  # ends at or after its child's end (stack_pass)
-            piece = count + 2 * i
-            piece_start[piece], piece_end[piece] = rear_begin, max(x[i] + cq[i], rear_begin)
-            piece_start[piece + 1], piece_end[piece + 1] = x[i], max(child_start, x[i])
-            rear_begin, child_start = piece_end[piece], min(x[i], child_start)
+        for i in range(links):  # rear_begin carried in a register, not re-read from piece_end (0.15 of 0.75 ms at s = 49152)
+            start, q_i = x[i], cq[i]
+            start = start if start + q_i >= rear_begin else rear_begin - q_i  # ends at or after its child's end (stack_pass)
+            piece, rear_end = count + 2 * i, max(start + q_i, rear_begin)
+            x[i], piece_start[piece], piece_end[piece], piece_start[piece + 1], piece_end[piece + 1] = start, rear_begin, rear_end, start, max(child_start, start)
+            rear_begin, child_start = rear_end, min(start, child_start)
             group_end[offset + first + i] = piece + 2
         total_weight, total_length = level, y  # free once the roots are found
         for i in range(links):
@@ -405,11 +405,11 @@ def cut_scan(p, q, key, order, ps, qs, ds, k, prefix_p, prefix_q):
     minimum."""
     s = order.shape[0]
     cp, cq = 0.0, 0.0
-    for j in range(s):
+    for j in range(s):  # p and q summed from registers, not re-read from ps, qs (numba cannot rule out aliasing)
         token = order[j]
-        ps[j], qs[j], ds[j] = p[token], q[token], key[token]
-        cp += ps[j]
-        cq += qs[j]
+        p_j, q_j = p[token], q[token]
+        ps[j], qs[j], ds[j] = p_j, q_j, key[token]
+        cp, cq = cp + p_j, cq + q_j
         prefix_p[j], prefix_q[j] = cp, cq
     for j in range(s):
         x, power = min(prefix_q[j], 1.0), 1.0

@@ -230,7 +230,7 @@ def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
     with _workspace(size) as work:
         order = _order(p, q, work)
         best, optimum, boundary, u_groups, t_groups = _kernels().fit_groups(
-            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), work.key[:size], order,
+            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), order,
             int(k), work.ps[:size], work.qs[:size], work.ds[:size], work.group, work.scratch, work.mass, work.target,
         )  # fmt: skip
         groups = u_groups + t_groups

@@ -3,7 +3,8 @@ what it replaced.
 
 * a sparse draft's validation finds its support once (the law keeps it, the fit takes it): the
   same support as a search of the validated row, floored entries left out; the same rule as a
-  fit that finds the support itself, bit for bit;
+  fit that finds the support itself, bit for bit; a dense draft with no zero entry takes the
+  shared ``arange(n)`` without searching;
 * a sparse row is summed over its positive entries: within rounding of the dense route, and
   every defect (NaN, infinity, a negative entry, a sum off by more than the tolerance) still
   refused with its message;
@@ -58,6 +59,26 @@ def test_support_leaves_out_entries_the_floor_sets_to_zero_and_a_twin_is_caught(
     np.testing.assert_array_equal(law.support_tokens(), [3, 10])
     twin = np.flatnonzero(q > 0)
     assert not np.array_equal(twin, law.support_tokens())
+
+
+@pytest.mark.parametrize("zero_at", [None, 0, 4095, 30000], ids=["full", "first", "middle", "last"])
+def test_a_dense_drafts_support_is_the_shared_range_only_when_every_entry_is_positive(zero_at):
+    """A dense draft (validation keeps no support) finds it on first use: the shared read-only
+    ``arange(n)`` when ``min(q) > 0`` (no search), else ``flatnonzero(q > 0)``; either way the
+    validated row's support. Twin: the shared range taken whenever ``min(q) >= 0`` (always, on a
+    validated row) keeps the zero entry."""
+    from multidraft.theory.laws._row_scan import every_token
+
+    n = 30001
+    q = softmax(np.random.default_rng(n).standard_normal(n))
+    if zero_at is not None:
+        q[zero_at] = 0.0
+    law = IID(q / q.sum(), 3)
+    support = law.support_tokens()
+    np.testing.assert_array_equal(support, np.flatnonzero(law.draft > 0))
+    assert not support.flags.writeable and (support is every_token(n)) == (zero_at is None)
+    twin = every_token(n)
+    assert np.array_equal(twin, support) == (zero_at is None)
 
 
 @pytest.mark.parametrize(

@@ -290,7 +290,7 @@ def test_stack_pass_patterns_match_group_by_group(k, temperature):
     with _curtain._workspace(n) as work:
         order = _curtain._order(p, q, work)
         _, _, boundary, u_groups, t_groups = kernels.fit_groups(
-            p, q, work.key[:n], order, k, work.ps[:n], work.qs[:n], work.ds[:n], work.group, work.scratch, work.mass, work.target
+            p, q, order, k, work.ps[:n], work.qs[:n], work.ds[:n], work.group, work.scratch, work.mass, work.target
         )
         for first, m, lo, hi in ((0, u_groups, 0.0, boundary), (u_groups, t_groups, boundary, 1.0)):
             if m == 0:

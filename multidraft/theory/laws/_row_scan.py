@@ -25,13 +25,14 @@ The answer is numpy's, exactly: ``least`` is ``row.min()`` and the support is
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 
-__all__ = ["least_and_support", "SparseRow", "COMPILED_FROM", "CHUNK"]
+__all__ = ["least_and_support", "SparseRow", "every_token", "COMPILED_FROM", "CHUNK"]
 
 #: Entries per chunk of the vectorised pass (128: fastest of 16-512 measured at n = 131072).
 CHUNK = 128
@@ -127,3 +128,11 @@ def _positive_ids(bits, flags, out):
 
 
 KERNELS = ("_chunk_bits", "_positive_ids")
+
+
+@functools.lru_cache(maxsize=8)
+def every_token(n: int) -> np.ndarray:
+    """``arange(n)``, read-only and shared: the support of a full-support draft."""
+    out = np.arange(n)
+    out.flags.writeable = False
+    return out

@@ -140,7 +140,7 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
     radix = _radix()
     shift = int(size - 1).bit_length()
     packed = work.packed[:size]
-    bits = radix.pack_ratio_keys(np.ascontiguousarray(values), np.ascontiguousarray(masses), key, packed, shift)
+    bits = radix.pack_ratio_keys(key, packed, shift)  # the key above, not divided again
     if bits:  # by the key's bits, index order among equal ones (the input's): numpy.sort's result
         radix.radix_sort(packed, work.packed_scratch, work.counts, shift, shift + bits)
     radix.settle_ties(packed, shift, key, order)
@@ -230,7 +230,7 @@ def curtain_fit(p: np.ndarray, q: np.ndarray, k: int) -> CurtainFit:
     with _workspace(size) as work:
         order = _order(p, q, work)
         best, optimum, boundary, u_groups, t_groups = _kernels().fit_groups(
-            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), work.key[:size], order,
+            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), order,
             int(k), work.ps[:size], work.qs[:size], work.ds[:size], work.group, work.scratch, work.mass, work.target,
         )  # fmt: skip
         groups = u_groups + t_groups

@@ -16,7 +16,6 @@ whole vocabulary is the dense case: p itself, nothing outside, nothing copied.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from fractions import Fraction
 from functools import cached_property
@@ -24,19 +23,12 @@ from functools import cached_property
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.laws._row_scan import every_token  # re-exported: the support of a full-support draft
 
 __all__ = ["TargetSplit", "OutsideTarget", "draw_levels", "support_index", "every_token"]
 
 #: Tokens per block of the blocked inverse-CDF draws.
 BLOCK = 2048
-
-
-@functools.lru_cache(maxsize=8)
-def every_token(n: int) -> np.ndarray:
-    """``arange(n)``, read-only and shared: the support of a full-support draft."""
-    out = np.arange(n)
-    out.flags.writeable = False
-    return out
 
 
 def support_index(support: np.ndarray, n: int, tokens: object) -> np.ndarray:

@@ -107,10 +107,10 @@ def _fits_and_law(monkeypatch) -> tuple[int, np.ndarray]:
     """(fits of the optimal rule, node probabilities) of token:optimal's E[τ] walk on :func:`_unreachable_tree`."""
     import multidraft.schemes.optimal as optimal
 
-    fits, fit = [], optimal.optimal_selection_rule
-    monkeypatch.setattr(optimal, "optimal_selection_rule", lambda *args, **options: fits.append(1) or fit(*args, **options))
+    fits, fit = [], optimal.checked_selection_rule
+    monkeypatch.setattr(optimal, "checked_selection_rule", lambda *args: fits.append(1) or fit(*args))
     law = get_verifier("token:optimal").law(_unreachable_tree()[0], next_token=False)
-    monkeypatch.setattr(optimal, "optimal_selection_rule", fit)
+    monkeypatch.setattr(optimal, "checked_selection_rule", fit)
     return len(fits), law.node_probability
 
 

@@ -136,8 +136,8 @@ def test_a_run_whose_plan_writes_into_its_target_is_caught(monkeypatch):
     the same runs; harmless on a copy, not on the tree's row) is caught."""
     import multidraft.schemes.optimal as optimal
 
-    fit = optimal.optimal_selection_rule
-    monkeypatch.setattr(optimal, "optimal_selection_rule", lambda p, law, **options: fit(np.multiply(p, 0.5, out=p) * 2.0, law, **options))
+    fit = optimal.checked_selection_rule
+    monkeypatch.setattr(optimal, "checked_selection_rule", lambda p, law: fit(np.multiply(p, 0.5, out=p) * 2.0, law))
     tree = _wor_tree(2)
     before = tree.target.copy()
     get_verifier("token:optimal").verify(tree, np.random.default_rng(0))  # one run: the root's plan fits
@@ -155,3 +155,34 @@ def test_the_law_and_runs_of_a_wor_tree_are_unchanged_by_the_step(name, monkeypa
     value, runs = verifier.expected_accepted(tree), _runs(verifier, tree)
     monkeypatch.setattr(selection_rule, "canonical_step", _numpy_step)
     assert verifier.expected_accepted(tree) == value and _runs(verifier, tree) == runs
+
+
+def _checks_and_fits(monkeypatch, fit_of=None) -> tuple[int, int]:
+    """(target checks, optimal-rule fits) in token:optimal's E[τ] walk on a wor tree; ``fit_of``:
+    another fit in place of the plan's (a twin)."""
+    import multidraft.schemes.optimal as optimal
+    from multidraft.theory.laws import DraftLaw
+
+    checks, fits = [], []
+    check, fit = DraftLaw.check_target, fit_of or optimal.checked_selection_rule
+    monkeypatch.setattr(DraftLaw, "check_target", lambda self, *args, **options: checks.append(1) or check(self, *args, **options))
+    monkeypatch.setattr(optimal, "checked_selection_rule", lambda p, law: fits.append(1) or fit(p, law))
+    get_verifier("token:optimal").expected_accepted(_wor_tree(4))
+    return len(checks), len(fits)
+
+
+def test_the_walk_checks_each_nodes_target_once(monkeypatch):
+    """The optimal scheme's plan checks the node's target in ``prepare`` and fits its rule on
+    that checked array (:func:`~multidraft.theory.verifier.checked_selection_rule`): one check
+    per fitted node, not a second pass of :meth:`~multidraft.theory.laws.DraftLaw.check_target`
+    inside the fit."""
+    checks, fits = _checks_and_fits(monkeypatch)
+    assert fits > 1 and checks == fits
+
+
+def test_a_fit_that_checks_its_target_again_is_caught(monkeypatch):
+    """WRONG twin: the plan's fit through the public entry point, which checks the target again."""
+    from multidraft.theory.verifier import optimal_selection_rule
+
+    checks, fits = _checks_and_fits(monkeypatch, lambda p, law: optimal_selection_rule(p, law, copy=False))
+    assert fits > 1 and checks == 2 * fits

@@ -52,10 +52,10 @@ from multidraft.theory.verifier import (
     CurtainRule,
     FrontBackRule,
     IndependentRule,
+    checked_selection_rule,
     fit_curtain_rule,
     fit_support_rule,
     has_verifier,
-    optimal_selection_rule,
 )
 
 __all__ = ["Optimal"]
@@ -90,8 +90,8 @@ class _VerifierPlan(_OptimumPlan):
     @cached_property
     def rule(self) -> CurtainRule | FrontBackRule:
         p, law = np.asarray(self.target, dtype=np.float64), self.law
-        if not isinstance(law, IID):  # the plan's target, held by the plan as well: no copy
-            return optimal_selection_rule(p, law, copy=False)
+        if not isinstance(law, IID):  # the plan's target, checked by prepare and held by the plan: no copy, no second check
+            return checked_selection_rule(p, law)
         support = law.support_tokens()  # the target is the plan's, checked once by prepare
         if len(support) == law.n:
             return fit_curtain_rule(p, law.draft, law.k, support)

@@ -22,7 +22,7 @@ Imports the laws and optimum rooms; neither imports this one.
 from multidraft.theory.verifier._curtain_rule import CurtainRule, fit_curtain_rule, fit_support_rule
 from multidraft.theory.verifier._independent_rule import IndependentRule, fit_path_curtain
 from multidraft.theory.verifier._path_mixture import PathMixtureRule, fit_independent_rule
-from multidraft.theory.verifier._optimal_rule import PROVEN_OPTIMAL_LAWS, VERIFIER_LAWS, has_verifier, optimal_selection_rule
+from multidraft.theory.verifier._optimal_rule import PROVEN_OPTIMAL_LAWS, VERIFIER_LAWS, checked_selection_rule, has_verifier, optimal_selection_rule
 from multidraft.theory.verifier._selection_rule import FrontBackRule, SelectionRule
 from multidraft.theory.verifier._support import BLOCK, OutsideTarget, TargetSplit, draw_levels, every_token, support_index
 
@@ -37,6 +37,7 @@ __all__ = [
     "has_verifier",
     "OutsideTarget",
     "optimal_selection_rule",
+    "checked_selection_rule",
     "fit_curtain_rule",
     "fit_support_rule",
     "VERIFIER_LAWS",

@@ -5,6 +5,8 @@ rules are and why they are optimal: :mod:`multidraft.theory.verifier._selection_
 
 from __future__ import annotations
 
+import numpy as np
+
 from multidraft.theory.laws import IID, DraftLaw, Independent, WithoutReplacement, check_law
 from multidraft.theory.verifier._curtain_rule import CurtainRule, fit_curtain_rule
 from multidraft.theory.verifier._independent_rule import IndependentRule
@@ -12,7 +14,7 @@ from multidraft.theory.verifier._path_mixture import fit_independent_rule
 from multidraft.theory.verifier._selection_rule import FrontBackRule
 from multidraft.theory.verifier._wor_rule import wor_selection_rule
 
-__all__ = ["optimal_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS", "has_verifier"]
+__all__ = ["optimal_selection_rule", "checked_selection_rule", "VERIFIER_LAWS", "PROVEN_OPTIMAL_LAWS", "has_verifier"]
 
 #: Draft-law classes with a lossless verifier at any vocabulary size (:func:`optimal_selection_rule`).
 VERIFIER_LAWS: tuple[type[DraftLaw], ...] = (IID, WithoutReplacement)
@@ -90,7 +92,14 @@ def optimal_selection_rule(target: object, law: DraftLaw, *, copy: bool = True) 
             f"law: the optimal verifier supports the {', '.join(cls.name for cls in VERIFIER_LAWS)} laws and "
             f"{Independent.name} drafts with k=2; got the {law.name} law with k={law.k}{reason}"
         )
-    p = law.check_target(target, copy=copy)
+    return checked_selection_rule(law.check_target(target, copy=copy), law)
+
+
+def checked_selection_rule(p: np.ndarray, law: DraftLaw) -> CurtainRule | FrontBackRule | IndependentRule:
+    """:func:`optimal_selection_rule` for a target ``p`` that ``law.check_target`` has already
+    returned, and a law with a verifier (:func:`has_verifier`): the rule of the law's kind,
+    without checking either again (a scheme's plan, whose ``prepare`` checked both: one pass
+    over the vocabulary less per node of a tree's law)."""
     if isinstance(law, Independent):
         first, second = law.marginals()
         return fit_independent_rule(p, first, second)

@@ -1,0 +1,148 @@
+"""How far the exact law of a tree drafted without replacement can fall with the rule of
+docs/optimal_verifier.md §8 as it is (issue 30, item 5: the law <= 20 ms on a 64-node tree at
+n = 49152).
+
+The law (``expected_accepted``) fits one rule per inner node it reaches. At a K = 2 node with
+P* < 1 the fit reads the whole vocabulary and fits a coin for every token of the T* side's
+*head* (its positions before the uniform tail), one after the other; the tail's law is a power
+series per token. If every other pass, gather, check and Python step of the fit were fused away,
+what would remain is its *floor*:
+
+* ``read``: one pass over p and q (here ``np.divide(p, q)``, the ratio keys every order needs);
+* ``order``: the head's tokens in position order (the cut's radix sort, on the head alone);
+* ``head``: the K = 2 front/back pass over the head alone (:func:`pair_pass`, no tail);
+* ``tail``: the tail's law (the same pass with its tail, less the head alone).
+
+The table gives, per tree and seed, the K = 2, P* < 1 fits that the law makes, their time now
+and their floor, the other fits (K > 2, P* = 1), and the law now and with those fits at their
+floor (``law - Σ fits + Σ floors``: the law's other costs kept). Not a lower bound for every
+rule: a rule whose head is not fitted token by token, or a cheaper tail law, would change it.
+
+``python benchmarks/bench_wor_fit_floor.py [--n 49152] [--seeds 2] [--repeats 20]``; writes
+``benchmarks/results/wor_fit_floor.json``. CPU ms (process time), medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+TREES = ("static-64 wor", "expansion[8,7] wor")
+
+
+def cpu_ms(function, repeats: int) -> float:
+    """Median process-CPU milliseconds of ``function`` over ``repeats`` calls after a warm-up."""
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        function()
+        times.append(time.process_time() - start)
+    return 1e3 * float(np.median(times))
+
+
+def node_floor(p: np.ndarray, q: np.ndarray, rule, repeats: int) -> dict:
+    """The floor's four parts (module docstring) for the K = 2 rule ``rule`` fitted to (p, q)."""
+    from multidraft.theory.verifier._front_back_two import pair_pass
+    from multidraft.theory.verifier._wor_parts import radix_order
+
+    by_position = np.argsort(rule.position, kind="stable")
+    t_tokens = by_position[rule.boundary :]
+    outside = float(q[by_position[: rule.boundary]].sum())
+    lead = int(outside > 0)
+    merged_p = np.concatenate([[0.0] * lead, p[t_tokens]])
+    merged_q = np.concatenate([[outside] * lead, q[t_tokens]])
+    head = rule.tail - rule.boundary
+    key, head_key = np.empty(len(p)), -(p[t_tokens[:head]] / q[t_tokens[:head]])
+    read = cpu_ms(lambda: np.divide(p, q, out=key), repeats)
+    order = cpu_ms(lambda: radix_order(head_key), repeats)
+    head_pass = cpu_ms(lambda: pair_pass(merged_p[: lead + head], merged_q[: lead + head], lead), repeats)
+    with_tail = cpu_ms(lambda: pair_pass(merged_p, merged_q, lead, lead + head), repeats)
+    tail = max(with_tail - head_pass, 0.0)
+    return dict(head=int(head), t_size=int(len(t_tokens)), read=read, order=order, head_pass=head_pass, tail=tail,
+                floor=read + order + head_pass + tail)  # fmt: skip
+
+
+def fitted_nodes(tree) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    """``(p, q, K)`` of every rule that ``token:optimal``'s law fits on ``tree``, in its order
+    (the walk skips nodes it cannot reach): recorded from one law call."""
+    from multidraft.theory.verifier import _optimal_rule
+    from multidraft.trees import get_verifier
+
+    fitted, fit = [], _optimal_rule.wor_selection_rule
+
+    def recording(p, q, k):
+        fitted.append((p, q, k))
+        return fit(p, q, k)
+
+    _optimal_rule.wor_selection_rule = recording
+    try:
+        get_verifier("token:optimal").expected_accepted(tree)
+    finally:
+        _optimal_rule.wor_selection_rule = fit
+    return fitted
+
+
+def run(n: int, seeds: int, repeats: int) -> list[dict]:
+    """One row per (tree, seed): the law now, its fits by kind, the K = 2, P* < 1 fits' floor."""
+    sys.path.insert(0, str(HERE))
+    from bench_tree_speed import build
+
+    from multidraft.theory.verifier._wor_rule import wor_selection_rule
+    from multidraft.trees import get_verifier
+
+    rows = []
+    for tree_name in TREES:
+        for seed in range(seeds):
+            tree = build(tree_name, n, seed)
+            law = cpu_ms(lambda: get_verifier("token:optimal").expected_accepted(tree), max(repeats // 4, 3))
+            fits, floors, other = [], [], []
+            for p, q, k in fitted_nodes(tree):
+                rule = wor_selection_rule(p, q, k)
+                milliseconds = cpu_ms(lambda: wor_selection_rule(p, q, k), repeats)
+                if k == 2 and rule.optimum < 1.0 and rule.boundary < rule.tail < rule.n:
+                    fits.append(milliseconds)
+                    floors.append(node_floor(p, q, rule, repeats))
+                else:
+                    other.append(milliseconds)
+            floor_sum = sum(f["floor"] for f in floors)
+            rows.append(dict(
+                tree=tree_name, seed=seed, law_ms=law, pair_fits=len(fits), pair_fits_ms=sum(fits), pair_floor_ms=floor_sum,
+                other_fits=len(other), other_fits_ms=sum(other), law_at_floor_ms=law - sum(fits) + floor_sum,
+                floor_parts_ms={part: sum(f[part] for f in floors) for part in ("read", "order", "head_pass", "tail")},
+                heads=[f["head"] for f in floors], t_sizes=[f["t_size"] for f in floors],
+            ))  # fmt: skip
+            row = rows[-1]
+            print(f"{tree_name:20s} seed {seed}: law {law:6.1f} ms | {len(fits):2d} K=2 P*<1 fits {row['pair_fits_ms']:6.1f} ms, "
+                  f"floor {floor_sum:5.1f} ms | {len(other):2d} other fits {row['other_fits_ms']:6.1f} ms | law at floor {row['law_at_floor_ms']:6.1f} ms",
+                  flush=True)  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=49152)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    rows = run(args.n, args.seeds, args.repeats)
+    print("\n| tree | seed | law | K=2 P*<1 fits | their time | their floor (read + order + head + tail) | other fits | law at floor |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        parts = " + ".join(f"{row['floor_parts_ms'][part]:.1f}" for part in ("read", "order", "head_pass", "tail"))
+        print(f"| {row['tree']} | {row['seed']} | {row['law_ms']:.1f} | {row['pair_fits']} | {row['pair_fits_ms']:.1f} | "
+              f"{row['pair_floor_ms']:.1f} ({parts}) | {row['other_fits']} ({row['other_fits_ms']:.1f}) | {row['law_at_floor_ms']:.1f} |")  # fmt: skip
+    out = HERE / "results" / "wor_fit_floor.json"
+    out.write_text(json.dumps({"arguments": vars(args), "load_average": os.getloadavg(), "goal_law_ms": 20.0, "rows": rows}, indent=1) + "\n")
+    print(f"\nwrote {out.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -26,27 +26,19 @@ rule: a rule whose head is not fitted token by token, or a cheaper tail law, wou
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from _common import measure, write_results
 
 HERE = Path(__file__).resolve().parent
 TREES = ("static-64 wor", "expansion[8,7] wor")
 
 
 def cpu_ms(function, repeats: int) -> float:
-    """Median process-CPU milliseconds of ``function`` over ``repeats`` calls after a warm-up."""
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        function()
-        times.append(time.process_time() - start)
-    return 1e3 * float(np.median(times))
+    """Median process-CPU milliseconds of ``function`` over ``repeats`` calls after a warm-up
+    (:func:`_common.measure`)."""
+    return 1e3 * measure(function, repeats).cpu_median
 
 
 def node_floor(p: np.ndarray, q: np.ndarray, rule, repeats: int) -> dict:
@@ -119,7 +111,6 @@ def law_without_fits_ms(tree, fitted, repeats: int) -> float:
 
 def run(n: int, seeds: int, repeats: int) -> list[dict]:
     """One row per (tree, seed): the law now, its fits by kind, the K = 2, P* < 1 fits' floor."""
-    sys.path.insert(0, str(HERE))
     from bench_tree_speed import build
 
     from multidraft.theory.verifier._wor_rule import wor_selection_rule
@@ -168,8 +159,7 @@ def main() -> None:
         parts = " + ".join(f"{row['floor_parts_ms'][part]:.1f}" for part in ("read", "order", "head_pass", "tail"))
         print(f"| {row['tree']} | {row['seed']} | {row['law_ms']:.1f} | {row['pair_fits']} | {row['pair_fits_ms']:.1f} | "
               f"{row['pair_floor_ms']:.1f} ({parts}) | {row['other_fits']} ({row['other_fits_ms']:.1f}) | {row['besides_fits_ms']:.1f} | {row['law_at_floor_ms']:.1f} |")  # fmt: skip
-    out = HERE / "results" / "wor_fit_floor.json"
-    out.write_text(json.dumps({"arguments": vars(args), "load_average": os.getloadavg(), "goal_law_ms": 20.0, "rows": rows}, indent=1) + "\n")
+    out = write_results("wor_fit_floor", rows, arguments=vars(args), goal_law_ms=20.0)
     print(f"\nwrote {out.relative_to(HERE.parent)}")
 
 

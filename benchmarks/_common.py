@@ -50,9 +50,13 @@ class Timings:
         return float(np.median(self.cpu))
 
 
-def measure(function: Callable[[], object], repeats: int, before: Callable[[], object] | None = None) -> Timings:
+def measure(
+    function: Callable[[], object], repeats: int, before: Callable[[], object] | None = None, cap: float | None = None
+) -> Timings:
     """Like :func:`timed` (one warm-up call, then ``repeats`` timed calls) but keeping every wall
-    time and the CPU times too; ``before`` (if given) runs untimed before each timed call."""
+    time and the CPU times too; ``before`` (if given) runs untimed before each timed call;
+    ``cap`` (if given) stops the timed calls once their CPU times add up to that many seconds
+    (at least one call is timed)."""
     result = function()
     wall, cpu = [], []
     for _ in range(repeats):
@@ -62,7 +66,15 @@ def measure(function: Callable[[], object], repeats: int, before: Callable[[], o
         result = function()
         wall.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
+        if cap is not None and sum(cpu) >= cap:
+            break
     return Timings(wall, cpu, result)
+
+
+def cpu_ms(function: Callable[[], object], repeats: int, cap: float | None = None) -> float:
+    """Median process-CPU milliseconds of ``function()`` over ``repeats`` calls after one
+    warm-up call (:func:`measure`, its ``cap`` too)."""
+    return 1e3 * measure(function, repeats, cap=cap).cpu_median
 
 
 def before_and_after_runs(

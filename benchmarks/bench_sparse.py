@@ -33,11 +33,10 @@ Writes ``benchmarks/results/sparse.json``. Usage: ``python benchmarks/bench_spar
 from __future__ import annotations
 
 import argparse
-import time
 from functools import cached_property
 
 import numpy as np
-from _common import print_table, write_results
+from _common import cpu_ms, print_table, write_results
 
 from multidraft.schemes import get_scheme
 from multidraft.theory import IID, Deterministic, Independent, optimal_acceptance, softmax, top_k, zipf
@@ -46,17 +45,6 @@ from multidraft.theory.verifier import TargetSplit, optimal_selection_rule
 
 TARGET_MS = 0.3
 N = 131072
-
-
-def cpu_ms(function, repeats: int) -> float:
-    """Median process-CPU milliseconds of ``function()`` over ``repeats`` calls (one warm-up)."""
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        function()
-        times.append(time.process_time() - start)
-    return 1e3 * float(np.median(times))
 
 
 def cpu_ms_batched(function, repeats: int, inner: int = 10) -> float:

@@ -76,19 +76,6 @@ def build(name: str, n: int, seed: int):
     return shaped(n, dynamic_slots(n, seed), "top-k" if name.endswith("top-k") else "without-replacement", seed)
 
 
-def cpu_ms(function, repeats: int) -> tuple[float, object]:
-    """Median process-CPU milliseconds of ``function`` over up to ``repeats`` calls (at most
-    :data:`TIME_CAP` seconds of them) after one warm-up call, and the last result."""
-    result = function()
-    times, spent = [], 0.0
-    while len(times) < repeats and spent < TIME_CAP:
-        start = time.process_time()
-        result = function()
-        times.append(time.process_time() - start)
-        spent += times[-1]
-    return 1e3 * float(np.median(times)), result
-
-
 def walks_ms(verifier, tree, seed: int, walks: int) -> float:
     """Mean process-CPU milliseconds of one ``verifier.verify`` run over the walks of the
     generators seeded ``(seed, 0..walks-1)`` (at most :data:`TIME_CAP` seconds of them), after one
@@ -108,10 +95,12 @@ def walks_ms(verifier, tree, seed: int, walks: int) -> float:
 def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = (("*", "*"),), walks: int = 40) -> dict:
     """Time the verifiers on the trees, the rows that a pattern of ``only`` names (default: all),
     with the ``multidraft`` on the path (one process)."""
+    from _common import cpu_ms, measure
+
     from multidraft.trees import get_verifier
 
     row = np.random.default_rng(0).random(n)
-    argsort_ms = cpu_ms(lambda: np.argsort(row), 20)[0]
+    argsort_ms = cpu_ms(lambda: np.argsort(row), 20, cap=TIME_CAP)
     rows = []
     for tree_name in (t for t in TREES if any(_selected(v, t, only) for v in VERIFIERS)):
         trees = [build(tree_name, n, seed) for seed in range(seeds)]
@@ -121,9 +110,9 @@ def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = ((
                 continue
             verify, law, values = [], [], []
             for seed, tree in enumerate(trees):
-                milliseconds, value = cpu_ms(lambda: verifier.expected_accepted(tree), repeats)
-                law.append(milliseconds)
-                values.append(float(value))
+                timing = measure(lambda: verifier.expected_accepted(tree), repeats, cap=TIME_CAP)
+                law.append(1e3 * timing.cpu_median)
+                values.append(float(timing.result))
                 verify.append(walks_ms(verifier, tree, seed, walks))
             rows.append(dict(tree=tree_name, verifier=name, nodes=int(trees[0].nodes.count - 1),
                              verify_ms=float(np.median(verify)), law_ms=float(np.median(law)), expected=values))  # fmt: skip

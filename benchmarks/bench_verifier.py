@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _common import measure, print_table, write_results
+from _common import cpu_ms, measure, print_table, write_results
 
 from multidraft.theory import IID, WithoutReplacement, optimal_acceptance, softmax, top_k, zipf
 from multidraft.theory.verifier._curtain import curtain_fit, density_order
@@ -48,10 +48,6 @@ def fit_and_select(p: np.ndarray, law, drafts: np.ndarray, rng: np.random.Genera
         rng.random() < rule.accept[int(drafts[0, column[0]])]
     return rule
 
-
-def cpu_ms(function, repeats: int) -> float:
-    """Median process-CPU milliseconds of ``function()`` (after one warm-up call)."""
-    return 1e3 * measure(function, repeats).cpu_median
 
 
 def fit_profile(p: np.ndarray, law, repeats: int) -> dict:

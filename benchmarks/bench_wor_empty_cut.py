@@ -24,15 +24,8 @@ import os
 
 import numpy as np
 
-from _common import measure, print_table, write_results
+from _common import cpu_ms, measure, print_table, write_results
 from _tree_blocks import shaped
-
-
-def cpu_ms(function, repeats: int) -> tuple[float, object]:
-    """Median process-CPU milliseconds of ``function`` over ``repeats`` calls after a warm-up
-    (:func:`_common.measure`), and the last result."""
-    timings = measure(function, repeats)
-    return 1e3 * timings.cpu_median, timings.result
 
 
 def choice_rows(p: np.ndarray, q: np.ndarray) -> list[dict]:
@@ -54,12 +47,12 @@ def choice_rows(p: np.ndarray, q: np.ndarray) -> list[dict]:
             tuples = tuples[rule._in_u(tuples).any(axis=-1)]
             if not len(tuples):
                 continue
-            closed_ms, closed = cpu_ms(lambda: stream_choice_probabilities(rule.layout, rule.group[tuples], rule.draft[tuples], rule._in_u(tuples)), 5)
+            closed = measure(lambda: stream_choice_probabilities(rule.layout, rule.group[tuples], rule.draft[tuples], rule._in_u(tuples)), 5)
             few = tuples[: 2 if k == 8 else 20]
-            enumeration_ms, enumerated = cpu_ms(lambda: enumerated_choice(rule, few), 1)
+            enumeration = measure(lambda: enumerated_choice(rule, few), 1)
             rows.append(dict(k=k, cut=name, t_star=len(rule.certificate), tuples=len(tuples),
-                             enumeration_ms_per_tuple=enumeration_ms / len(few), closed_form_ms_per_tuple=closed_ms / len(tuples),
-                             largest_difference=float(np.abs(closed[: len(few)] - enumerated).max())))  # fmt: skip
+                             enumeration_ms_per_tuple=1e3 * enumeration.cpu_median / len(few), closed_form_ms_per_tuple=1e3 * closed.cpu_median / len(tuples),
+                             largest_difference=float(np.abs(closed.result[: len(few)] - enumeration.result).max())))  # fmt: skip
     return rows
 
 
@@ -77,12 +70,14 @@ def node_rows(n: int, seeds: int) -> list[dict]:
                 continue
             p, q, k = tree.target[node], tree.draft[node], len(drawn)
             cut = optimal_cut(p, q, k)
-            scan_ms, scan = cpu_ms(lambda: _rule_for_cut(p, q, k, optimal_cut(p, q, k)), 3)
-            now_ms, now = cpu_ms(lambda: wor_selection_rule(p, q, k), 3)
-            choice_ms, _ = cpu_ms(lambda: now.choice_probabilities(np.array(drawn)[None]), 5)
-            rows.append(dict(seed=seed, node=node, k=k, p_star_minus_1=cut.value - 1.0, t_star_scan=cut.size, t_star_now=len(now.certificate),
-                             fit_scan_cut_ms=scan_ms, fit_now_ms=now_ms, shortfall_scan_cut=cut.value - scan.acceptance,
-                             shortfall_now=cut.value - now.acceptance, choice_ms=choice_ms))  # fmt: skip
+            scan = measure(lambda: _rule_for_cut(p, q, k, optimal_cut(p, q, k)), 3)
+            now = measure(lambda: wor_selection_rule(p, q, k), 3)
+            rule = now.result
+            choice_ms = cpu_ms(lambda: rule.choice_probabilities(np.array(drawn)[None]), 5)
+            rows.append(dict(seed=seed, node=node, k=k, p_star_minus_1=cut.value - 1.0, t_star_scan=cut.size, t_star_now=len(rule.certificate),
+                             fit_scan_cut_ms=1e3 * scan.cpu_median, fit_now_ms=1e3 * now.cpu_median,
+                             shortfall_scan_cut=cut.value - scan.result.acceptance, shortfall_now=cut.value - rule.acceptance,
+                             choice_ms=choice_ms))  # fmt: skip
     return rows
 
 

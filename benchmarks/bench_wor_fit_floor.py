@@ -29,16 +29,11 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from _common import measure, write_results
+from _common import cpu_ms, write_results
 
 HERE = Path(__file__).resolve().parent
 TREES = ("static-64 wor", "expansion[8,7] wor")
 
-
-def cpu_ms(function, repeats: int) -> float:
-    """Median process-CPU milliseconds of ``function`` over ``repeats`` calls after a warm-up
-    (:func:`_common.measure`)."""
-    return 1e3 * measure(function, repeats).cpu_median
 
 
 def node_floor(p: np.ndarray, q: np.ndarray, rule, repeats: int) -> dict:

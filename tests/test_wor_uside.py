@@ -1,0 +1,69 @@
+"""The without-replacement rule's U side in compiled passes (issue 30, item 5): the J-curtain
+layout's order and cut (:func:`~multidraft.theory.verifier._wor_curtain._order_and_cut`) against
+the numpy expressions it replaces, bit for bit, each check shown to reject a broken twin."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from multidraft.theory.verifier import _wor_curtain
+from multidraft.theory.verifier._orders import sorted_tokens
+
+
+def _numpy_order_and_cut(p, m, c, hint):
+    """The code :func:`_order_and_cut` replaces (clipped_layout's lines before it)."""
+    key = -m / np.where(p > 0, p, 1.0)
+    if hint is None:
+        order = np.lexsort((key, p > 0))
+    else:
+        drafted = p[hint] > 0
+        zero, positive = hint[~drafted], hint[drafted]
+        order = np.concatenate([sorted_tokens(zero, key[zero]), sorted_tokens(positive, key[positive])])
+    prefix_p = np.concatenate([[0.0], np.cumsum(p[order])])
+    prefix_m = np.minimum(np.concatenate([[0.0], np.cumsum(m[order])]), 1.0)
+    values = prefix_p + 1.0 - np.polynomial.polynomial.polyval(prefix_m, c)
+    return order, int(np.argmin(values)), values
+
+
+def _instances(seed: int):
+    """80 ``(p, m, c, hint)``: p with zeros, ratios with many exact ties (dyadic masses; with G(x) = x
+    and p = m on some tokens, equal prefix values), hints
+    nearly in order (the U side's position order reversed), none, or random (numpy's sort then)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(80):
+        size = int(rng.integers(1, 600))
+        if trial % 2:  # dyadic, so sums are exact (not normalised: the pass does not need it)
+            m = rng.integers(1, 5, size) * 2.0**-12
+            p = m * rng.integers(0, 4, size)
+        else:
+            m = rng.dirichlet(np.full(size, 0.5)) + 1e-12
+            p = rng.dirichlet(np.full(size, 0.5)) * (rng.random(size) < 0.9)
+            m, p = m / m.sum(), p / p.sum()
+        c = rng.dirichlet(np.ones(int(rng.integers(2, 6)))) if trial % 4 != 1 else np.array([0.0, 1.0])  # G(x) = x: equal minima
+        key = -m / np.where(p > 0, p, 1.0)
+        hint = (None, rng.permutation(size), np.argsort(key + rng.normal(0, 1e-3, size), kind="stable"))[trial % 3]
+        yield p, m, c, hint
+
+
+def test_order_and_cut_is_the_numpy_route_bit_for_bit_and_twins_are_caught():
+    last_minimum = reversed_ties = 0
+    for p, m, c, hint in _instances(0):
+        order, cut = _wor_curtain._order_and_cut(p, m, c, hint)
+        expected, expected_cut, values = _numpy_order_and_cut(p, m, c, hint)
+        np.testing.assert_array_equal(order, expected)
+        assert cut == expected_cut
+        # WRONG twins: the last of equal minima; equal keys by decreasing id (the hint's order)
+        last_minimum += len(values) - 1 - int(np.argmin(values[::-1])) != expected_cut
+        key = -m / np.where(p > 0, p, 1.0)
+        twin = np.lexsort((-np.arange(len(p)), key, p > 0))
+        reversed_ties += not np.array_equal(twin, expected)
+    assert last_minimum >= 3 and reversed_ties >= 10
+
+
+def test_one_interval_weight_is_polynomial_weights():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        c = rng.dirichlet(np.ones(int(rng.integers(2, 9))))
+        lo, hi = np.sort(rng.random(2))
+        _wor_curtain._kernels()
+        assert _wor_curtain.weight(float(lo), float(hi), c) == float(_wor_curtain.polynomial_weight(lo, hi, c))

@@ -287,12 +287,19 @@ KERNELS = ("sums", "weight", "weights", "solo", "stack_pass", "breakpoint_sums",
 def _kernels():
     """``(stack_pass, weights)``, numba-compiled on first use
     (:func:`~multidraft.theory._numba.compile_in_place`) and cached on disk; :func:`stack_pass` holds its starts
-    by the iid kernels' ``held_start``, imported here (with numba) rather than with this module."""
+    by the iid kernels' ``held_start``, imported here (with numba) rather than with this module.
+    After the first call one truth test (a layout makes three calls)."""
     global held_start
-    from multidraft.theory.verifier._curtain_kernels import held_start
+    if not _READY:
+        from multidraft.theory.verifier._curtain_kernels import held_start
 
-    compile_in_place(globals(), KERNELS)
+        compile_in_place(globals(), KERNELS)
+        _READY.append(True)
     return stack_pass, weights
+
+
+#: Whether :func:`_kernels` has compiled the kernels (non-empty then).
+_READY: list[bool] = []
 
 
 def breakpoint_sums(values, masses, value_total, mass_total, clip_min, out):

@@ -67,3 +67,34 @@ def test_one_interval_weight_is_polynomial_weights():
         lo, hi = np.sort(rng.random(2))
         _wor_curtain._kernels()
         assert _wor_curtain.weight(float(lo), float(hi), c) == float(_wor_curtain.polynomial_weight(lo, hi, c))
+
+
+def test_choice_of_rows_that_all_draft_u_is_the_mixed_batchs_and_the_front_back_product_is_caught():
+    """Rows that all draft a U token skip the front/back product (the curtain overwrites it):
+    the same bits as those rows inside a batch with a T*-only row (the general route), and a
+    twin keeping the front/back product for them is told apart."""
+    from multidraft.theory import zipf
+    from multidraft.theory.verifier._selection_rule import FrontBackRule
+    from multidraft.theory.verifier._wor_rule import wor_selection_rule
+
+    rng = np.random.default_rng(3)
+    checked = caught = 0
+    for trial in range(12):
+        n, k = int(rng.integers(40, 400)), int(rng.integers(2, 4))
+        p = rng.permutation(zipf(n, 1.1))
+        q = np.exp(np.log(p) + 1.5 * rng.standard_normal(n))
+        rule = wor_selection_rule(p, q / q.sum(), k)
+        if rule.first_draft or rule.u_rule != "j-curtain" or rule.boundary in (0, n) or n - rule.boundary < k:
+            continue
+        u, t = np.flatnonzero(rule.position < rule.boundary), np.flatnonzero(rule.position >= rule.boundary)
+        u = u[rule.draft[u] > 0]
+        if len(u) < 1 or len(t) < k:
+            continue
+        rows = np.array([np.concatenate([[u[i % len(u)]], rng.choice(np.setdiff1d(np.arange(n), u[i % len(u)]), k - 1, replace=False)]) for i in range(6)])
+        rows = rows[rule._in_u(rows).any(axis=-1)]
+        mixed = np.concatenate([rows, t[:k][None, :]])
+        got = rule.choice_probabilities(rows)
+        np.testing.assert_array_equal(got, rule.choice_probabilities(mixed)[: len(rows)])
+        checked += 1
+        caught += not np.array_equal(FrontBackRule.choice_probabilities(rule, rows), got)
+    assert checked >= 5 and caught == checked

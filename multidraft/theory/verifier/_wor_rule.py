@@ -209,8 +209,16 @@ class WithoutReplacementRule(FrontBackRule):
         """``P(draft i is selected | X = x)`` for every row of ``tuples [m, K]``, exactly: the
         J-curtain's rows by the closed form over the rebuilt stream's U-marks
         (:func:`~multidraft.theory.verifier._stream_choice.stream_choice_probabilities`, O(K³)
-        per piece of the drafts' groups), the others by the front/back rule's product."""
+        per piece of the drafts' groups), the others by the front/back rule's product. Where every
+        row drafts a U token (the walk's one row, often) the curtain's rows are all of ``out``:
+        the front/back product and the tail's spread, which they overwrite, are not computed."""
         tuples = np.asarray(tuples, dtype=np.int64)
+        if not self.first_draft and self.u_rule == "j-curtain":
+            in_u = self._in_u(tuples)
+            if len(tuples) and in_u.any(axis=-1).all():
+                out = np.zeros(tuples.shape)
+                out[:] = stream_choice_probabilities(self.layout, self.group[tuples], self.draft[tuples], in_u)
+                return out
         out = super().choice_probabilities(tuples)
         if self.first_draft:
             return out

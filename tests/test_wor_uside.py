@@ -98,3 +98,26 @@ def test_choice_of_rows_that_all_draft_u_is_the_mixed_batchs_and_the_front_back_
         checked += 1
         caught += not np.array_equal(FrontBackRule.choice_probabilities(rule, rows), got)
     assert checked >= 5 and caught == checked
+
+
+def test_the_rules_alpha_and_r_do_not_depend_on_the_memory_they_reuse():
+    """α and r start uninitialised (every entry is written: U's zeros, T*'s scatter): fits after
+    freeing arrays of NaN and of 7.0 of the same size give the same finite bits (dropping either
+    of U's zero fills fails it: checked by hand, a NaN left at a U token)."""
+    from multidraft.theory import zipf
+    from multidraft.theory.verifier._wor_rule import wor_selection_rule
+
+    rng = np.random.default_rng(4)
+    for trial in range(8):
+        n, k = int(rng.integers(50, 3000)), int(rng.integers(2, 5))
+        p = rng.permutation(zipf(n, 1.1))
+        q = np.exp(np.log(p) + 1.5 * rng.standard_normal(n))
+        q[rng.random(n) < 0.1] = 0.0
+        fits = []
+        for poison in (np.nan, 7.0):
+            garbage = [np.full(n, poison) for _ in range(6)]
+            del garbage
+            rule = wor_selection_rule(p, q / q.sum(), k)
+            fits.append((rule.alpha.tobytes(), rule.selection_law.tobytes()))
+            assert np.isfinite(rule.alpha).all() and np.isfinite(rule.selection_law).all()
+        assert fits[0] == fits[1], trial

@@ -319,8 +319,15 @@ def piece_offsets(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _compiled() -> None:
-    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`)."""
-    compile_in_place(globals(), KERNELS)
+    """Compile the kernels below on first use (:func:`~multidraft.theory._numba.compile_in_place`);
+    after that one truth test a call (a fit makes ~12 calls, each of which checked all 18 names)."""
+    if not _READY:
+        compile_in_place(globals(), KERNELS)
+        _READY.append(True)
+
+
+#: Whether :func:`_compiled` has compiled the kernels (non-empty then).
+_READY: list[bool] = []
 
 
 def _ratio_gather(hint, p, q, values, masses, key):

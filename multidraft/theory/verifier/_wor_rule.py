@@ -209,8 +209,16 @@ class WithoutReplacementRule(FrontBackRule):
         """``P(draft i is selected | X = x)`` for every row of ``tuples [m, K]``, exactly: the
         J-curtain's rows by the closed form over the rebuilt stream's U-marks
         (:func:`~multidraft.theory.verifier._stream_choice.stream_choice_probabilities`, O(K³)
-        per piece of the drafts' groups), the others by the front/back rule's product."""
+        per piece of the drafts' groups), the others by the front/back rule's product. Where every
+        row drafts a U token (the walk's one row, often) the curtain's rows are all of ``out``:
+        the front/back product and the tail's spread, which they overwrite, are not computed."""
         tuples = np.asarray(tuples, dtype=np.int64)
+        if not self.first_draft and self.u_rule == "j-curtain":
+            in_u = self._in_u(tuples)
+            if len(tuples) and in_u.any(axis=-1).all():
+                out = np.zeros(tuples.shape)
+                out[:] = stream_choice_probabilities(self.layout, self.group[tuples], self.draft[tuples], in_u)
+                return out
         out = super().choice_probabilities(tuples)
         if self.first_draft:
             return out
@@ -489,7 +497,9 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     r_star[u_part.tokens] = u_part.law
     boundary = n - cut.size
     drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
-    alpha, r = np.zeros(n), np.zeros(n)
+    alpha, r = np.empty(n), np.empty(n)  # every entry written: U's zeros here, T*'s by its scatter
+    alpha[u_tokens] = 0.0
+    r[u_tokens] = 0.0
     note = None
 
     # T* side: front/back with U merged into one token of mass L (another order where short).

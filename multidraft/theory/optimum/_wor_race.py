@@ -49,7 +49,7 @@ from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_pairs import pair_cut, pair_j_law
 from multidraft.theory.optimum._wor_moments import ROUNDING, SERIES_LIMIT, light_split, moment_order, stirling_weights
-from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread, radix_order_64, tighten_bounds
+from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread, radix_order_64, scan_keys, tighten_bounds
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "race_j_law", "count_law"]
 
@@ -115,9 +115,7 @@ def _sorted_by_scan(p: np.ndarray, q: np.ndarray, sort) -> tuple[np.ndarray, np.
     pass (:func:`~multidraft.theory.optimum._wor_sums.gather_checked`; numpy's ``key[order]``,
     two gathers and the count were four passes)."""
     p, q = np.ascontiguousarray(p), np.ascontiguousarray(q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.divide(q, p)
-    np.negative(key, out=key)
+    key = scan_keys(p, q)
     order = None if sort is None else sort(key)
     if order is None:
         order = radix_order_64(key)

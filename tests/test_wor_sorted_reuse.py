@@ -244,3 +244,22 @@ def test_the_rule_from_the_scans_t_star_and_the_node_bounds_is_the_sorting_one_a
         for rule, (p, q, k) in zip(rules, cases):
             caught += not np.array_equal(rule.position, _wor_rule.wor_selection_rule(p, q, k).position)
     assert caught >= 10
+
+
+def test_the_scan_keys_are_numpys_and_a_zero_without_its_sign_is_caught():
+    """:func:`~multidraft.theory.optimum._wor_sums.scan_keys` and the gather's tie check form
+    -(q/p) as numpy does, p = ±0 included (q/±0 = ±inf, 0/0 NaN): bit for bit but for NaN's
+    sign. WRONG twin: -inf for every p = 0 < q (numba's division would raise there): p = -0.0
+    gives +inf."""
+    rng = np.random.default_rng(23)
+    p, q = rng.random(4000), rng.random(4000)
+    p[rng.random(4000) < 0.1], q[rng.random(4000) < 0.1] = 0.0, 0.0
+    p[rng.random(4000) < 0.05] = -0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.negative(np.divide(q, p))
+    key = _wor_sums.scan_keys(p, q)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(key), nan)
+    assert key[~nan].tobytes() == expected[~nan].tobytes()
+    twin = np.where(p == 0, np.where(q > 0, -np.inf, np.nan), expected)
+    assert not np.array_equal(twin, expected, equal_nan=True)  # p = -0.0 < q: +inf, not -inf

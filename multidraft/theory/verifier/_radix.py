@@ -139,7 +139,7 @@ def pack_ordered_keys(key: np.ndarray, packed: np.ndarray, shift: int, bits: int
         return 0
     _compile()
     ordered = packed[: len(key)]
-    low, high = _ordered_bits(key, ordered)
+    low, high = (np.uint64(x) for x in _ordered_bits(key, ordered))  # numba would type a Python int below 2^63 as int64: a signed b - b_min
     spread, drop = _resolution(int(high - low), bits)
     _pack_offset(ordered, low, ordered, drop, shift)
     return max(spread - drop, 0)

@@ -99,7 +99,7 @@ def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray
     keys tie, ``ratio_order`` itself is taken, so that the scan -- whose argmin over a tie
     class's prefixes can turn on the rounding of their sums (p = q: T* = ∅ or Ω, both at P* = 1)
     -- is the one it always was. ``sort``: another stable ascending sort of the keys (NaN last)
-    to try first (the verifier passes a three-pass one,
+    to try first (the verifier passes one of two or three passes,
     :func:`~multidraft.theory.verifier._wor_parts.radix_order`; the result is the same), which
     may decline by returning None.
 

@@ -281,8 +281,10 @@ def radix_order(key: np.ndarray) -> np.ndarray | None:
     span 24 bits at 33: two), runs of equal truncated keys put in exact order
     (:func:`~multidraft.theory.verifier._radix.settle_ties`); the cut's own 64-bit radix sort
     makes six passes. None when a run of equal truncated keys is longer than
-    :data:`LONG_RUN` (keys that differ in their last bits only, as p/q for q = softmax(log p);
-    the scan then sorts by all 64 bits itself instead of settling the run by a comparison sort).
+    :data:`LONG_RUN` (many keys that differ in their last bits only, as p/q for q =
+    softmax(log p), among others a binade or more away: keys within a narrow span are sorted by
+    every bit; the scan then sorts by all 64 bits itself instead of settling the run by a
+    comparison sort).
 
     >>> radix_order(np.array([-0.5, -np.inf, np.nan, -0.0, -0.75])).tolist()
     [1, 4, 0, 3, 2]

@@ -85,3 +85,45 @@ def test_a_negative_ratio_is_refused_not_sorted_wrongly():
     share = resplit(law1, law, np.full(3, 0.5))
     assert share.min() >= 0.0 and share.max() <= 1.0 and share.tolist() == [0.0, 1.0, 0.5]
     assert (np.divide(law1, law, out=np.full(3, 0.5), where=law > 0) < 0).any()  # the twin
+
+
+def _ordered(key: np.ndarray) -> np.ndarray:
+    """The keys' order-preserving bits (sign bit set for non-negative keys, every bit flipped for
+    negative ones, NaN the largest): what :func:`~multidraft.theory.verifier._radix.pack_ordered_keys` offsets."""
+    raw, sign = key.view(np.uint64), np.uint64(1 << 63)
+    return np.where(np.isnan(key), ~np.uint64(0), np.where(raw & sign, ~raw, raw | sign))
+
+
+def test_ordered_keys_are_offset_from_their_least_bits_and_a_float_minimum_is_caught():
+    """The wor scan's keys -q/p (any sign, -0.0 and 0.0, -inf, NaN) packed less their least
+    order-preserving bits: the kept bits are ``(b - b_min) >> drop`` (monotone in the key, below
+    ``2^bits``), the index below them, two digits on a fit's keys and the fine resolution on a
+    wide range. WRONG twin: the offset from the bits of the keys' float minimum (Python's ``min``:
+    -0.0 == 0.0, so 0.0 may be taken, whose bits exceed -0.0's): ``b - b_min`` wraps."""
+    rng = np.random.default_rng(8)
+    shift = (N - 1).bit_length()
+    packed = np.empty(N, dtype=np.uint64)
+    p, q = _fit_like(3)
+    wide = -rng.random(N) * 10.0 ** rng.uniform(-300, 300, N)
+    wide[rng.random(N) < 0.05] = -np.inf
+    wide[rng.random(N) < 0.05] = np.nan
+    wide[rng.random(N) < 0.05] = -0.0
+    wide[rng.random(N) < 0.05] = 0.0
+    for key, narrow in ((-(q / p), True), (wide, False)):
+        bits = _radix.pack_ordered_keys(key, packed, shift, 33)
+        assert (bits <= 2 * _radix.DIGIT_BITS) == narrow and 0 < bits <= 33
+        np.testing.assert_array_equal(packed & np.uint64((1 << shift) - 1), np.arange(N, dtype=np.uint64))
+        kept = packed >> np.uint64(shift)
+        assert kept.max() < 1 << bits
+        ordered = _ordered(key)
+        drop = int(ordered.max() - ordered.min()).bit_length() - bits
+        np.testing.assert_array_equal(kept, (ordered - ordered.min()) >> np.uint64(drop))
+    with pytest.raises(ValueError, match="do not fit"):
+        _radix.pack_ordered_keys(wide, packed, 15, 33)  # 49152 entries need 16 index bits
+    signed = np.array([0.0, -0.0, 1.0])
+    low = _ordered(np.array([min(signed.tolist())]))[0]  # the twin's least bits: 0.0's (a float minimum: the first of equal ones)
+    assert low > _ordered(signed).min()  # above -0.0's, so b - b_min wraps for -0.0
+    packed = np.empty(3, dtype=np.uint64)
+    bits = _radix.pack_ordered_keys(signed, packed, 2, 33)
+    kept = (packed >> np.uint64(2)).tolist()
+    assert kept[1] <= kept[0] < kept[2] < 1 << bits  # -0.0, 0.0, 1.0 in order, none wrapped

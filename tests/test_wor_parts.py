@@ -156,7 +156,11 @@ def test_radix_order_is_the_stable_argsort_and_the_scan_order_is_unchanged_and_r
         order, expected = _wor_parts.radix_order(key), np.argsort(key, kind="stable")
         raw, sign = key.view(np.uint64), np.uint64(1 << 63)  # the keys' order-preserving bits (NaN the largest)
         bits = np.where(np.isnan(key), ~np.uint64(0), np.where(raw & sign, ~raw, raw | sign))
-        top = bits >> np.uint64(64 - _wor_parts.KEY_BITS)
+        finite = bits if len(bits) else np.zeros(1, np.uint64)  # the kept bits: offset from the least, 33-bit resolution or two digits
+        span = int(finite.max() - finite.min())
+        drop = max(span.bit_length() - 22, 0)
+        drop = 64 - _wor_parts.KEY_BITS if drop > 64 - _wor_parts.KEY_BITS + 2 else drop
+        top = (bits - finite.min()) >> np.uint64(drop)
         longest = int(np.max(np.unique(top, return_counts=True)[1]))
         declined += order is None
         # declined exactly where a run of keys equal in their top bits is longer than LONG_RUN
@@ -169,7 +173,9 @@ def test_radix_order_is_the_stable_argsort_and_the_scan_order_is_unchanged_and_r
         if p.sum() > 0 and q.sum() > 0:
             np.testing.assert_array_equal(scan_order(p, q, _wor_parts.radix_order), scan_order(p, q))
     assert declined >= 3
-    ulps = -np.nextafter(1.0, 2.0, dtype=np.float64) ** rng.integers(0, 50, 5000)  # -1 - a few ulps: one long run
+    ulps = -np.nextafter(1.0, 2.0, dtype=np.float64) ** rng.integers(0, 50, 5000)  # -1 - a few ulps: a narrow span,
+    np.testing.assert_array_equal(_wor_parts.radix_order(ulps), np.argsort(ulps, kind="stable"))  # sorted by every bit
+    ulps[0] = -2.0  # the span of a binade at 33-bit resolution: these keys are one long run
     assert _wor_parts.radix_order(ulps) is None
     p = rng.dirichlet(np.full(5000, 0.5))
     q = p * (1.0 - 1e-16 * rng.random(5000))  # q/p within ulps of 1: the scan sorts all 64 bits itself

@@ -55,17 +55,19 @@ def _pairs():
 def test_the_scan_gathers_are_numpys_and_a_tie_check_without_the_nan_end_is_caught():
     nan_ends = 0
     for p, q in _pairs():
-        order, p_sorted, q_sorted = _wor_race._sorted_by_scan(p, q, _wor_parts.radix_order)
+        order, p_sorted, q_sorted, draftable = _wor_race._sorted_by_scan(p, q, _wor_parts.radix_order)
         np.testing.assert_array_equal(order, _main_scan_order(p, q, _wor_parts.radix_order))
         np.testing.assert_array_equal(p_sorted, p[order])
         np.testing.assert_array_equal(q_sorted, q[order])
+        assert draftable == np.count_nonzero(q[order])
         key = -(q / np.where(p > 0, p, np.nan))
         ordered = np.sort(key)  # NaN last, as the scan's sort puts them
         nan_ends += bool(np.isnan(ordered[-2:]).all()) and not (ordered[1:] == ordered[:-1]).any()
     assert nan_ends >= 1  # the twin (ties alone) misses these: their keys hold no equal pair
-    twin = np.array([-2.0, -1.0, np.nan, np.nan])
+    p, q = np.array([1.0, 1.0, 0.0, 0.0]), np.array([2.0, 1.0, 0.0, 0.0])  # keys -2, -1, NaN, NaN
+    twin = -(q / np.where(p > 0, p, np.nan))
     p_sorted, q_sorted = np.empty(4), np.empty(4)
-    assert _wor_sums.gather_checked(np.ones(4), np.ones(4), twin, np.arange(4), p_sorted, q_sorted)
+    assert _wor_sums.gather_checked(p, q, np.arange(4), p_sorted, q_sorted) == (True, 2)
     assert not (twin[1:] == twin[:-1]).any()  # the twin's verdict: no tie, so no fallback
 
 
@@ -242,3 +244,22 @@ def test_the_rule_from_the_scans_t_star_and_the_node_bounds_is_the_sorting_one_a
         for rule, (p, q, k) in zip(rules, cases):
             caught += not np.array_equal(rule.position, _wor_rule.wor_selection_rule(p, q, k).position)
     assert caught >= 10
+
+
+def test_the_scan_keys_are_numpys_and_a_zero_without_its_sign_is_caught():
+    """:func:`~multidraft.theory.optimum._wor_sums.scan_keys` and the gather's tie check form
+    -(q/p) as numpy does, p = ±0 included (q/±0 = ±inf, 0/0 NaN): bit for bit but for NaN's
+    sign. WRONG twin: -inf for every p = 0 < q (numba's division would raise there): p = -0.0
+    gives +inf."""
+    rng = np.random.default_rng(23)
+    p, q = rng.random(4000), rng.random(4000)
+    p[rng.random(4000) < 0.1], q[rng.random(4000) < 0.1] = 0.0, 0.0
+    p[rng.random(4000) < 0.05] = -0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.negative(np.divide(q, p))
+    key = _wor_sums.scan_keys(p, q)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(key), nan)
+    assert key[~nan].tobytes() == expected[~nan].tobytes()
+    twin = np.where(p == 0, np.where(q > 0, -np.inf, np.nan), expected)
+    assert not np.array_equal(twin, expected, equal_nan=True)  # p = -0.0 < q: +inf, not -inf

@@ -49,7 +49,7 @@ from multidraft.theory.optimum import _wor_moments
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.optimum._wor_pairs import pair_cut, pair_j_law
 from multidraft.theory.optimum._wor_moments import ROUNDING, SERIES_LIMIT, light_split, moment_order, stirling_weights
-from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread, radix_order_64, tighten_bounds
+from multidraft.theory.optimum._wor_sums import gather_checked, outside_mass, prefix_bounds, race_spread, radix_order_64, scan_keys, tighten_bounds
 
 __all__ = ["OptimalCut", "optimal_cut", "full_scan_cut", "j_law", "race_j_law", "count_law"]
 
@@ -99,7 +99,7 @@ def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray
     keys tie, ``ratio_order`` itself is taken, so that the scan -- whose argmin over a tie
     class's prefixes can turn on the rounding of their sums (p = q: T* = ∅ or Ω, both at P* = 1)
     -- is the one it always was. ``sort``: another stable ascending sort of the keys (NaN last)
-    to try first (the verifier passes a three-pass one,
+    to try first (the verifier passes one of two or three passes,
     :func:`~multidraft.theory.verifier._wor_parts.radix_order`; the result is the same), which
     may decline by returning None.
 
@@ -109,22 +109,23 @@ def scan_order(target: np.ndarray, draft: np.ndarray, sort: Callable[[np.ndarray
     return _sorted_by_scan(np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64), sort)[0]
 
 
-def _sorted_by_scan(p: np.ndarray, q: np.ndarray, sort) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(order, p[order], q[order])`` for :func:`scan_order`: the gathers and the check for
-    ties in one compiled pass (:func:`~multidraft.theory.optimum._wor_sums.gather_checked`;
-    numpy's ``key[order]`` and two gathers were three passes of random reads)."""
+def _sorted_by_scan(p: np.ndarray, q: np.ndarray, sort) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(order, p[order], q[order], draftable)`` for :func:`scan_order`, ``draftable`` =
+    ``np.count_nonzero(q[order])``: the gathers, the check for ties and the count in one compiled
+    pass (:func:`~multidraft.theory.optimum._wor_sums.gather_checked`; numpy's ``key[order]``,
+    two gathers and the count were four passes)."""
     p, q = np.ascontiguousarray(p), np.ascontiguousarray(q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.divide(q, p)
-    np.negative(key, out=key)
+    key = scan_keys(p, q)
     order = None if sort is None else sort(key)
     if order is None:
         order = radix_order_64(key)
     p_sorted, q_sorted = np.empty(len(p)), np.empty(len(q))
-    if gather_checked(p, q, key, np.ascontiguousarray(order, dtype=np.int64), p_sorted, q_sorted):
+    tie, draftable = gather_checked(p, q, np.ascontiguousarray(order, dtype=np.int64), p_sorted, q_sorted)
+    if tie:
         order = ratio_order(p, q)
         p_sorted, q_sorted = p[order], q[order]
-    return order, p_sorted, q_sorted
+        draftable = int(np.count_nonzero(q_sorted))
+    return order, p_sorted, q_sorted, draftable
 
 
 class RaceBasis:
@@ -300,8 +301,7 @@ def optimal_cut(
     token is light then.) K = 2: every prefix in closed form instead, O(n) after the sort
     (:func:`~multidraft.theory.optimum._wor_pairs.pair_cut`; ``candidates`` counts them all)."""
     p, q = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
-    order, p_sorted, q_sorted = _sorted_by_scan(p, q, sort)
-    draftable = int(np.count_nonzero(q_sorted))  # prefixes past the draftable tokens only add p
+    order, p_sorted, q_sorted, draftable = _sorted_by_scan(p, q, sort)  # prefixes past the draftable tokens only add p
     if k == 2:  # every prefix in closed form, one pass (_wor_pairs)
         best, value, contained = pair_cut(p_sorted, q_sorted, draftable)
         return OptimalCut(order, best, value, contained, draftable + 1, p_sorted, q_sorted)

@@ -97,13 +97,21 @@ def pack_ratio_keys(key: np.ndarray, packed: np.ndarray, shift: int) -> int:
     if smallest < 0:  # negative ratios would wrap b - b_min (and the order with it)
         raise ValueError(f"pack_ratio_keys: the ratios must be non-negative, got {float(smallest)!r}")
     low, high = (np.float64(x).view(np.uint64) for x in (smallest, largest))  # non-negative doubles: their bits' order
-    spread = int(high - low).bit_length()  # bits of b - b_min
-    drop = max(spread - 2 * DIGIT_BITS, 0)  # two digits' worth
-    if drop > 64 - RATIO_BITS + COARSER_BITS:  # more than COARSER_BITS coarser: the fine resolution
-        drop = 64 - RATIO_BITS
+    spread, drop = _resolution(int(high - low), RATIO_BITS)
     _compile()
     _pack_offset(key.view(np.uint64), low, packed, drop, shift)
     return max(spread - drop, 0)
+
+
+def _resolution(span: int, bits: int) -> tuple[int, int]:
+    """``(spread, drop)`` for keys whose order-preserving bits span ``span`` = b_max - b_min:
+    the bits of the span and how many low bits to drop, two digits' worth kept where that is at
+    most 2^:data:`COARSER_BITS` coarser than a double's top ``bits`` bits, those bits otherwise."""
+    spread = span.bit_length()
+    drop = max(spread - 2 * DIGIT_BITS, 0)  # two digits' worth
+    if drop > 64 - bits + COARSER_BITS:  # more than COARSER_BITS coarser: the fine resolution
+        drop = 64 - bits
+    return spread, drop
 
 
 def _pack_offset(key_bits, low, packed, drop, shift):
@@ -112,32 +120,46 @@ def _pack_offset(key_bits, low, packed, drop, shift):
         packed[i] = ((key_bits[i] - low) >> down) << up | np.uint64(i)
 
 
-def pack_ordered_keys(key: np.ndarray, packed: np.ndarray, shift: int, bits: int) -> None:
+def pack_ordered_keys(key: np.ndarray, packed: np.ndarray, shift: int, bits: int) -> int:
     """Packed keys for doubles of any sign (:func:`pack_ratio_keys` takes non-negative ratios):
-    the top ``bits`` bits of each key made order-preserving as an unsigned integer (the sign bit
-    set for non-negative keys, every bit flipped for negative ones, NaN above everything), above
-    the index. Sorting ``packed`` by its
-    bits ``shift .. shift + bits - 1`` orders the keys by those bits (-inf first, NaN last),
-    index order among equal ones; :func:`settle_ties` then puts runs of equal truncated keys in
-    exact order (a NaN never moves there: it compares greater than nothing)."""
-    if not (0 < bits and 0 <= shift and shift + bits <= 64 and len(key) <= 1 << shift):
-        raise ValueError(f"pack_ordered_keys: {bits} key bits above a {shift}-bit index of {len(key)} entries do not fit 64 bits")
+    ``packed = ((b - b_min) >> drop) << shift | index`` with b each key's bits made
+    order-preserving as an unsigned integer (the sign bit set for non-negative keys, every bit
+    flipped for negative ones, NaN above everything), the index below ``2^shift``; returns the
+    number of key bits above ``shift`` to sort by (0 when every key is equal). ``drop`` as in
+    :func:`pack_ratio_keys` with ``bits`` for :data:`RATIO_BITS`: the resolution of a double's
+    top ``bits`` bits, or two digits' worth where that is at most 2^:data:`COARSER_BITS` times
+    coarser (the wor scan's keys -q/p at n = 49152 span 24 bits at 33: one radix pass fewer,
+    ~4x as many ties, runs of 2-4). Sorting ``packed`` by those bits orders the keys by them
+    (-inf first, NaN last), index order among equal ones; :func:`settle_ties` then puts runs of
+    equal truncated keys in exact order (a NaN never moves there: it compares greater than
+    nothing). Two compiled passes: the bits and their range, then the packing in place."""
+    if not (2 * DIGIT_BITS <= bits and 0 <= shift and shift + bits <= 64 and len(key) <= 1 << shift and len(packed) >= len(key)):
+        raise ValueError(f"pack_ordered_keys: {bits} key bits (at least {2 * DIGIT_BITS}) above a {shift}-bit index of {len(key)} entries do not fit 64 bits")
+    if not len(key):
+        return 0
     _compile()
-    _pack_ordered_keys(key, packed, shift, bits)
+    ordered = packed[: len(key)]
+    low, high = (np.uint64(x) for x in _ordered_bits(key, ordered))  # numba would type a Python int below 2^63 as int64: a signed b - b_min
+    spread, drop = _resolution(int(high - low), bits)
+    _pack_offset(ordered, low, ordered, drop, shift)
+    return max(spread - drop, 0)
 
 
-def _pack_ordered_keys(key, packed, shift, bits):
+def _ordered_bits(key, ordered):
+    """``ordered`` = the keys' order-preserving bits; returns their least and largest."""
     raw = key.view(np.uint64)
-    drop, up = np.uint64(64 - bits), np.uint64(shift)
     sign, everything = np.uint64(1) << np.uint64(63), ~np.uint64(0)
+    low, high = everything, np.uint64(0)
     for i in range(key.shape[0]):
         if key[i] != key[i]:
-            ordered = everything
+            bits = everything
         elif raw[i] & sign:
-            ordered = ~raw[i]
+            bits = ~raw[i]
         else:
-            ordered = raw[i] | sign
-        packed[i] = ((ordered >> drop) << up) | np.uint64(i)
+            bits = raw[i] | sign
+        ordered[i] = bits
+        low, high = min(low, bits), max(high, bits)
+    return low, high
 
 
 def settle_ties(packed: np.ndarray, shift: int, key: np.ndarray, order: np.ndarray, longest: int | None = None) -> bool:
@@ -188,4 +210,4 @@ def new_counts() -> np.ndarray:
 
 
 def _compile() -> None:
-    compile_in_place(globals(), ["_radix_sort", "_settle_ties", "_pack_offset", "_pack_ordered_keys"])
+    compile_in_place(globals(), ["_radix_sort", "_settle_ties", "_pack_offset", "_ordered_bits"])

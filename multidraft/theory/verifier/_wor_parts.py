@@ -273,14 +273,18 @@ def rule_sums(p: np.ndarray, q: np.ndarray, r: np.ndarray, out) -> tuple[float, 
 
 def radix_order(key: np.ndarray) -> np.ndarray | None:
     """The stable ascending order of the doubles ``key`` (NaN last), what the cut's scan takes
-    as ``sort`` (:func:`~multidraft.theory.optimum._wor_race.scan_order`): the keys' top
-    :data:`KEY_BITS` bits made order-preserving above the index
-    (:func:`~multidraft.theory.verifier._radix.pack_ordered_keys`), three counting passes
-    (:func:`~multidraft.theory.verifier._radix.radix_sort`), runs of equal truncated keys put
-    in exact order (:func:`~multidraft.theory.verifier._radix.settle_ties`); the cut's own
-    64-bit radix sort makes six passes. None when a run of equal truncated keys is longer than
-    :data:`LONG_RUN` (keys that differ in their last bits only, as p/q for q = softmax(log p);
-    the scan then sorts by all 64 bits itself instead of settling the run by a comparison sort).
+    as ``sort`` (:func:`~multidraft.theory.optimum._wor_race.scan_order`): the keys'
+    order-preserving bits less the least one's, at the resolution of their top :data:`KEY_BITS`
+    bits or up to 4x coarser where that saves a digit, above the index
+    (:func:`~multidraft.theory.verifier._radix.pack_ordered_keys`), two or three counting passes
+    (:func:`~multidraft.theory.verifier._radix.radix_sort`; the keys of a wor fit at n = 49152
+    span 24 bits at 33: two), runs of equal truncated keys put in exact order
+    (:func:`~multidraft.theory.verifier._radix.settle_ties`); the cut's own 64-bit radix sort
+    makes six passes. None when a run of equal truncated keys is longer than
+    :data:`LONG_RUN` (many keys that differ in their last bits only, as p/q for q =
+    softmax(log p), among others a binade or more away: keys within a narrow span are sorted by
+    every bit; the scan then sorts by all 64 bits itself instead of settling the run by a
+    comparison sort).
 
     >>> radix_order(np.array([-0.5, -np.inf, np.nan, -0.0, -0.75])).tolist()
     [1, 4, 0, 3, 2]
@@ -291,15 +295,17 @@ def radix_order(key: np.ndarray) -> np.ndarray | None:
     order = np.empty(size, dtype=np.int64)
     with _workspace(size) as work:  # the packed keys and the sort's scratch reused from fit to fit
         packed = work.packed[:size]
-        _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
-        _radix.radix_sort(packed, work.packed_scratch, work.counts, shift, shift + KEY_BITS)
+        bits = _radix.pack_ordered_keys(key, packed, shift, KEY_BITS)
+        if bits:  # else every key is equal in its kept bits: one run
+            _radix.radix_sort(packed, work.packed_scratch, work.counts, shift, shift + bits)
         if not _radix.settle_ties(packed, shift, key, order, LONG_RUN):
             return None
     return order
 
 
-#: The keys' top bits that :func:`radix_order` sorts by radix (sign, exponent and 21 bits of
-#: mantissa: three 11-bit digits), and the longest run of equal ones it settles.
+#: The keys' top bits whose resolution :func:`radix_order` sorts by radix at the finest (sign,
+#: exponent and 21 bits of mantissa: three 11-bit digits at most), and the longest run of equal
+#: truncated keys it settles.
 KEY_BITS, LONG_RUN = 33, 1024
 
 

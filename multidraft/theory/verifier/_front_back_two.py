@@ -209,11 +209,13 @@ def _pair_sweep(q, boundary, total, big, rest, inverse, later1, later2, p, law, 
     complement summed from the others: ``rest``), and the suffix sums inside each part, from the
     end: ``later1[j] = Σ q_z``, ``later2[j] = Σ q_z/(M - q_z)`` over the z after j in j's part.
     ``misses[k]``: the last index i (from ``boundary``; -1 if none) where ``q > 0``,
-    ``p <= slack law[i]`` and ``q nodes[k] <= light`` fail together (:class:`PairTail`;
-    ``law`` read from ``boundary``, checked until every node has missed)."""
+    ``p <= slack law[i]`` and ``q nodes[k] <= light`` fail together (:class:`PairTail`; ``law``
+    read from ``boundary``). The nodes increase, so a miss at one node is a miss at every larger
+    one (q t rounds monotonically in t): only the largest node not yet missed is checked."""
     n = q.shape[0]
     missing = nodes.shape[0]
     misses[:] = -1
+    node = nodes[missing - 1] if missing else 0.0
     s1, s2 = 0.0, 0.0
     for j in range(n - 1, -1, -1):
         inverse[j] = 1.0 / rest if j == big else 1.0 / (total - q[j])
@@ -224,10 +226,10 @@ def _pair_sweep(q, boundary, total, big, rest, inverse, later1, later2, p, law, 
         s2 += q[j] * inverse[j]
         if missing > 0 and j >= boundary:
             pooled = q[j] > 0 and p[j] <= slack * law[j - boundary]
-            for k in range(nodes.shape[0]):
-                if misses[k] < 0 and not (pooled and q[j] * nodes[k] <= light):
-                    misses[k] = j - boundary
-                    missing -= 1
+            while missing > 0 and not (pooled and q[j] * node <= light):
+                missing -= 1
+                misses[missing] = j - boundary
+                node = nodes[missing - 1] if missing else 0.0
 
 
 def _pair_forward(p, q, boundary, tail, alpha, fit, upto, r, inverse, later1, later2, total, tokens, into_alpha, into_r, smaller):

@@ -307,10 +307,12 @@ def _part(p, q, hint, p_hint, q_hint, clip, total):
 def _t_arrays(p, q, cut, outside, r_star, work):
     """T*'s tokens by position (decreasing p/q, ties by id), ``(merged_p, merged_q, r*, lead)``
     of :func:`~multidraft.theory.verifier._wor_parts.side_arrays` (in ``work``; r* written into
-    ``r_star``) and T*'s target ``Σ min(p, r*)`` (:func:`~multidraft.theory.verifier._wor_parts.min_sum`'s
-    bits): from the scan's arrays as they are where p/q increase strictly along them
+    ``r_star``), T*'s target ``Σ min(p, r*)`` (:func:`~multidraft.theory.verifier._wor_parts.min_sum`'s
+    bits) and ``pair_masses(merged_q)`` (None where not taken on the way): from the scan's arrays
+    as they are where p/q increase strictly along them
     (:func:`~multidraft.theory.verifier._wor_parts.strict_level`,
-    :func:`~multidraft.theory.verifier._wor_parts.sorted_side`), else by the part's sort."""
+    :func:`~multidraft.theory.verifier._wor_parts.sorted_side`, which sums the masses too), else
+    by the part's sort."""
     size = cut.size
     values, masses = _along_scan(p, q, cut, 0, size)
     level = strict_level(values, masses, cut.contained, work) if size else None
@@ -319,7 +321,7 @@ def _t_arrays(p, q, cut, outside, r_star, work):
     t_part = _part(p, q, cut.order[:size], values, masses, "max", cut.contained)
     r_star[t_part.tokens] = t_part.law
     merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds))
-    return t_part.tokens[t_part.index], merged_p, merged_q, r_star_t, lead, min_sum(merged_p[lead:], r_star_t, work.scratch)
+    return t_part.tokens[t_part.index], merged_p, merged_q, r_star_t, lead, min_sum(merged_p[lead:], r_star_t, work.scratch), None
 
 
 def _u_arrays(p, q, u_part, u_tokens, r_star):
@@ -337,7 +339,7 @@ def _u_arrays(p, q, u_part, u_tokens, r_star):
     return drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
 
 
-def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None, into=None):
+def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None, into=None, masses=None):
     """Front/back on T* with p, q given in its position order, led by U merged into one token
     of mass L when ``lead`` (``merged_p``, ``merged_q``: :func:`~multidraft.theory.verifier._wor_parts.side_arrays`):
     ``(α, r)`` of the T* tokens. Given ``r_star_t`` (r* in that order), the
@@ -349,10 +351,11 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None, into=None):
     pass's backward sweep and exact whatever the rounding bound of the power series says;
     ``out``: two arrays it writes α and r into). ``into``: ``(tokens, α_full, r_full, smaller)``
     (T*'s tokens by position): α and r also written at the tokens and ``min(p, r)`` into
-    ``smaller`` (inside the K = 2 pass; afterwards otherwise)."""
+    ``smaller`` (inside the K = 2 pass; afterwards otherwise). ``masses``: ``pair_masses(merged_q)``
+    where the caller has it (:func:`_t_arrays`)."""
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
-        masses = pair_masses(merged_q)
+        masses = pair_masses(merged_q) if masses is None else masses
         if r_star_t is None:
             alpha, r = pair_pass(merged_p, merged_q, lead, masses=masses, out=out)
             alpha, r, start = alpha[lead:], r[lead:], len(q_t)
@@ -510,13 +513,13 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
 
     # T* side: front/back with U merged into one token of mass L (another order where short).
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
-    t_tokens, merged_p, merged_q, r_star_t, lead, t_target = _t_arrays(p, q, cut, outside, r_star, work)
+    t_tokens, merged_p, merged_q, r_star_t, lead, t_target, t_masses = _t_arrays(p, q, cut, outside, r_star, work)
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     t_short = 0.0
     tail = n
     if len(t_tokens):
         # α and r written at the tokens and min(p, r) into the scratch by the side's pass itself
-        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t, (work.hull_start, work.hull_end), (t_tokens, alpha, r, work.scratch))
+        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t, (work.hull_start, work.hull_end), (t_tokens, alpha, r, work.scratch), t_masses)
         t_short = t_target - float(work.scratch[: len(t_tokens)].sum())
         if t_short > SIDE_TOLERANCE and _plain_may_gain(p_t, r_t, start, len(t_tokens)):
             # front/back throughout (without the tail), other orders too

@@ -110,11 +110,11 @@ def strict_level(values: np.ndarray, masses: np.ndarray, total: float, out) -> f
     _compiled()
     if not _increasing_sums(values, masses, mass_before, value_before):
         return None
-    mass_total, value_total = float(masses.sum()), float(values.sum())
+    value_total = float(values.sum())
     if value_total >= total:
         return 0.0
     j = int(_breakpoint_search(values, masses, mass_before, value_before, value_total, float(total)))
-    return total / mass_total if j == size else (total - values[j:].sum()) / masses[:j].sum()
+    return total / float(masses.sum()) if j == size else (total - values[j:].sum()) / masses[:j].sum()
 
 
 def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, total: float, level: float, outside: float, r_star: np.ndarray, out):

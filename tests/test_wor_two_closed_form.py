@@ -421,3 +421,103 @@ def test_tail_pass_writes_at_the_tokens_and_the_minimum_and_a_shuffled_write_is_
         pair_tail_pass(p, q, boundary, find, into=(tokens[::-1].copy(), *shuffled))
         caught += not np.array_equal(shuffled[1], expected_r, equal_nan=True)
     assert caught >= 30
+
+
+def _reference_pass(p, q, boundary, tail, alpha, fit, upto, masses):
+    """The K = 2 pass as one kernel before its sweeps were fused (three loops: the inverses, the
+    suffix sums, the forward fit over zero-filled α and r), in plain Python: the reference of
+    pair_pass's bits."""
+    from multidraft.theory.optimum._wor_pairs import _add
+    from multidraft.theory.verifier._front_back import _coin
+
+    add, coin = getattr(_add, "py_func", _add), getattr(_coin, "py_func", _coin)
+    total, big, rest = masses
+    n = len(q)
+    alpha = np.zeros(n) if fit else alpha.astype(float).copy()
+    r, later1, later2 = np.zeros(n), np.zeros(n), np.zeros(n)
+    inverse = 1.0 / (total - q)
+    inverse[big] = 1.0 / rest
+    scale = 1.0 / total
+    s1 = s2 = 0.0
+    for j in range(n - 1, -1, -1):
+        if j == boundary - 1:
+            s1 = s2 = 0.0
+        later1[j], later2[j] = s1, s2
+        s1 += q[j]
+        s2 += q[j] * inverse[j]
+    other1 = other2 = 0.0
+    if 0 < boundary < n:
+        other1, other2 = later1[boundary] + q[boundary], later2[boundary] + q[boundary] * inverse[boundary]
+    e1 = e1_error = e2 = e2_error = h1 = h2 = t1 = t1_error = t2 = t2_error = 0.0
+    for j in range(min(upto, n)):
+        if j == boundary:
+            e1 = e1_error = e2 = e2_error = 0.0
+        if j == tail:
+            h1, h2 = e1 + e1_error, e2 + e2_error
+        share = q[j] * scale
+        if j >= tail:
+            if q[j] > 0:
+                alpha[j] = 0.0
+                r[j] = share * ((h1 + 0.5 * (t1 + t1_error + later1[j])) * inverse[j] + h2 + 0.5 * (t2 + t2_error + later2[j]))
+            t1, t1_error = add(t1, t1_error, q[j])
+            t2, t2_error = add(t2, t2_error, q[j] * inverse[j])
+            continue
+        if q[j] > 0:
+            front1, front2 = e1 + e1_error, e2 + e2_error
+            if j < boundary:
+                front1 += other1
+                front2 += other2
+            last = share * (front1 * inverse[j] + front2)
+            whole = share * ((front1 + later1[j]) * inverse[j] + front2 + later2[j])
+            if fit:
+                alpha[j] = coin(p[j], whole, last)
+            r[j] = alpha[j] * whole + (1.0 - alpha[j]) * last
+        back = 1.0 - alpha[j]
+        e1, e1_error = add(e1, e1_error, back * q[j])
+        e2, e2_error = add(e2, e2_error, back * q[j] * inverse[j])
+    return alpha, r
+
+
+def test_pass_is_the_unfused_pass_bit_for_bit_and_a_tail_summed_without_its_error_is_caught(monkeypatch):
+    """pair_pass (its backward sweep with the inverses inside, its forward sweep writing every
+    entry) against the one-kernel pass it replaced (``_reference_pass``), bit for bit: boundaries, tails and ``upto`` anywhere
+    (tail = boundary, an empty head, no U), coins fitted or given, zero masses, buffers holding
+    NaN. The twin drops the running sums' compensation (``_add`` without its error): caught."""
+    from multidraft.theory.verifier import _front_back_two
+
+    rng = np.random.default_rng(14)
+    caught = 0
+    for trial in range(300):
+        n = int(rng.integers(2, 400))
+        q = rng.dirichlet(np.full(n, (0.05, 0.5, 3.0)[trial % 3]))
+        q[rng.random(n) < 0.1 * (trial % 2)] = 0.0
+        if np.count_nonzero(q) < 2:
+            continue
+        p = rng.dirichlet(np.full(n, 0.5))
+        boundary = int(rng.integers(0, n + 1)) if trial % 4 else 0
+        tail = int(rng.integers(boundary, n + 1)) if trial % 5 else boundary
+        upto = n if trial % 3 else int(rng.integers(0, n + 1))
+        fit = trial % 6 != 0
+        coins = rng.random(n)
+        masses = pair_masses(q)
+        expected = _reference_pass(p, q, boundary, tail, coins, fit, upto, masses)
+        buffers = (np.full(n, np.nan), np.full(n, np.nan))
+        got = pair_pass(p, q, boundary, tail, None if fit else coins, upto, masses=masses, out=buffers)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+    add = _front_back_two._add
+    with monkeypatch.context() as patched:
+        patched.setattr(_front_back_two, "_add", lambda total, error, x: (total + x, error))
+        for trial in range(40):  # the twin, uncompiled: the Python kernels with a plain sum
+            n = 200
+            q = rng.dirichlet(np.full(n, 0.05))
+            p = rng.dirichlet(np.full(n, 0.5))
+            masses = pair_masses(q)
+            inverse, later1, later2 = np.empty(n), np.empty(n), np.empty(n)
+            misses = np.empty(0, dtype=np.int64)
+            _front_back_two._pair_sweep.py_func(q, 1, *masses, inverse, later1, later2, p, np.zeros(0), np.zeros(0), 0.0, 0.0, misses)
+            alpha, r = np.empty(n), np.empty(n)
+            empty = np.zeros(0)
+            _front_back_two._pair_forward.py_func(p, q, 1, 50, alpha, True, n, r, inverse, later1, later2, masses[0], np.zeros(0, dtype=np.int64), empty, empty, empty)
+            caught += not np.array_equal(r, _reference_pass(p, q, 1, 50, None, True, n, masses)[1])
+    assert _front_back_two._add is add and caught >= 10

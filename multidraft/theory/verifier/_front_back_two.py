@@ -77,8 +77,8 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
         x = math.exp(ell + log_sigma)
         return math.log(4.0) + ell + log_sigma - x + (min(log_total + ell, math.log1p(x)) if mixed else log_total + ell)
 
-    def first_below(limit: float) -> int:  # the first grid point with R <= limit (RIGHT_POINTS if none)
-        low, high = 0, RIGHT_POINTS  # pass_ends' grid
+    def first_below(limit: float, low: int = 0) -> int:  # the first grid point from low with R <= limit (RIGHT_POINTS if none)
+        high = RIGHT_POINTS  # pass_ends' grid
         while low < high:
             middle = (low + high) // 2
             if majorant(middle) <= limit:
@@ -87,7 +87,9 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
                 low = middle + 1
         return low
 
-    first, last = first_below(math.log(END) + 1e-9), first_below(math.log(END) - 1e-9)
+    first, limit = first_below(math.log(END) + 1e-9), math.log(END) - 1e-9
+    # R decreases: the lower limit's point is not before first, and mostly first itself (one evaluation)
+    last = first if first == RIGHT_POINTS or majorant(first) <= limit else first_below(limit, first + 1)
     if last == RIGHT_POINTS:
         return 0.0, math.inf
     return math.exp(start + RIGHT_STEP * first) * (1.0 - 1e-9), math.exp(start + RIGHT_STEP * last) * (1.0 + 1e-9)

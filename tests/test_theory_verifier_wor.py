@@ -323,7 +323,8 @@ def test_first_draft_when_it_accepts_more(monkeypatch, closed_form):
     """A fit that accepts less than the first draft (here: passes that return α = 0, the
     always-last rule, on an instance with T* = Ω) is replaced by the first draft, whose law q
     is exact; a failed fit (NaN) likewise, and says so. K = 2: both the quadrature's pass
-    (``PAIRS = 0``) and the closed form's (``pair_pass``) replaced."""
+    (``PAIRS = 0``) and the closed form's (``pair_pass``, and ``pair_tail_pass`` with no tail,
+    writing its α and r at the tokens as it does) replaced."""
     from multidraft.theory.verifier import _wor_rule
 
     name = "pair_pass" if closed_form else "front_back_pass"
@@ -337,9 +338,25 @@ def test_first_draft_when_it_accepts_more(monkeypatch, closed_form):
         k, nodes, weights = args[:3]
         return fitted_pass(target, draft, boundary, k, nodes, weights, np.zeros(len(draft)))
 
+    def tail_pass(replaced):  # pair_tail_pass's contract (no tail found) over a replaced pair_pass
+        def run(target, draft, boundary, find, *, into=None, **kwargs):
+            alpha, r = replaced(target, draft, boundary, **kwargs)
+            if into is not None:
+                tokens, into_alpha, into_r, smaller = into
+                into_alpha[tokens], into_r[tokens] = alpha[boundary:], r[boundary:]
+                np.minimum(target[boundary:], r[boundary:], out=smaller[: len(tokens)])
+            return alpha, r, len(draft) - boundary
+
+        return run
+
+    def replace_passes(replaced):
+        monkeypatch.setattr(_wor_rule, name, replaced)
+        if closed_form:
+            monkeypatch.setattr(_wor_rule, "pair_tail_pass", tail_pass(replaced))
+
     p, law = np.array([0.6, 0.1, 0.1, 0.2]), WithoutReplacement([0.1, 0.3, 0.3, 0.3], 2)
     assert not optimal_selection_rule(p, law).first_draft
-    monkeypatch.setattr(_wor_rule, name, always_last)
+    replace_passes(always_last)
     monkeypatch.setattr(_wor_rule, "SEARCH_FITS", 0)  # no other orders: the always-last rule only
     rule = optimal_selection_rule(p, law)
     assert rule.first_draft and rule.note is None
@@ -349,7 +366,7 @@ def test_first_draft_when_it_accepts_more(monkeypatch, closed_form):
     def broken(target, draft, *args, **kwargs):
         return np.zeros(len(draft)), np.full(len(draft), np.nan)
 
-    monkeypatch.setattr(_wor_rule, name, broken)
+    replace_passes(broken)
     rule = optimal_selection_rule(p, law)
     assert rule.first_draft and rule.note is not None and "fell back" in rule.note
     np.testing.assert_allclose(enumerated_law(rule, law), law.draft, rtol=0, atol=1e-12)

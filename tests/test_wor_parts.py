@@ -265,14 +265,17 @@ def _strict_parts(seed: int):
 def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_sum_is_caught():
     """sorted_side at strict_level's μ against the wor rule's r* (``_part_law``, clip "max"), the
     reversal of descending_index and side_arrays, bit for bit, r* written at the tokens only, its
-    target ``min_sum(p, r*)``'s bits; strict_level is water_level's "max" level bit for bit exactly
-    when p/q increases strictly, else None (the caller sorts). The twin sums the free tokens' p
-    forward (numpy sums the reversed view backwards): its r* differs."""
+    target ``min_sum(p, r*)``'s bits and ``pair_masses`` of its merged q; strict_level is
+    water_level's "max" level bit for bit exactly when p/q increases strictly, else None (the
+    caller sorts). The twins: the free tokens' p summed forward (numpy sums the reversed view
+    backwards), whose r* differs, and the masses summed in scan order, which differ."""
     from multidraft.theory.verifier import _wor_curtain
     from multidraft.theory.verifier._curtain import _workspace
     from multidraft.theory.verifier._wor_rule import _part_law
 
-    taken = caught = 0
+    from multidraft.theory.optimum._wor_pairs import pair_masses
+
+    taken = caught = masses_caught = 0
     for values, masses, total, tokens in _strict_parts(7):
         strict = bool(np.all(values[:-1] / masses[:-1] < values[1:] / masses[1:]))
         with _workspace(10_000) as work:
@@ -293,6 +296,8 @@ def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_su
         np.testing.assert_array_equal(got[0], tokens[index])
         for a, b in zip(got[1:], (merged_p, merged_q, r, lead, float(np.minimum(merged_p[lead:], r).sum()))):
             np.testing.assert_array_equal(a, b)
+        assert len(got) == 7 and got[6] == pair_masses(merged_q)  # the masses summed on the way, bit for bit
+        masses_caught += pair_masses(merged_q[::-1]) != got[6]  # the twin: summed in scan order
         expected = np.full(10_000, np.nan)
         expected[tokens] = law
         np.testing.assert_array_equal(r_star, expected)
@@ -301,7 +306,7 @@ def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_su
             twin = values.copy()
             twin[:cut] = masses[:cut] * (max(total - values[cut:].sum(), 0.0) / pool_mass)
             caught += not np.array_equal(twin, law)
-    assert taken >= 100 and caught >= 5
+    assert taken >= 100 and caught >= 5 and masses_caught >= 50
 
 
 def test_strict_level_probes_the_breakpoint_sums_and_a_level_without_the_kept_values_is_caught(monkeypatch):

@@ -31,7 +31,7 @@ def _sides(p, q, k):
     cut = optimal_cut(p, q, k, sort=radix_order)
     _, u_tokens = _wor_rule._u_part(p, q, cut)
     with _workspace(len(p)) as work:  # the T* arrays as the fit gathers them, copied out of its workspace
-        _, merged_p, merged_q, r_star_t, lead, _ = _wor_rule._t_arrays(p, q, cut, float(q[u_tokens].sum()), np.zeros(len(p)), work)
+        _, merged_p, merged_q, r_star_t, lead, _, _ = _wor_rule._t_arrays(p, q, cut, float(q[u_tokens].sum()), np.zeros(len(p)), work)
         merged_p, merged_q, r_star_t = merged_p.copy(), merged_q.copy(), r_star_t.copy()
     p_t = merged_p[lead:]
     _, r_t, start = _wor_rule._t_side(merged_p, merged_q, lead, k, r_star_t)

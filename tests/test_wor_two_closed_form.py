@@ -339,11 +339,13 @@ def test_rule_is_the_quadrature_rule(monkeypatch, temperature):
 
 def test_last_node_bounds_hold_it_the_tail_start_from_them_is_the_nodes_and_a_one_sided_start_is_caught():
     """pair_last_node_bounds brackets pair_last_node (within 1e-9 of it: the same grid point),
-    and the tail start from the bounds (pair_tail_start) is the start at the node itself; on
-    tails whose lightness turns within 1e-10 of the node, the start at either bound alone (the
-    twins) differs from it on some, which pair_tail_start's fallback to the node repairs."""
+    and the tail start that pair_tail_pass finds in its sweep from the bounds is the start at
+    the node itself (the lightness scan ``_tail_start`` there); on tails whose lightness turns
+    within 1e-10 of the node, the start at either bound alone (the twins) differs from it on
+    some, which pair_tail_pass's second sweep at the node repairs. Its α and r are pair_pass's
+    with that tail, bit for bit."""
     from multidraft.theory.optimum._wor_moments import LIGHT
-    from multidraft.theory.verifier._front_back_two import pair_last_node_bounds, pair_tail_start
+    from multidraft.theory.verifier._front_back_two import PairTail, pair_last_node_bounds, pair_tail_pass
     from multidraft.theory.verifier._wor_rule import MIN_TAIL, _tail_start
 
     rng = np.random.default_rng(11)
@@ -362,17 +364,160 @@ def test_last_node_bounds_hold_it_the_tail_start_from_them_is_the_nodes_and_a_on
         low, high = pair_last_node_bounds(q)
         assert low <= node <= high and high / low < 1 + 3e-9
         assert pair_last_node_bounds(q, pair_masses(q)) == (low, high)
-        # a T* side: q's tokens then a tail of MIN_TAIL + 20 pool tokens, light at the side's node
-        # (computed from its masses), one of them within 1e-10 of the lightness bound
+        # a T* side after q's tokens: a tail of MIN_TAIL + 20 pool tokens light at the node of
+        # the whole (the node and the tail's masses agreed on by iterating), one of them within
+        # 1e-10 of the lightness bound
         size_t = MIN_TAIL + 20
-        merged = np.concatenate([q, np.full(size_t, 1e-3 / size_t)])
-        node, (low, high) = pair_last_node(merged), pair_last_node_bounds(merged)
-        q_t = np.full(size_t, LIGHT / node * (1 - 1e-8))
+        q_t = np.full(size_t, 1e-3 / size_t)
+        for _ in range(6):
+            node = pair_last_node(np.concatenate([q, q_t]))
+            q_t = np.full(size_t, LIGHT / node * (1 - 1e-8))
         edge = int(rng.integers(0, size_t))
         q_t[edge] = LIGHT / node * (1 + rng.choice([-1e-10, 1e-10]))
+        merged = np.concatenate([q, q_t])
+        node, (low, high) = pair_last_node(merged), pair_last_node_bounds(merged)
         p_t, r_t = np.full(size_t, 1e-9), np.full(size_t, 1.0)
+        p = np.concatenate([rng.dirichlet(np.ones(size)), p_t])
         (exact,) = _tail_start(p_t, q_t, r_t, (node,))
-        assert pair_tail_start(lambda nodes: _tail_start(p_t, q_t, r_t, nodes), merged, pair_masses(merged)) == exact
+        alpha, r, start = pair_tail_pass(p, merged, size, PairTail(r_t, LIGHT, 0.9, MIN_TAIL))
+        assert start == exact
+        expected = pair_pass(p, merged, size, size + exact)
+        np.testing.assert_array_equal(alpha, expected[0])
+        np.testing.assert_array_equal(r, expected[1])
         assert _tail_start(p_t, q_t, r_t, (low, high)) == (_tail_start(p_t, q_t, r_t, (low,))[0], _tail_start(p_t, q_t, r_t, (high,))[0])
         caught += _tail_start(p_t, q_t, r_t, (low,))[0] != exact or _tail_start(p_t, q_t, r_t, (high,))[0] != exact
     assert caught >= 20
+
+
+def test_tail_pass_writes_at_the_tokens_and_the_minimum_and_a_shuffled_write_is_caught():
+    """pair_tail_pass's ``into``: the α and r of the positions from ``boundary`` written at
+    their tokens and ``np.minimum(p, r)`` into ``smaller``, bit for bit (arrays holding garbage
+    before; tokens outside T* untouched); the twin, the same tokens in another order, is caught."""
+    from multidraft.theory.optimum._wor_moments import LIGHT
+    from multidraft.theory.verifier._front_back_two import PairTail, pair_tail_pass
+
+    rng = np.random.default_rng(13)
+    caught = 0
+    for trial in range(40):
+        n = int(rng.integers(3, 300))
+        q = rng.dirichlet(np.full(n, 0.3 if trial % 2 else 2.0))
+        p = rng.dirichlet(np.full(n, 0.5))
+        boundary = int(rng.integers(0, n))
+        law = rng.random(n - boundary)
+        find = PairTail(law, LIGHT, 0.9, 2)
+        alpha, r, start = pair_tail_pass(p, q, boundary, find)
+        tokens = rng.permutation(n + 5)[: n - boundary]
+        into = (np.full(n + 5, np.nan), np.full(n + 5, np.nan), np.full(n + 5, np.nan), np.full(n + 2, np.nan))
+        got = pair_tail_pass(p, q, boundary, find, into=(tokens, *into[:3]), out=(np.full(n, np.nan), np.full(n, np.nan)))
+        assert got[2] == start
+        np.testing.assert_array_equal(got[0], alpha)
+        np.testing.assert_array_equal(got[1], r)
+        expected_alpha, expected_r = np.full(n + 5, np.nan), np.full(n + 5, np.nan)
+        expected_alpha[tokens], expected_r[tokens] = alpha[boundary:], r[boundary:]
+        np.testing.assert_array_equal(into[0], expected_alpha)
+        np.testing.assert_array_equal(into[1], expected_r)
+        np.testing.assert_array_equal(into[2][: n - boundary], np.minimum(p[boundary:], r[boundary:]))
+        shuffled = (np.full(n + 5, np.nan), np.full(n + 5, np.nan), np.full(n + 5, np.nan))
+        pair_tail_pass(p, q, boundary, find, into=(tokens[::-1].copy(), *shuffled))
+        caught += not np.array_equal(shuffled[1], expected_r, equal_nan=True)
+    assert caught >= 30
+
+
+def _reference_pass(p, q, boundary, tail, alpha, fit, upto, masses):
+    """The K = 2 pass as one kernel before its sweeps were fused (three loops: the inverses, the
+    suffix sums, the forward fit over zero-filled α and r), in plain Python: the reference of
+    pair_pass's bits."""
+    from multidraft.theory.optimum._wor_pairs import _add
+    from multidraft.theory.verifier._front_back import _coin
+
+    add, coin = getattr(_add, "py_func", _add), getattr(_coin, "py_func", _coin)
+    total, big, rest = masses
+    n = len(q)
+    alpha = np.zeros(n) if fit else alpha.astype(float).copy()
+    r, later1, later2 = np.zeros(n), np.zeros(n), np.zeros(n)
+    inverse = 1.0 / (total - q)
+    inverse[big] = 1.0 / rest
+    scale = 1.0 / total
+    s1 = s2 = 0.0
+    for j in range(n - 1, -1, -1):
+        if j == boundary - 1:
+            s1 = s2 = 0.0
+        later1[j], later2[j] = s1, s2
+        s1 += q[j]
+        s2 += q[j] * inverse[j]
+    other1 = other2 = 0.0
+    if 0 < boundary < n:
+        other1, other2 = later1[boundary] + q[boundary], later2[boundary] + q[boundary] * inverse[boundary]
+    e1 = e1_error = e2 = e2_error = h1 = h2 = t1 = t1_error = t2 = t2_error = 0.0
+    for j in range(min(upto, n)):
+        if j == boundary:
+            e1 = e1_error = e2 = e2_error = 0.0
+        if j == tail:
+            h1, h2 = e1 + e1_error, e2 + e2_error
+        share = q[j] * scale
+        if j >= tail:
+            if q[j] > 0:
+                alpha[j] = 0.0
+                r[j] = share * ((h1 + 0.5 * (t1 + t1_error + later1[j])) * inverse[j] + h2 + 0.5 * (t2 + t2_error + later2[j]))
+            t1, t1_error = add(t1, t1_error, q[j])
+            t2, t2_error = add(t2, t2_error, q[j] * inverse[j])
+            continue
+        if q[j] > 0:
+            front1, front2 = e1 + e1_error, e2 + e2_error
+            if j < boundary:
+                front1 += other1
+                front2 += other2
+            last = share * (front1 * inverse[j] + front2)
+            whole = share * ((front1 + later1[j]) * inverse[j] + front2 + later2[j])
+            if fit:
+                alpha[j] = coin(p[j], whole, last)
+            r[j] = alpha[j] * whole + (1.0 - alpha[j]) * last
+        back = 1.0 - alpha[j]
+        e1, e1_error = add(e1, e1_error, back * q[j])
+        e2, e2_error = add(e2, e2_error, back * q[j] * inverse[j])
+    return alpha, r
+
+
+def test_pass_is_the_unfused_pass_bit_for_bit_and_a_tail_summed_without_its_error_is_caught(monkeypatch):
+    """pair_pass (its backward sweep with the inverses inside, its forward sweep writing every
+    entry) against the one-kernel pass it replaced (``_reference_pass``), bit for bit: boundaries, tails and ``upto`` anywhere
+    (tail = boundary, an empty head, no U), coins fitted or given, zero masses, buffers holding
+    NaN. The twin drops the running sums' compensation (``_add`` without its error): caught."""
+    from multidraft.theory.verifier import _front_back_two
+
+    rng = np.random.default_rng(14)
+    caught = 0
+    for trial in range(300):
+        n = int(rng.integers(2, 400))
+        q = rng.dirichlet(np.full(n, (0.05, 0.5, 3.0)[trial % 3]))
+        q[rng.random(n) < 0.1 * (trial % 2)] = 0.0
+        if np.count_nonzero(q) < 2:
+            continue
+        p = rng.dirichlet(np.full(n, 0.5))
+        boundary = int(rng.integers(0, n + 1)) if trial % 4 else 0
+        tail = int(rng.integers(boundary, n + 1)) if trial % 5 else boundary
+        upto = n if trial % 3 else int(rng.integers(0, n + 1))
+        fit = trial % 6 != 0
+        coins = rng.random(n)
+        masses = pair_masses(q)
+        expected = _reference_pass(p, q, boundary, tail, coins, fit, upto, masses)
+        buffers = (np.full(n, np.nan), np.full(n, np.nan))
+        got = pair_pass(p, q, boundary, tail, None if fit else coins, upto, masses=masses, out=buffers)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+    add = _front_back_two._add
+    with monkeypatch.context() as patched:
+        patched.setattr(_front_back_two, "_add", lambda total, error, x: (total + x, error))
+        for trial in range(40):  # the twin, uncompiled: the Python kernels with a plain sum
+            n = 200
+            q = rng.dirichlet(np.full(n, 0.05))
+            p = rng.dirichlet(np.full(n, 0.5))
+            masses = pair_masses(q)
+            inverse, later1, later2 = np.empty(n), np.empty(n), np.empty(n)
+            misses = np.empty(0, dtype=np.int64)
+            _front_back_two._pair_sweep.py_func(q, 1, *masses, inverse, later1, later2, p, np.zeros(0), np.zeros(0), 0.0, 0.0, misses)
+            alpha, r = np.empty(n), np.empty(n)
+            empty = np.zeros(0)
+            _front_back_two._pair_forward.py_func(p, q, 1, 50, alpha, True, n, r, inverse, later1, later2, masses[0], np.zeros(0, dtype=np.int64), empty, empty, empty)
+            caught += not np.array_equal(r, _reference_pass(p, q, 1, 50, None, True, n, masses)[1])
+    assert _front_back_two._add is add and caught >= 10

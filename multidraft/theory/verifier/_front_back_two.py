@@ -29,7 +29,7 @@ last tokens, whose gap A_j - B_j they are), the running sums are compensated.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from multidraft.theory.verifier import _front_back
 from multidraft.theory.verifier._front_back import LANES
 from multidraft.theory.verifier._pass_nodes import END, RIGHT_POINTS, RIGHT_STEP, pass_nodes
 
-__all__ = ["pair_pass", "pair_last_node", "pair_last_node_bounds", "pair_tail_start"]
+__all__ = ["pair_pass", "pair_tail_pass", "PairTail", "pair_last_node", "pair_last_node_bounds"]
 
 
 def pair_last_node(draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> float:
@@ -77,8 +77,8 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
         x = math.exp(ell + log_sigma)
         return math.log(4.0) + ell + log_sigma - x + (min(log_total + ell, math.log1p(x)) if mixed else log_total + ell)
 
-    def first_below(limit: float) -> int:  # the first grid point with R <= limit (RIGHT_POINTS if none)
-        low, high = 0, RIGHT_POINTS  # pass_ends' grid
+    def first_below(limit: float, low: int = 0) -> int:  # the first grid point from low with R <= limit (RIGHT_POINTS if none)
+        high = RIGHT_POINTS  # pass_ends' grid
         while low < high:
             middle = (low + high) // 2
             if majorant(middle) <= limit:
@@ -87,22 +87,24 @@ def pair_last_node_bounds(draft: np.ndarray, masses: tuple[float, int, float] | 
                 low = middle + 1
         return low
 
-    first, last = first_below(math.log(END) + 1e-9), first_below(math.log(END) - 1e-9)
+    first, limit = first_below(math.log(END) + 1e-9), math.log(END) - 1e-9
+    # R decreases: the lower limit's point is not before first, and mostly first itself (one evaluation)
+    last = first if first == RIGHT_POINTS or majorant(first) <= limit else first_below(limit, first + 1)
     if last == RIGHT_POINTS:
         return 0.0, math.inf
     return math.exp(start + RIGHT_STEP * first) * (1.0 - 1e-9), math.exp(start + RIGHT_STEP * last) * (1.0 + 1e-9)
 
 
-def pair_tail_start(start_at: Callable[[tuple[float, ...]], tuple[int, ...]], draft: np.ndarray, masses: tuple[float, int, float] | None = None) -> int:
-    """``start_at((pair_last_node(draft),))[0]`` for a tail start that does not decrease as the
-    node t grows (the T* side's tail: tokens light up to t, q t <= LIGHT), ``start_at`` giving
-    it at each of several increasing nodes: where the node's bounds
-    (:func:`pair_last_node_bounds`) give one start, that one (both bounds asked at once: one
-    scan of the tail), without the node's quadrature step (~0.2 ms); else at the node.
-    ``masses`` as :func:`pair_last_node`."""
-    low, high = pair_last_node_bounds(draft, masses)
-    start, other = start_at((low, high))
-    return start if start == other else start_at((pair_last_node(draft, masses),))[0]
+class PairTail(NamedTuple):
+    """The uniform tail that :func:`pair_tail_pass` looks for: the longest suffix of the
+    positions ``[boundary, n)`` whose tokens have ``q > 0``, ``p <= slack law`` and
+    ``q t <= light`` at the last node t (:func:`pair_last_node`), taken when it holds
+    ``shortest`` tokens or more. ``law``: r* at those positions (``n - boundary`` entries)."""
+
+    law: np.ndarray
+    light: float
+    slack: float
+    shortest: int
 
 
 def pair_pass(
@@ -122,34 +124,75 @@ def pair_pass(
     memory: a fresh array page-faults on first touch, ~0.13 ms each at n = 49152). Raises
     ``ValueError`` when fewer than two tokens carry mass (q >= 0: the others' mass is 0).
 
+    Two compiled sweeps: backward (the inverses 1/(M - q_j) and the suffix sums), forward (α
+    fitted, r), each writing every entry it owns (no zero fill first).
+
     >>> alpha, r = pair_pass(np.array([0.5, 0.3, 0.2]), np.array([0.4, 0.4, 0.2]), 1)
     >>> round(float(r.sum()), 12)
     1.0
     """
+    n = len(draft)
+    tail = n if tail is None else int(tail)
+    if not 0 <= boundary <= tail <= n:
+        raise ValueError(f"pair_pass: need 0 <= boundary <= tail <= n, got {boundary}, {tail}, {n}")
+    return _run(target, draft, int(boundary), tail, alpha, n if upto is None else int(upto), masses, out)[:2]
+
+
+def pair_tail_pass(
+    target: np.ndarray, draft: np.ndarray, boundary: int, find: PairTail, *, masses: tuple[float, int, float] | None = None,
+    out: tuple[np.ndarray, np.ndarray] | None = None, into: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`pair_pass` with α fitted and its uniform tail from position ``boundary + s``, s
+    the first index of the longest suffix of ``[boundary, n)`` that ``find`` admits
+    (:class:`PairTail`; ``s = n - boundary``, no tail, where that suffix is shorter than
+    ``find.shortest``): ``(α, r, s)``. The suffix is found by the pass's backward sweep (the one
+    that sums the suffixes) at both bounds of the last node (:func:`pair_last_node_bounds`) at
+    once, and where they give two starts, by a second sweep at the node itself -- the start at
+    the node, without the node's quadrature step (~0.2 ms) or a scan of its own. ``into``:
+    ``(tokens, α_full, r_full, smaller)``: the forward sweep also writes the α and r of position
+    ``boundary + i`` at ``tokens[i]`` and its ``min(p, r)`` (numpy's minimum) into
+    ``smaller[i]`` (the side's acceptance is their sum): no scatter pass afterwards. ``masses``
+    and ``out`` as :func:`pair_pass`."""
+    n, boundary = len(draft), int(boundary)
+    if not 0 <= boundary <= n or len(find.law) != n - boundary:
+        raise ValueError(f"pair_tail_pass: need 0 <= boundary <= n and a law of n - boundary entries, got {boundary}, {n}, {len(find.law)}")
+    return _run(target, draft, boundary, find, None, n, masses, out, into)
+
+
+def _run(target, draft, boundary, tail, alpha, upto, masses, out, into=None):
+    """:func:`pair_pass` (``tail`` a position) and :func:`pair_tail_pass` (``tail`` a
+    :class:`PairTail`): ``(α, r, tail's position)``."""
     q = np.ascontiguousarray(draft, dtype=np.float64)
     n = len(q)
     _compiled()
     total, big, rest = (_masses(q, 0.0) if n else (0.0, 0, 0.0)) if masses is None else masses
     if not rest > 0:
         raise ValueError("pair_pass: two drafts without replacement need two tokens with positive mass")
-    tail = n if tail is None else int(tail)
-    if not 0 <= boundary <= tail <= n:
-        raise ValueError(f"pair_pass: need 0 <= boundary <= tail <= n, got {boundary}, {tail}, {n}")
+    p = np.ascontiguousarray(target, dtype=np.float64)
     fit = alpha is None
-    if out is None:
-        given, r = np.zeros(n), np.zeros(n)
-    else:
-        given, r = out[0][:n], out[1][:n]
-        given.fill(0.0)
-        r.fill(0.0)
+    given, r = (np.empty(n), np.empty(n)) if out is None else (out[0][:n], out[1][:n])
     if not fit:
         given[:] = alpha
+    find = tail if isinstance(tail, PairTail) else None
+    law = np.zeros(0) if find is None else np.ascontiguousarray(find.law, dtype=np.float64)
+    light, slack = (0.0, 0.0) if find is None else (float(find.light), float(find.slack))
     with _workspace(n) as work:  # the suffix sums and inverses in reused arrays (a fresh one page-faults)
-        _pair_pass(
-            np.ascontiguousarray(target, dtype=np.float64), q, int(boundary), tail, given, fit, n if upto is None else int(upto), r,
-            work.scratch[:n], work.mass[:n], work.target[:n], float(total), int(big), float(rest),
-        )  # fmt: skip
-    return given, r
+        inverse, later1, later2 = work.scratch[:n], work.mass[:n], work.target[:n]
+
+        def sweep(nodes) -> list[int]:  # the tail's start (from boundary) at each node
+            misses = np.empty(len(nodes), dtype=np.int64)
+            _pair_sweep(q, boundary, total, big, rest, inverse, later1, later2, p, law, np.asarray(nodes, dtype=np.float64), light, slack, misses)
+            size = n - boundary
+            return [int(miss) + 1 if size - int(miss) - 1 >= find.shortest else size for miss in misses] if len(nodes) else []
+
+        if find is None:
+            sweep(())
+        else:
+            first, other = sweep(pair_last_node_bounds(q, (total, big, rest)))
+            tail = boundary + (first if first == other else sweep((pair_last_node(q, (total, big, rest)),))[0])
+        tokens, into_alpha, into_r, smaller = (np.zeros(0, dtype=np.int64), r[:0], r[:0], r[:0]) if into is None else into
+        _pair_forward(p, q, boundary, tail, given, fit, upto, r, inverse, later1, later2, total, np.ascontiguousarray(tokens, dtype=np.int64), into_alpha, into_r, smaller)
+    return given, r, tail - boundary if find is not None else tail
 
 
 def _compiled() -> None:
@@ -163,57 +206,91 @@ def _compiled() -> None:
     compile_in_place(globals(), KERNELS)
 
 
-def _pair_pass(p, q, boundary, tail, alpha, fit, upto, r, inverse, later1, later2, total, big, rest):
-    """The pass of :func:`pair_pass`: α (in place where fitted) and r; ``inverse``, ``later1``,
-    ``later2`` scratch of length n; ``total, big, rest`` = ``_masses(q, 0.0)``."""
+def _pair_sweep(q, boundary, total, big, rest, inverse, later1, later2, p, law, nodes, light, slack, misses):
+    """The backward sweep of :func:`_run`: ``inverse[j] = 1/(M - q_j)`` (the largest token's
+    complement summed from the others: ``rest``), and the suffix sums inside each part, from the
+    end: ``later1[j] = Σ q_z``, ``later2[j] = Σ q_z/(M - q_z)`` over the z after j in j's part.
+    ``misses[k]``: the last index i (from ``boundary``; -1 if none) where ``q > 0``,
+    ``p <= slack law[i]`` and ``q nodes[k] <= light`` fail together (:class:`PairTail`; ``law``
+    read from ``boundary``). The nodes increase, so a miss at one node is a miss at every larger
+    one (q t rounds monotonically in t): only the largest node not yet missed is checked."""
     n = q.shape[0]
-    # inverse[j] = 1/(M - q_j); the largest token's complement summed from the others
-    for j in range(n):
-        inverse[j] = 1.0 / (total - q[j])
-    inverse[big] = 1.0 / rest
-    scale = 1.0 / total
-    # Suffix sums inside each part, from the end: later1[j] = Σ q_z, later2[j] = Σ q_z/(M - q_z)
-    # over the z after j in j's part.
+    missing = nodes.shape[0]
+    misses[:] = -1
+    node = nodes[missing - 1] if missing else 0.0
     s1, s2 = 0.0, 0.0
     for j in range(n - 1, -1, -1):
+        inverse[j] = 1.0 / rest if j == big else 1.0 / (total - q[j])
         if j == boundary - 1:
             s1, s2 = 0.0, 0.0
         later1[j], later2[j] = s1, s2
         s1 += q[j]
         s2 += q[j] * inverse[j]
+        if missing > 0 and j >= boundary:
+            pooled = q[j] > 0 and p[j] <= slack * law[j - boundary]
+            while missing > 0 and not (pooled and q[j] * node <= light):
+                missing -= 1
+                misses[missing] = j - boundary
+                node = nodes[missing - 1] if missing else 0.0
+
+
+def _pair_forward(p, q, boundary, tail, alpha, fit, upto, r, inverse, later1, later2, total, tokens, into_alpha, into_r, smaller):
+    """The forward sweep of :func:`_run`: α (in place where fitted; 0 where q = 0 and from
+    ``upto`` on) and r (0 there) at every position, from :func:`_pair_sweep`'s ``inverse``,
+    ``later1``, ``later2``; where ``tokens`` is not empty, each position j >= ``boundary`` also
+    writes its α and r at ``tokens[j - boundary]`` of ``into_alpha``, ``into_r`` and
+    ``min(p_j, r_j)`` (numpy's: the second where neither is smaller, NaN kept) into
+    ``smaller[j - boundary]``."""
+    n = q.shape[0]
+    scale = 1.0 / total
     other1, other2 = 0.0, 0.0  # T*'s totals, seen by U tokens
     if 0 < boundary < n:
         other1, other2 = later1[boundary] + q[boundary], later2[boundary] + q[boundary] * inverse[boundary]
     e1, e1_error, e2, e2_error = 0.0, 0.0, 0.0, 0.0  # Σ (1 - α_z) q_z, Σ (1 - α_z) q_z/(M - q_z) before j in its part
     h1, h2 = 0.0, 0.0  # the head's sums (fixed once the tail starts)
     t1, t1_error, t2, t2_error = 0.0, 0.0, 0.0, 0.0  # the tail's sums before j
-    for j in range(min(upto, n)):
-        if j == boundary:
-            e1, e1_error, e2, e2_error = 0.0, 0.0, 0.0, 0.0
-        if j == tail:
-            h1, h2 = e1 + e1_error, e2 + e2_error
-        share = q[j] * scale
-        if j >= tail:
-            if q[j] > 0:
-                alpha[j] = 0.0
-                r[j] = share * ((h1 + 0.5 * (t1 + t1_error + later1[j])) * inverse[j] + h2 + 0.5 * (t2 + t2_error + later2[j]))
-            t1, t1_error = _add(t1, t1_error, q[j])
-            t2, t2_error = _add(t2, t2_error, q[j] * inverse[j])
-            continue
-        if q[j] > 0:
-            front1, front2 = e1 + e1_error, e2 + e2_error
-            if j < boundary:
-                front1 += other1
-                front2 += other2
-            last = share * (front1 * inverse[j] + front2)
-            whole = share * ((front1 + later1[j]) * inverse[j] + front2 + later2[j])
+    into = tokens.shape[0] > 0
+    for j in range(n):
+        if j >= upto:
+            r[j] = 0.0
             if fit:
-                alpha[j] = _coin(p[j], whole, last)
-            r[j] = alpha[j] * whole + (1.0 - alpha[j]) * last
-        back = 1.0 - alpha[j]
-        e1, e1_error = _add(e1, e1_error, back * q[j])
-        e2, e2_error = _add(e2, e2_error, back * q[j] * inverse[j])
+                alpha[j] = 0.0
+        else:
+            if j == boundary:
+                e1, e1_error, e2, e2_error = 0.0, 0.0, 0.0, 0.0
+            if j == tail:
+                h1, h2 = e1 + e1_error, e2 + e2_error
+            share = q[j] * scale
+            if q[j] > 0:
+                if j >= tail:
+                    alpha[j] = 0.0
+                    r[j] = share * ((h1 + 0.5 * (t1 + t1_error + later1[j])) * inverse[j] + h2 + 0.5 * (t2 + t2_error + later2[j]))
+                else:
+                    front1, front2 = e1 + e1_error, e2 + e2_error
+                    if j < boundary:
+                        front1 += other1
+                        front2 += other2
+                    last = share * (front1 * inverse[j] + front2)
+                    whole = share * ((front1 + later1[j]) * inverse[j] + front2 + later2[j])
+                    if fit:
+                        alpha[j] = _coin(p[j], whole, last)
+                    r[j] = alpha[j] * whole + (1.0 - alpha[j]) * last
+            else:
+                r[j] = 0.0
+                if fit:
+                    alpha[j] = 0.0
+            if j >= tail:
+                t1, t1_error = _add(t1, t1_error, q[j])
+                t2, t2_error = _add(t2, t2_error, q[j] * inverse[j])
+            else:
+                back = 1.0 - alpha[j]
+                e1, e1_error = _add(e1, e1_error, back * q[j])
+                e2, e2_error = _add(e2, e2_error, back * q[j] * inverse[j])
+        if into and j >= boundary:
+            i = j - boundary
+            into_alpha[tokens[i]], into_r[tokens[i]] = alpha[j], r[j]
+            smaller[i] = p[j] if p[j] < r[j] or p[j] != p[j] else r[j]
 
 
 #: The compiled kernels of this module.
-KERNELS = ("_pair_pass",)
+KERNELS = ("_pair_sweep", "_pair_forward")

@@ -110,11 +110,11 @@ def strict_level(values: np.ndarray, masses: np.ndarray, total: float, out) -> f
     _compiled()
     if not _increasing_sums(values, masses, mass_before, value_before):
         return None
-    mass_total, value_total = float(masses.sum()), float(values.sum())
+    value_total = float(values.sum())
     if value_total >= total:
         return 0.0
     j = int(_breakpoint_search(values, masses, mass_before, value_before, value_total, float(total)))
-    return total / mass_total if j == size else (total - values[j:].sum()) / masses[:j].sum()
+    return total / float(masses.sum()) if j == size else (total - values[j:].sum()) / masses[:j].sum()
 
 
 def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, total: float, level: float, outside: float, r_star: np.ndarray, out):
@@ -128,13 +128,16 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     (a plain reversal) and :func:`side_arrays`, bit for bit, without their five arrays of the
     part's size and numpy's temporaries.
 
-    Returns ``(by_position, merged_p, merged_q, r, lead, target)``: the tokens by decreasing p/q
-    and the arrays of :func:`side_arrays` (p, q led by the merged token ``(0, outside)`` when
-    ``outside > 0``, r* in that order), views of ``out`` (a
+    Returns ``(by_position, merged_p, merged_q, r, lead, target, masses)``: the tokens by
+    decreasing p/q and the arrays of :func:`side_arrays` (p, q led by the merged token
+    ``(0, outside)`` when ``outside > 0``, r* in that order), views of ``out`` (a
     :func:`~multidraft.theory.verifier._curtain._workspace`: ``ps, qs, ds, order, scratch`` of at
-    least ``len(tokens) + 1`` entries), and the side's target ``Σ min(p, r*)``, numpy's sum of
+    least ``len(tokens) + 1`` entries), the side's target ``Σ min(p, r*)``, numpy's sum of
     ``np.minimum(p, r*)`` in that order (:func:`min_sum`'s bits: the minimum written by the same
-    pass into ``out.scratch``); writes ``r_star[tokens]``."""
+    pass into ``out.scratch``), and ``pair_masses(merged_q)``
+    (:func:`~multidraft.theory.optimum._wor_pairs.pair_masses`' bits: its compensated steps taken
+    by the same pass, which reads merged_q in that order; the K = 2 pass's M); writes
+    ``r_star[tokens]``."""
     size = len(tokens)
     values, masses = np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(masses, dtype=np.float64)
     _compiled()
@@ -146,8 +149,8 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     if lead:
         merged_p[0], merged_q[0] = 0.0, outside
     smaller = out.scratch[:size]
-    _sorted_side(np.ascontiguousarray(tokens, dtype=np.int64), values, masses, cut, share, r_star, merged_p[lead:], merged_q[lead:], law, by_position, smaller)
-    return by_position, merged_p, merged_q, law, lead, float(smaller.sum())
+    total, big, rest = _sorted_side(np.ascontiguousarray(tokens, dtype=np.int64), values, masses, cut, share, r_star, merged_p[lead:], merged_q[lead:], law, by_position, smaller, float(outside))
+    return by_position, merged_p, merged_q, law, lead, float(smaller.sum()), (float(total), int(big), float(rest))
 
 
 def cut_members(order: np.ndarray, size: int) -> np.ndarray:
@@ -428,16 +431,37 @@ def _ratio_bisect(values, masses, x):
     return low
 
 
-def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r, by_position, smaller):
+def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r, by_position, smaller, outside):
     """The part reversed (:func:`sorted_side`): r* = q · share on the pool ``[:cut]``, p above;
-    ``smaller`` = ``np.minimum(p, r*)`` (numpy's: the second where neither is smaller, NaN kept)."""
+    ``smaller`` = ``np.minimum(p, r*)`` (numpy's: the second where neither is smaller, NaN kept).
+    Returns ``_wor_pairs._masses(merged_q, 0.0)`` (merged_q: ``outside`` when positive, then
+    ``out_q``), its steps here (the kernel self-contained): the first largest mass's index and
+    the others' mass summed with Neumaier's compensation."""
     size = values.shape[0]
+    lead = 1 if outside > 0 else 0
+    big, largest, rest, error = -1, 0.0, 0.0, 0.0
+    if lead:
+        big, largest = 0, outside
     for i in range(size):
         j = size - 1 - i
         law = masses[j] * share if j < cut else values[j]
         out_p[i], out_q[i], out_r[i], by_position[i] = values[j], masses[j], law, tokens[j]
         smaller[i] = values[j] if values[j] < law or values[j] != values[j] else law
         r_star[tokens[j]] = law
+        if big < 0:
+            big, largest = i, masses[j]
+            continue
+        x = masses[j]
+        if x > largest:
+            x, big, largest = largest, lead + i, x
+        added = rest + x  # Neumaier's step (_wor_pairs._add)
+        if abs(rest) >= abs(x):
+            error += (rest - added) + x
+        else:
+            error += (x - added) + rest
+        rest = added
+    rest += error
+    return rest + largest, big, rest
 
 
 def _members(order, size, out):

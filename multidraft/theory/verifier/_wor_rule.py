@@ -47,7 +47,7 @@ import numpy as np
 from multidraft.theory.verifier._orders import sorted_tokens
 from multidraft.theory.verifier._front_back import front_back_head, front_back_nodes, front_back_pass
 from multidraft.theory.verifier._curtain import _workspace
-from multidraft.theory.verifier._front_back_two import pair_last_node, pair_pass, pair_tail_start
+from multidraft.theory.verifier._front_back_two import PairTail, pair_pass, pair_tail_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, pool_split
 from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, rule_sums, scatter, side_arrays, sorted_part, sorted_side, strict_level, tail_starts, write_positions
@@ -315,10 +315,12 @@ def _part(p, q, hint, p_hint, q_hint, clip, total):
 def _t_arrays(p, q, cut, outside, r_star, work):
     """T*'s tokens by position (decreasing p/q, ties by id), ``(merged_p, merged_q, r*, lead)``
     of :func:`~multidraft.theory.verifier._wor_parts.side_arrays` (in ``work``; r* written into
-    ``r_star``) and T*'s target ``Σ min(p, r*)`` (:func:`~multidraft.theory.verifier._wor_parts.min_sum`'s
-    bits): from the scan's arrays as they are where p/q increase strictly along them
+    ``r_star``), T*'s target ``Σ min(p, r*)`` (:func:`~multidraft.theory.verifier._wor_parts.min_sum`'s
+    bits) and ``pair_masses(merged_q)`` (None where not taken on the way): from the scan's arrays
+    as they are where p/q increase strictly along them
     (:func:`~multidraft.theory.verifier._wor_parts.strict_level`,
-    :func:`~multidraft.theory.verifier._wor_parts.sorted_side`), else by the part's sort."""
+    :func:`~multidraft.theory.verifier._wor_parts.sorted_side`, which sums the masses too), else
+    by the part's sort."""
     size = cut.size
     values, masses = _along_scan(p, q, cut, 0, size)
     level = strict_level(values, masses, cut.contained, work) if size else None
@@ -327,7 +329,7 @@ def _t_arrays(p, q, cut, outside, r_star, work):
     t_part = _part(p, q, cut.order[:size], values, masses, "max", cut.contained)
     r_star[t_part.tokens] = t_part.law
     merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds))
-    return t_part.tokens[t_part.index], merged_p, merged_q, r_star_t, lead, min_sum(merged_p[lead:], r_star_t, work.scratch)
+    return t_part.tokens[t_part.index], merged_p, merged_q, r_star_t, lead, min_sum(merged_p[lead:], r_star_t, work.scratch), None
 
 
 def _u_arrays(p, q, u_part, u_tokens, r_star):
@@ -345,7 +347,7 @@ def _u_arrays(p, q, u_part, u_tokens, r_star):
     return drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
 
 
-def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None):
+def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None, into=None, masses=None):
     """Front/back on T* with p, q given in its position order, led by U merged into one token
     of mass L when ``lead`` (``merged_p``, ``merged_q``: :func:`~multidraft.theory.verifier._wor_parts.side_arrays`):
     ``(α, r)`` of the T* tokens. Given ``r_star_t`` (r* in that order), the
@@ -353,16 +355,33 @@ def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None):
     has :data:`MIN_TAIL` tokens or more, becomes the uniform tail
     (:mod:`~multidraft.theory._wor_tail`; its coins α = 0); returns ``(α, r, tail)``, ``tail`` =
     the tail's first position (``len(q_t)``: none). K = 2: the same rule's law in closed form
-    (:func:`~multidraft.theory.verifier._front_back_two.pair_pass`, its tail exact whatever
-    the rounding bound of the power series says; ``out``: two arrays it writes α and r into,
-    :func:`~multidraft.theory.verifier._front_back_two.pair_pass`'s, which shares the masses
-    with :func:`~multidraft.theory.verifier._front_back_two.pair_last_node`)."""
+    (:func:`~multidraft.theory.verifier._front_back_two.pair_tail_pass`, its tail found in the
+    pass's backward sweep and exact whatever the rounding bound of the power series says;
+    ``out``: two arrays it writes α and r into). ``into``: ``(tokens, α_full, r_full, smaller)``
+    (T*'s tokens by position): α and r also written at the tokens and ``min(p, r)`` into
+    ``smaller`` (inside the K = 2 pass; afterwards otherwise). ``masses``: ``pair_masses(merged_q)``
+    where the caller has it (:func:`_t_arrays`)."""
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     if k == PAIRS:  # finite sums, no nodes (_front_back_two); the tail's lightness at the same last node
-        masses = pair_masses(merged_q)
-        start = len(q_t) if r_star_t is None else pair_tail_start(lambda nodes: _tail_start(p_t, q_t, r_star_t, nodes), merged_q, masses)
-        alpha, r = pair_pass(merged_p, merged_q, lead, lead + start, masses=masses, out=out)
-        return alpha[lead:], r[lead:], start
+        masses = pair_masses(merged_q) if masses is None else masses
+        if r_star_t is None:
+            alpha, r = pair_pass(merged_p, merged_q, lead, masses=masses, out=out)
+            alpha, r, start = alpha[lead:], r[lead:], len(q_t)
+        else:
+            alpha, r, start = pair_tail_pass(merged_p, merged_q, lead, PairTail(r_star_t, LIGHT, TAIL_SLACK, MIN_TAIL), masses=masses, out=out, into=into)
+            return alpha[lead:], r[lead:], start
+    else:
+        alpha, r, start = _quadrature_side(merged_p, merged_q, lead, k, r_star_t)
+    if into is not None:
+        scatter(into[0], alpha, r, into[1], into[2])
+        np.minimum(p_t, r, out=into[3][: len(r)])
+    return alpha, r, start
+
+
+def _quadrature_side(merged_p, merged_q, lead, k, r_star_t):
+    """:func:`_t_side` for K != 2 (without ``into``): the front/back pass over the quadrature's
+    nodes, with its uniform tail's law as a power series where its rounding bound allows."""
+    p_t, q_t = merged_p[lead:], merged_q[lead:]
     nodes, weights = front_back_nodes(merged_q, k)
     start = len(q_t) if r_star_t is None else _tail_start(p_t, q_t, r_star_t, (float(nodes[-1]),))[0]
     if start < len(q_t):
@@ -497,20 +516,21 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     r_star[u_part.tokens] = u_part.law
     boundary = n - cut.size
     drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
-    alpha, r = np.empty(n), np.empty(n)  # every entry written: U's zeros here, T*'s by its scatter
+    alpha, r = np.empty(n), np.empty(n)  # every entry written: U's zeros here, T*'s by the T* side's pass (or its scatter)
     alpha[u_tokens] = 0.0
     r[u_tokens] = 0.0
     note = None
 
     # T* side: front/back with U merged into one token of mass L (another order where short).
     # p, q, r* gathered in its position order once (q_t again only if the order changes).
-    t_tokens, merged_p, merged_q, r_star_t, lead, t_target = _t_arrays(p, q, cut, outside, r_star, work)
+    t_tokens, merged_p, merged_q, r_star_t, lead, t_target, t_masses = _t_arrays(p, q, cut, outside, r_star, work)
     p_t, q_t = merged_p[lead:], merged_q[lead:]
     t_short = 0.0
     tail = n
     if len(t_tokens):
-        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t, (work.hull_start, work.hull_end))
-        t_short = t_target - min_sum(p_t, r_t, work.scratch)
+        # α and r written at the tokens and min(p, r) into the scratch by the side's pass itself
+        a_t, r_t, start = _t_side(merged_p, merged_q, lead, k, r_star_t, (work.hull_start, work.hull_end), (t_tokens, alpha, r, work.scratch), t_masses)
+        t_short = t_target - float(work.scratch[: len(t_tokens)].sum())
         if t_short > SIDE_TOLERANCE and _plain_may_gain(p_t, r_t, start, len(t_tokens)):
             # front/back throughout (without the tail), other orders too
             a_plain, r_plain = (a_t, r_t) if start == len(t_tokens) else _t_side(merged_p, merged_q, lead, k)[:2]
@@ -522,9 +542,9 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
             if plain_short < t_short - TAIL_GAIN or start == len(t_tokens):
                 t_tokens, a_t, r_t, t_short, start = order_t, a_plain, r_plain, plain_short, len(t_tokens)
                 q_t = q[t_tokens]
+                scatter(t_tokens, a_t, r_t, alpha, r)
         if start < len(t_tokens):
             tail = boundary + start
-        scatter(t_tokens, a_t, r_t, alpha, r)
 
     # U side: the J-curtain at its best; the front/back U side (other orders too, for a small U)
     # where that falls short.

@@ -56,6 +56,38 @@ def test_descending_index_orders_by_decreasing_ratio_ties_by_id_and_a_plain_reve
     assert caught >= 10
 
 
+def _descending_index_by_reversal(key):
+    """The kernel descending_index had (plain Python): the indices reversed, then every run of
+    keys equal to the run's first, read through that index, reversed back."""
+    m = len(key)
+    out = list(range(m - 1, -1, -1))
+    start = 0
+    while start < m:
+        stop = start + 1
+        while stop < m and key[out[stop]] == key[out[start]]:
+            stop += 1
+        out[start:stop] = out[start:stop][::-1]
+        start = stop
+    return np.array(out, dtype=np.int64)
+
+
+def test_descending_index_is_the_kernel_it_replaced_and_a_plain_reversal_is_caught():
+    """The neighbour-comparing pass against the reversal it replaced, bit for bit, on keys with
+    runs of ties (at both ends too), NaN (alone and in a row), ±0.0 and ±inf."""
+    rng = np.random.default_rng(11)
+    caught = 0
+    for trial in range(300):
+        size = int(rng.integers(0, 60))
+        key = np.sort(rng.integers(0, max(size // 2, 1), size).astype(float)) if trial % 3 else np.sort(rng.random(size))
+        if trial % 5 == 0 and size:
+            key[rng.integers(0, size, 3)] = np.nan
+        if trial % 7 == 0 and size > 3:
+            key[:2], key[-2:] = (-0.0, 0.0), (np.inf, np.inf)
+        np.testing.assert_array_equal(_wor_parts.descending_index(key), _descending_index_by_reversal(key))
+        caught += not np.array_equal(np.arange(size)[::-1], _descending_index_by_reversal(key))  # the twin
+    assert caught >= 100
+
+
 def test_side_arrays_tail_start_scatter_and_positions_are_the_numpy_expressions_and_twins_are_caught():
     rng = np.random.default_rng(3)
     for _ in range(30):

@@ -182,7 +182,7 @@ import multidraft.schemes.rrs_wor, multidraft.trees._residual
 import multidraft.theory.verifier._curtain_kernels, multidraft.theory.verifier._front_back, multidraft.theory.verifier._wor_curtain
 import multidraft.theory.verifier._curtain_select
 import multidraft.theory.optimum._wor_moments, multidraft.theory.optimum._wor_race, multidraft.theory.verifier._wor_tail
-import multidraft.theory.optimum._wor_sums, multidraft.theory.verifier._radix
+import multidraft.theory.optimum._wor_sums, multidraft.theory.verifier._radix, multidraft.theory.verifier._curtain
 rng = np.random.default_rng(0)
 p = rng.permutation(zipf(2000, 1.1))
 q = np.exp(np.log(p) + 2.0 * rng.standard_normal(2000))
@@ -197,7 +197,7 @@ stats = {}
 for module in (multidraft.schemes.rrs_wor, multidraft.trees._residual, multidraft.theory.verifier._curtain_kernels, multidraft.theory.verifier._curtain_select,
                multidraft.theory.verifier._front_back, multidraft.theory.verifier._wor_curtain, multidraft.theory.optimum._wor_moments,
                multidraft.theory.optimum._wor_race, multidraft.theory.verifier._wor_tail, multidraft.theory.optimum._wor_sums,
-               multidraft.theory.verifier._radix):
+               multidraft.theory.verifier._radix, multidraft.theory.verifier._curtain):
     for name, value in vars(module).items():
         if isinstance(value, Dispatcher) and value.signatures:
             stats[module.__name__ + "." + name] = [sum(value.stats.cache_hits.values()), sum(value.stats.cache_misses.values())]

@@ -71,21 +71,58 @@ def _descending_index_by_reversal(key):
     return np.array(out, dtype=np.int64)
 
 
+def _sorted_keys(rng, trial):
+    """Increasing keys with runs of ties (at both ends too), NaN (alone and in a row), ±0.0 and ±inf."""
+    size = int(rng.integers(0, 60))
+    key = np.sort(rng.integers(0, max(size // 2, 1), size).astype(float)) if trial % 3 else np.sort(rng.random(size))
+    if trial % 5 == 0 and size:
+        key[rng.integers(0, size, 3)] = np.nan
+    if trial % 7 == 0 and size > 3:
+        key[:2], key[-2:] = (-0.0, 0.0), (np.inf, np.inf)
+    return key
+
+
 def test_descending_index_is_the_kernel_it_replaced_and_a_plain_reversal_is_caught():
-    """The neighbour-comparing pass against the reversal it replaced, bit for bit, on keys with
-    runs of ties (at both ends too), NaN (alone and in a row), ±0.0 and ±inf."""
+    """The neighbour-comparing pass (``_curtain.reversed_runs``) against the reversal it
+    replaced, bit for bit, on 300 keys of :func:`_sorted_keys`."""
     rng = np.random.default_rng(11)
     caught = 0
     for trial in range(300):
-        size = int(rng.integers(0, 60))
-        key = np.sort(rng.integers(0, max(size // 2, 1), size).astype(float)) if trial % 3 else np.sort(rng.random(size))
-        if trial % 5 == 0 and size:
-            key[rng.integers(0, size, 3)] = np.nan
-        if trial % 7 == 0 and size > 3:
-            key[:2], key[-2:] = (-0.0, 0.0), (np.inf, np.inf)
+        key = _sorted_keys(rng, trial)
         np.testing.assert_array_equal(_wor_parts.descending_index(key), _descending_index_by_reversal(key))
-        caught += not np.array_equal(np.arange(size)[::-1], _descending_index_by_reversal(key))  # the twin
+        caught += not np.array_equal(np.arange(len(key))[::-1], _descending_index_by_reversal(key))  # the twin
     assert caught >= 100
+
+
+def test_descending_run_order_is_the_stable_argsort_and_declines_a_rise_or_a_leading_nan():
+    """The iid fit's ``descending_run_order`` (rises counted without an early exit, the runs by
+    ``reversed_runs``): on non-increasing keys with ties, ±0.0 and ±inf it writes
+    ``np.argsort(key, kind="stable")`` and returns True; one rise anywhere (or a NaN first, or
+    within) returns False with ``order`` untouched. Twin: a check of the first pair only, which
+    accepts keys that rise later."""
+    from multidraft.theory.verifier import _curtain
+
+    _curtain.compile_in_place(vars(_curtain), _curtain.KERNELS)
+    rng = np.random.default_rng(12)
+    caught = 0
+    for trial in range(300):
+        key = _sorted_keys(rng, trial)
+        key = key[~np.isnan(key)][::-1].copy()
+        order = np.full(len(key), -1, dtype=np.int64)
+        assert _curtain.descending_run_order(key, order)
+        np.testing.assert_array_equal(order, np.argsort(key, kind="stable"))
+        if len(key) >= 3:
+            at = int(rng.integers(1, len(key)))
+            for bad in (key[at - 1] + 1.0, np.nan):
+                spoilt = key.copy()
+                spoilt[at if bad == bad else int(rng.integers(0, len(key)))] = bad
+                untouched = np.full(len(key), -1, dtype=np.int64)
+                rises = not (spoilt[1:] <= spoilt[:-1]).all()
+                assert _curtain.descending_run_order(spoilt, untouched) is (not rises and not np.isnan(spoilt).any())
+                if rises:
+                    assert (untouched == -1).all()
+                    caught += at > 1 and spoilt[1] <= spoilt[0]  # the twin, checking the first pair only, accepts it
+    assert caught >= 50
 
 
 def test_side_arrays_tail_start_scatter_and_positions_are_the_numpy_expressions_and_twins_are_caught():

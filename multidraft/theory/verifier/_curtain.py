@@ -150,30 +150,56 @@ def _order(values: np.ndarray, masses: np.ndarray, work: _Workspace) -> np.ndarr
 def descending_run_order(key, order):
     """If ``key`` is non-increasing (no NaN), write into ``order`` the indices by increasing key,
     equal keys by increasing index -- the stable argsort, read off in O(s): the indices
-    backwards, each run of equal keys forwards -- and return True; otherwise False (``order``
-    untouched). The wor rule lays out U's tokens in decreasing p/q order, so at T* = ∅ (every
-    P* = 1 node) the iid fit's ratios p/(q/q(U)) arrive sorted (0.5-0.7 ms of radix sort at
-    n = 49152)."""
+    backwards, each run of equal keys forwards (:func:`reversed_runs`) -- and return True;
+    otherwise False (``order`` untouched). The wor rule lays out U's tokens in decreasing p/q
+    order, so at T* = ∅ (every P* = 1 node) the iid fit's ratios p/(q/q(U)) arrive sorted
+    (0.5-0.7 ms of radix sort at n = 49152). The check counts the rises in one pass without an
+    early exit, which vectorises (0.12 -> 0.05 ms with the runs at n = 49152)."""
     n = key.shape[0]
-    for i in range(1, n):
-        if not key[i] <= key[i - 1]:
-            return False
     if n and key[0] != key[0]:
         return False
-    out, end = 0, n
-    while end > 0:
-        start = end - 1
-        while start > 0 and key[start - 1] == key[end - 1]:
-            start -= 1
-        for i in range(start, end):
-            order[out] = i
-            out += 1
-        end = start
+    rises = 0
+    for i in range(1, n):
+        rises += not key[i] <= key[i - 1]
+    if rises:
+        return False
+    reversed_runs(key, order)
     return True
 
 
+def reversed_runs(key, out):
+    """``out`` = the indices of ``key`` reversed, then every run of keys equal to the run's first
+    (in that reversed order; a NaN is its own run) put back in increasing index: for keys sorted
+    one way, the order the other way with ties by increasing index. The runs are found by
+    comparing neighbours of ``key`` in place (not read through ``out``)."""
+    m = key.shape[0]
+    for i in range(m):
+        out[i] = m - 1 - i
+    i = 1
+    while i < m:  # reversed positions i - 1, i hold the indices m - i, m - 1 - i
+        if key[m - 1 - i] == key[m - i]:
+            anchor, stop = key[m - i], i + 1
+            while stop < m and key[m - 1 - stop] == anchor:
+                stop += 1
+            low, high = i - 1, stop - 1
+            while low < high:
+                out[low], out[high] = out[high], out[low]
+                low += 1
+                high -= 1
+            i = stop + 1
+        else:
+            i += 1
+
+
+def descending_runs(key: np.ndarray, out: np.ndarray) -> None:
+    """:func:`reversed_runs` compiled (the index of
+    :func:`~multidraft.theory.verifier._wor_parts.descending_index`)."""
+    compile_in_place(globals(), KERNELS)
+    reversed_runs(key, out)
+
+
 #: The compiled kernels of this module (:func:`~multidraft.theory._numba.compile_in_place`).
-KERNELS = ("descending_run_order",)
+KERNELS = ("descending_run_order", "reversed_runs")
 
 
 def density_order(values: np.ndarray, masses: np.ndarray) -> np.ndarray:

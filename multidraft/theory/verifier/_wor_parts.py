@@ -16,7 +16,7 @@ import numpy as np
 
 from multidraft.theory._numba import compile_in_place
 from multidraft.theory.verifier import _radix
-from multidraft.theory.verifier._curtain import _workspace
+from multidraft.theory.verifier._curtain import _workspace, descending_runs
 from multidraft.theory.verifier._orders import sorted_tokens
 
 __all__ = [
@@ -63,14 +63,15 @@ def descending_index(key: np.ndarray) -> np.ndarray:
     """For a part sorted by increasing ratio ``key`` (p/q), equal ratios by increasing id: the
     index that orders it by *decreasing* ratio, equal ratios still by increasing id --
     reversed, then every run of equal ratios reversed back. ``tokens[index]`` is what
-    ``sorted_tokens(tokens, -p/q)`` gives, in one pass.
+    ``sorted_tokens(tokens, -p/q)`` gives, in one pass
+    (:func:`~multidraft.theory.verifier._curtain.reversed_runs`, which the iid fit's
+    :func:`~multidraft.theory.verifier._curtain.descending_run_order` shares).
 
     >>> descending_index(np.array([0.4, 0.4, 0.8, 2.4])).tolist()
     [3, 2, 0, 1]
     """
     out = np.empty(len(key), dtype=np.int64)
-    _compiled()
-    _descending_index(np.ascontiguousarray(key, dtype=np.float64), out)
+    descending_runs(np.ascontiguousarray(key, dtype=np.float64), out)
     return out
 
 
@@ -365,29 +366,6 @@ def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses,
     return tie
 
 
-def _descending_index(key, out):
-    """The indices reversed, then each run of equal keys (each equal to the run's first, in the
-    reversed order: a NaN is its own run) reversed back, the runs found by comparing neighbours
-    of ``key`` in place (not through ``out``): the same index, 0.084 -> 0.044 ms at n = 49152."""
-    m = key.shape[0]
-    for i in range(m):
-        out[i] = m - 1 - i
-    i = 1
-    while i < m:  # reversed positions i - 1, i hold the tokens m - i, m - 1 - i
-        if key[m - 1 - i] == key[m - i]:
-            anchor, stop = key[m - i], i + 1
-            while stop < m and key[m - 1 - stop] == anchor:
-                stop += 1
-            low, high = i - 1, stop - 1
-            while low < high:
-                out[low], out[high] = out[high], out[low]
-                low += 1
-                high -= 1
-            i = stop + 1
-        else:
-            i += 1
-
-
 def _gather(index, p, q, r, out_p, out_q, out_r):
     for i in range(index.shape[0]):
         j = index[i]
@@ -593,6 +571,6 @@ def _piece_offsets(start, end, out):
 
 #: The compiled kernels of this module.
 KERNELS = (
-    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_descending_index", "_gather", "_increasing_sums", "_breakpoint_search", "_ratio_bisect", "_sorted_side", "_members", "_last_misses", "_scatter",
+    "_piece_offsets", "_ratio_gather", "_increasing", "_apply_order", "_gather", "_increasing_sums", "_breakpoint_search", "_ratio_bisect", "_sorted_side", "_members", "_last_misses", "_scatter",
     "_write_positions", "_rule_terms", "_descending_values", "_item", "_pairwise",
 )  # fmt: skip

@@ -94,6 +94,21 @@ def test_descending_index_is_the_kernel_it_replaced_and_a_plain_reversal_is_caug
     assert caught >= 100
 
 
+def test_increasing_is_numpys_strict_comparison_and_a_non_strict_twin_is_caught():
+    """sorted_part's check (the failures counted without an early exit) against
+    ``np.all(key[:-1] < key[1:])`` on 300 keys of :func:`_sorted_keys` and their reversals
+    (NaN anywhere: False); the twin ``<=`` accepts the ties and is caught."""
+    _wor_parts._compiled()
+    rng = np.random.default_rng(13)
+    caught = 0
+    for trial in range(300):
+        key = _sorted_keys(rng, trial)
+        for keys in (key, key[::-1].copy()):
+            assert _wor_parts._increasing(keys) is bool(np.all(keys[:-1] < keys[1:]))
+            caught += bool(np.all(keys[:-1] <= keys[1:])) != bool(np.all(keys[:-1] < keys[1:]))
+    assert caught >= 50
+
+
 def test_descending_run_order_is_the_stable_argsort_and_declines_a_rise_or_a_leading_nan():
     """The iid fit's ``descending_run_order`` (rises counted without an early exit, the runs by
     ``reversed_runs``): on non-increasing keys with ties, ±0.0 and ±inf it writes

@@ -313,20 +313,21 @@ def optimal_cut(
     # the chain, Lemma 1) their chords lower every other prefix's cut bound. The chords run in
     # x = -λ_j (λ_j the outside mass, summed from the tail): as a prefix sum, Q_j rounds by
     # ~1e-16 per token, which is all of the spacing left when one token holds 1 - 1e-12.
-    place = -basis.outside[: draftable + 1]
-    known_x, known_g = [float(place[0]), 0.0], [0.0, 1.0]
     candidates = np.flatnonzero(lower <= bound + tolerance)
     count, probe = len(candidates), int(candidates[np.argmin(lower[candidates])]) if len(candidates) else -1
-    for _ in range(_PROBES):
-        if count <= _FEW or probe == 0 or place[probe] in known_x:  # probe's bound exact already: no better prefix
-            break
-        contained = float(containment_at(q_sorted, k, np.array([probe]), basis=basis)[0])
-        bound = min(bound, prefix_p[probe] + 1.0 - contained)
-        at = int(np.searchsorted(known_x, place[probe]))
-        known_x.insert(at, float(place[probe]))
-        known_g.insert(at, contained)
-        count, probe = tighten_bounds(lower, prefix_p, place, known_x, known_g, bound + tolerance)
-    candidates = np.flatnonzero(lower <= bound + tolerance)
+    if count > _FEW and probe != 0:  # else no probe: the bound and the candidates stay (every P* = 1 node)
+        place = -basis.outside[: draftable + 1]
+        known_x, known_g = [float(place[0]), 0.0], [0.0, 1.0]
+        for _ in range(_PROBES):
+            if count <= _FEW or probe == 0 or place[probe] in known_x:  # probe's bound exact already: no better prefix
+                break
+            contained = float(containment_at(q_sorted, k, np.array([probe]), basis=basis)[0])
+            bound = min(bound, prefix_p[probe] + 1.0 - contained)
+            at = int(np.searchsorted(known_x, place[probe]))
+            known_x.insert(at, float(place[probe]))
+            known_g.insert(at, contained)
+            count, probe = tighten_bounds(lower, prefix_p, place, known_x, known_g, bound + tolerance)
+        candidates = np.flatnonzero(lower <= bound + tolerance)
     contained = _candidate_containment(q_sorted, k, candidates, lower[candidates], prefix_p, tolerance, basis)
     values = prefix_p[candidates] + 1.0 - contained
     best = int(np.nanargmin(values))

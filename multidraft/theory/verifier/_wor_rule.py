@@ -516,9 +516,12 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     r_star[u_part.tokens] = u_part.law
     boundary = n - cut.size
     drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
-    alpha, r = np.empty(n), np.empty(n)  # every entry written: U's zeros here, T*'s by the T* side's pass (or its scatter)
-    alpha[u_tokens] = 0.0
-    r[u_tokens] = 0.0
+    if len(u_tokens) == n:  # U = Ω (the empty cut): zeros throughout, not scattered over a permutation of n
+        alpha, r = np.zeros(n), np.zeros(n)
+    else:  # every entry written: U's zeros here, T*'s by the T* side's pass (or its scatter)
+        alpha, r = np.empty(n), np.empty(n)
+        alpha[u_tokens] = 0.0
+        r[u_tokens] = 0.0
     note = None
 
     # T* side: front/back with U merged into one token of mass L (another order where short).

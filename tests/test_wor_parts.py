@@ -386,6 +386,7 @@ def test_sorted_side_is_the_part_law_index_and_side_arrays_and_a_forward_free_su
         expected[tokens] = law
         np.testing.assert_array_equal(r_star, expected)
         cut, pool_mass, _ = _wor_curtain.pool_split(values, masses, total, "max")
+        np.testing.assert_array_equal(_part_law(values, masses, total, "max", values / masses), law)  # the ratios given
         if cut:  # the twin: the free p summed in their own order
             twin = values.copy()
             twin[:cut] = masses[:cut] * (max(total - values[cut:].sum(), 0.0) / pool_mass)

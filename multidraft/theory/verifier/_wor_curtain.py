@@ -90,12 +90,13 @@ def water_level(values: np.ndarray, masses: np.ndarray, total: float, clip: str)
     return total / mass_total if j == len(values) else (total - values[j:].sum()) / masses[:j].sum()
 
 
-def pool_split(values: np.ndarray, masses: np.ndarray, total: float, clip: str) -> tuple[int, float, float]:
+def pool_split(values: np.ndarray, masses: np.ndarray, total: float, clip: str, density: np.ndarray | None = None) -> tuple[int, float, float]:
     """The free tokens and the pool of one part (tokens sorted by increasing p/q), clipped at
     the water level of :func:`water_level`: ``(cut, pool mass, pool weight)``, the pool being
     the tokens ``[cut:]`` (``"min"``: density >= λ) or ``[:cut]`` (``"max"``: density <= μ), its
-    weight what the free tokens (r = p) leave of ``total``."""
-    density = values / masses
+    weight what the free tokens (r = p) leave of ``total``. ``density``: ``values / masses``
+    where the caller has it (the same bits; not divided again)."""
+    density = values / masses if density is None else density
     level = water_level(values, masses, total, clip)
     if clip == "min":
         cut = int(np.searchsorted(density, level, side="left"))

@@ -253,13 +253,14 @@ def optimal_wor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, contained:
     return r
 
 
-def _part_law(values, masses, total, clip):
+def _part_law(values, masses, total, clip, ratios=None):
     """r* on one part, given p and q of its tokens by increasing p/q (q > 0): clipped at its
-    water level (:func:`~multidraft.theory.verifier._wor_curtain.pool_split`)."""
+    water level (:func:`~multidraft.theory.verifier._wor_curtain.pool_split`; ``ratios``:
+    ``values / masses`` where the caller has it)."""
     law = values.copy()
     if len(values) == 0:
         return law
-    cut, pool_mass, pool_weight = pool_split(values, masses, total, clip)
+    cut, pool_mass, pool_weight = pool_split(values, masses, total, clip, ratios)
     pool = slice(cut, None) if clip == "min" else slice(None, cut)
     if len(law[pool]):
         law[pool] = masses[pool] * (pool_weight / pool_mass)
@@ -309,7 +310,7 @@ def _along_scan(p, q, cut, start, stop):
 def _part(p, q, hint, p_hint, q_hint, clip, total):
     """The :class:`_Part` of the tokens ``hint`` (p, q along it), r* clipped by ``clip`` to ``total``."""
     tokens, values, masses, key = sorted_part(hint, p, q, (p_hint, q_hint))
-    return _Part(tokens, values, masses, _part_law(values, masses, total, clip), descending_index(key))
+    return _Part(tokens, values, masses, _part_law(values, masses, total, clip, key), descending_index(key))
 
 
 def _t_arrays(p, q, cut, outside, r_star, work):

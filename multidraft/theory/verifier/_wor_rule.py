@@ -508,8 +508,6 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
 def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> WithoutReplacementRule:
     """:func:`_rule_for_cut` with its workspace ``work``."""
     n = len(p)
-    certificate = cut_members(cut.order, cut.size)
-    certificate.flags.writeable = False
     # r* part by part by increasing p/q; the positions U then T*, each by decreasing p/q (ties by id)
     u_part, u_tokens = _u_part(p, q, cut)
     r_star = np.zeros(n)
@@ -566,6 +564,8 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u
                 alpha[u_tokens], r[u_tokens] = a_u, r_u
     position = write_positions(u_tokens, t_tokens, n)
+    certificate = cut_members(position, boundary)  # T* = the cut's prefix, last in the positions
+    certificate.flags.writeable = False
     # the law's checks, the first draft's acceptance and the step's normaliser Σ (p - r)_+ (as
     # canonical_step sums it) in one pass; the step itself only when asked for (FrontBackRule.step)
     total, negative, first_sum, fitted_sum, excess = rule_sums(p, q, r, work)

@@ -315,3 +315,42 @@ def test_law_registry_constructor_and_target_check():
     assert Greedy(["1/2", "1/4", "1/4"], 2).single_draft().marginal(0, exact=True).tolist() == [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)]
     assert Independent([q, [0.1, 0.1, 0.8]]).single_draft().draft.tolist() == q
     assert Deterministic([2, 0], 3).single_draft().tokens.tolist() == [2]
+
+
+def test_support_size_is_the_count_and_a_row_below_the_floor_is_not_whole():
+    """A one-distribution law's support size (its K <= |supp q| check and ``tuple_count``) is
+    ``count_nonzero(q)`` for every kind of draft: positive throughout (validation's support is
+    the shared ``arange(n)``, no count), with zeros, sparse (top-k), an entry below MASS_FLOOR
+    (floored to zero: not every token), exact; K beyond it is refused. The twin, "every token
+    where the least entry is positive" without the floor's clause, miscounts the floored row."""
+    import math
+
+    from multidraft.theory.laws import MASS_FLOOR
+    from multidraft.theory.laws._distributions import checked_row
+    from multidraft.theory.laws._row_scan import every_token
+
+    rng = np.random.default_rng(4)
+    n = 70_000
+    dense = rng.random(n) + 0.1
+    zeros = dense.copy()
+    zeros[rng.choice(n, 5_000, replace=False)] = 0.0
+    sparse = np.zeros(n)
+    sparse[rng.choice(n, 40, replace=False)] = rng.random(40) + 0.1
+    floored = dense.copy()
+    floored[17] = MASS_FLOOR * 1e-3  # positive, below the floor
+    rows = {"dense": dense / dense.sum(), "zeros": zeros / zeros.sum(), "sparse": sparse / sparse.sum(), "floored": floored, "small": [0.25, 0.5, 0.25]}
+    for name, row in rows.items():
+        for cls in (IID, WithoutReplacement):
+            law = cls(row, 2, normalize=name == "floored")
+            count = int(np.count_nonzero(law.draft))
+            assert law._support_size == count, (name, cls)
+            expected = math.perm(count, 2) if cls is WithoutReplacement else count**2
+            assert law.tuple_count() == expected
+    assert checked_row(rows["dense"], "draft")[1] is every_token(n)
+    assert checked_row(rows["zeros"], "draft")[1] is None
+    assert checked_row(floored, "draft", normalize=True)[1] is None
+    assert WithoutReplacement(["1/2", "1/2", "0"], 2)._support_size == 2
+    with pytest.raises(ValueError, match="k <= the number of draft tokens"):
+        WithoutReplacement(rows["sparse"], 41)
+    twin = len(every_token(n)) if floored.min() > 0 else None
+    assert twin != int(np.count_nonzero(WithoutReplacement(floored, 2, normalize=True).draft))

@@ -423,8 +423,10 @@ def test_strict_level_probes_the_breakpoint_sums_and_a_level_without_the_kept_va
 
 
 def test_cut_members_is_the_masks_flatnonzero_and_the_unsorted_prefix_is_caught():
-    """cut_members against ``np.flatnonzero`` of the prefix's mask, prefixes shorter and longer
-    than half (each side marked); the twin, the prefix as it stands, is not in id order."""
+    """cut_members of the positions U then T* (:func:`write_positions`, T* = the prefix
+    ``order[:size]`` of a permutation) against ``np.flatnonzero`` of the prefix's mask (the
+    marking pass it replaced), prefixes empty, whole and anywhere between; the twins, the
+    prefix as it stands (not in id order) and the positions below the boundary (U), differ."""
     rng = np.random.default_rng(8)
     caught = 0
     for trial in range(300):
@@ -433,10 +435,13 @@ def test_cut_members_is_the_masks_flatnonzero_and_the_unsorted_prefix_is_caught(
         size = int(rng.integers(0, n + 1)) if trial % 3 else (n if trial % 2 else 0)
         mask = np.zeros(n, dtype=bool)
         mask[order[:size]] = True
-        got = _wor_parts.cut_members(order, size)
+        position = _wor_parts.write_positions(rng.permutation(order[size:]), rng.permutation(order[:size]), n)
+        got = _wor_parts.cut_members(position, n - size)
         np.testing.assert_array_equal(got, np.flatnonzero(mask))
-        assert got.dtype == np.int64
+        assert got.dtype == np.int64 and got.shape == (size,)
         caught += not np.array_equal(order[:size], got)
+        if 0 < size < n:
+            assert not np.array_equal(np.flatnonzero(position < n - size), got)
     assert caught >= 200
 
 
@@ -462,12 +467,14 @@ def test_min_sum_into_scratch_is_the_numpy_expression_and_the_exact_sum_is_caugh
 def test_rule_sums_are_the_numpy_expressions_and_a_sequential_sum_is_caught():
     """rule_sums against ``r.sum()``, ``(r < -1e-15).any()``, ``np.minimum(p, q).sum()``,
     ``np.minimum(p, r).sum()`` and ``np.maximum(p - r, 0).sum()``, bit for bit (signed zeros,
-    a NaN, a negative entry, workspace arrays holding NaN before); the twin sums the step's
-    excess token by token (not numpy's pairwise order) and differs."""
+    a NaN in r or in p, a negative entry, workspace arrays holding NaN before), and the three
+    arrays it sums against numpy's; the twins sum the step's excess token by token (not numpy's
+    pairwise order), and take the minimum without its NaN clause (``where(p < q, p, q)``), and
+    differ."""
     from multidraft.theory.verifier._curtain import _workspace
 
     rng = np.random.default_rng(12)
-    caught = 0
+    caught = nan_twin = 0
     for trial in range(200):
         n = int(rng.integers(1, 20_000 if trial % 5 == 0 else 300))
         p, q, r = rng.dirichlet(np.full(n, 0.3)), rng.dirichlet(np.full(n, 0.3)), rng.dirichlet(np.full(n, 0.3))
@@ -478,10 +485,16 @@ def test_rule_sums_are_the_numpy_expressions_and_a_sequential_sum_is_caught():
             r[int(rng.integers(n))] = -1e-12
         if trial % 11 == 3:
             r[int(rng.integers(n))] = np.nan
+        if trial % 13 == 4:
+            p[int(rng.integers(n))] = np.nan
         with _workspace(n) as work:
             for name in ("scratch", "key", "mass"):
                 getattr(work, name).fill(np.nan)
             got = _wor_parts.rule_sums(p, q, r, work)
+            arrays = [getattr(work, name)[:n].copy() for name in ("scratch", "key", "mass")]
+        for array, numpy_array in zip(arrays, (np.minimum(p, q), np.minimum(p, r), np.maximum(p - r, 0.0))):
+            np.testing.assert_array_equal(array.view(np.int64), numpy_array.view(np.int64))  # bits: signed zeros, NaN
+        nan_twin += not np.array_equal(np.where(p < q, p, q), arrays[0], equal_nan=True)
         expected = (float(r.sum()), bool((r < -1e-15).any()), float(np.minimum(p, q).sum()), float(np.minimum(p, r).sum()), float(np.maximum(p - r, 0.0).sum()))
         np.testing.assert_array_equal(np.array(got, dtype=float), np.array(expected, dtype=float))
         assert [type(x) for x in got] == [float, bool, float, float, float]
@@ -490,3 +503,4 @@ def test_rule_sums_are_the_numpy_expressions_and_a_sequential_sum_is_caught():
             sequential += float(x)
         caught += sequential != got[4]
     assert caught >= 20
+    assert nan_twin >= 10

@@ -154,20 +154,22 @@ def sorted_side(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, tota
     return by_position, merged_p, merged_q, law, lead, float(smaller.sum()), (float(total), int(big), float(rest))
 
 
-def cut_members(order: np.ndarray, size: int) -> np.ndarray:
-    """The tokens of the prefix ``order[:size]`` of a permutation ``order`` of ``range(n)``, in
-    increasing id (``np.flatnonzero`` of its mask: the rule's certificate): one pass marking the
-    smaller side (T* at a P* < 1 node is most of the vocabulary, U a few hundred tokens) and
-    one collecting, without the mask's fancy assignment (0.2 ms at n = 49152).
+def cut_members(position: np.ndarray, boundary: int) -> np.ndarray:
+    """The tokens whose position is at least ``boundary``, in increasing id, for ``position`` a
+    permutation of ``range(n)`` (:func:`write_positions`'; not checked, as its tokens are not:
+    anything else writes past the result): the rule's certificate, T* (its
+    tokens hold the last ``n - boundary`` positions). One sequential pass over the positions
+    (its writes branchless into one spare entry), where marking the prefix of the scan order
+    needed a zeroed mask and random writes (0.045 -> 0.022 ms at n = 49152, |T*| ~ 30,000).
 
-    >>> cut_members(np.array([3, 0, 2, 1]), 2).tolist()
-    [0, 3]
+    >>> cut_members(np.array([1, 3, 0, 2]), 2).tolist()
+    [1, 3]
     """
-    order = np.ascontiguousarray(order, dtype=np.int64)
-    out = np.empty(size, dtype=np.int64)
+    position = np.ascontiguousarray(position, dtype=np.int64)
+    out = np.empty(len(position) - boundary + 1, dtype=np.int64)
     _compiled()
-    _members(order, int(size), out)
-    return out
+    _members(position, int(boundary), out)
+    return out[:-1]
 
 
 def tail_starts(p: np.ndarray, q: np.ndarray, r_star: np.ndarray, nodes: tuple[float, ...], light: float, slack: float) -> tuple[int, ...]:
@@ -449,18 +451,11 @@ def _sorted_side(tokens, values, masses, cut, share, r_star, out_p, out_q, out_r
     return rest + largest, big, rest
 
 
-def _members(order, size, out):
-    n = order.shape[0]
-    inside = size <= n - size  # mark the prefix, else the rest
-    mark = np.zeros(n, dtype=np.bool_)
-    low, high = (0, size) if inside else (size, n)
-    for i in range(low, high):
-        mark[order[i]] = True
+def _members(position, boundary, out):
     count = 0
-    for token in range(n):
-        if mark[token] == inside:
-            out[count] = token
-            count += 1
+    for token in range(position.shape[0]):
+        out[count] = token  # kept when its position is inside; the last entry is a spare
+        count += position[token] >= boundary
 
 
 def _last_misses(p, q, r, nodes, light, slack, out):
@@ -495,14 +490,17 @@ def _write_positions(first, second, out):
 
 def _rule_terms(p, q, r, first, second, excess):
     """:func:`rule_sums`' arrays (numpy's minimum and maximum: the second argument where neither
-    wins, NaN kept); returns whether some r < -1e-15."""
+    wins, NaN kept); returns whether some r < -1e-15. The tests combined by ``|`` and the flag
+    by ``|=`` (no short-circuit branches), so that LLVM vectorises the loop (0.059 -> 0.027 ms
+    at n = 49152)."""
     negative = False
     for i in range(r.shape[0]):
-        first[i] = p[i] if p[i] < q[i] or p[i] != p[i] else q[i]
-        second[i] = p[i] if p[i] < r[i] or p[i] != p[i] else r[i]
-        gap = p[i] - r[i]
-        excess[i] = gap if gap > 0.0 or gap != gap else 0.0
-        negative = negative or r[i] < -1e-15
+        x, y, z = p[i], q[i], r[i]
+        first[i] = x if (x < y) | (x != x) else y
+        second[i] = x if (x < z) | (x != x) else z
+        gap = x - z
+        excess[i] = gap if (gap > 0.0) | (gap != gap) else 0.0
+        negative |= z < -1e-15
     return negative
 
 

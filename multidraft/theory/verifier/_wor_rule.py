@@ -213,12 +213,12 @@ class WithoutReplacementRule(FrontBackRule):
         row drafts a U token (the walk's one row, often) the curtain's rows are all of ``out``:
         the front/back product and the tail's spread, which they overwrite, are not computed."""
         tuples = np.asarray(tuples, dtype=np.int64)
-        if not self.first_draft and self.u_rule == "j-curtain":
+        curtain = not self.first_draft and self.u_rule == "j-curtain"
+        if curtain:  # which drafts lie in U, found once for both uses below
             in_u = self._in_u(tuples)
-            if len(tuples) and in_u.any(axis=-1).all():
-                out = np.zeros(tuples.shape)
-                out[:] = stream_choice_probabilities(self.layout, self.group[tuples], self.draft[tuples], in_u)
-                return out
+            drafts_u = in_u.any(axis=-1)
+            if len(tuples) and drafts_u.all():  # the closed form's fresh [m, K] array is all of out
+                return stream_choice_probabilities(self.layout, self.group[tuples], self.draft[tuples], in_u)
         out = super().choice_probabilities(tuples)
         if self.first_draft:
             return out
@@ -228,12 +228,12 @@ class WithoutReplacementRule(FrontBackRule):
         if count.any():
             spread = np.where(in_tail, out.sum(axis=-1, keepdims=True) - np.where(in_tail, 0.0, out).sum(axis=-1, keepdims=True), 0.0)
             out = np.where(in_tail, spread / np.maximum(count, 1), out)
-        if self.u_rule != "j-curtain":
+        if not curtain:
             return out
-        rows = np.flatnonzero(self._in_u(tuples).any(axis=-1))
+        rows = np.flatnonzero(drafts_u)
         if len(rows):
             drafted = tuples[rows]
-            out[rows] = stream_choice_probabilities(self.layout, self.group[drafted], self.draft[drafted], self._in_u(drafted))
+            out[rows] = stream_choice_probabilities(self.layout, self.group[drafted], self.draft[drafted], in_u[rows])
         return out
 
 
@@ -509,8 +509,6 @@ def _rule_for_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut) -> With
 def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> WithoutReplacementRule:
     """:func:`_rule_for_cut` with its workspace ``work``."""
     n = len(p)
-    certificate = cut_members(cut.order, cut.size)
-    certificate.flags.writeable = False
     # r* part by part by increasing p/q; the positions U then T*, each by decreasing p/q (ties by id)
     u_part, u_tokens = _u_part(p, q, cut)
     r_star = np.zeros(n)
@@ -571,6 +569,8 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
                 u_rule, u_short, u_tokens = "front-back", fb_short, order_u
                 alpha[u_tokens], r[u_tokens] = a_u, r_u
     position = write_positions(u_tokens, t_tokens, n)
+    certificate = cut_members(position, boundary)  # T* = the cut's prefix, last in the positions
+    certificate.flags.writeable = False
     # the law's checks, the first draft's acceptance and the step's normaliser Σ (p - r)_+ (as
     # canonical_step sums it) in one pass; the step itself only when asked for (FrontBackRule.step)
     total, negative, first_sum, fitted_sum, excess = rule_sums(p, q, r, work)

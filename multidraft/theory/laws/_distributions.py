@@ -47,7 +47,7 @@ from numbers import Rational
 
 import numpy as np
 
-from multidraft.theory.laws._row_scan import SparseRow, every_token, least_and_support
+from multidraft.theory.laws._row_scan import SparseRow, least_and_support
 from multidraft.theory.laws._tolerance import SUM_TOLERANCE, UNIT_ROUNDOFF, check_row_sums, dtype_name, sum_tolerance
 
 __all__ = [
@@ -241,8 +241,7 @@ def checked_row(
 ) -> tuple[np.ndarray | SparseRow, np.ndarray | None]:  # fmt: skip
     """``(as_distribution(values, ...), support)``: the same checks and result, and the support
     (ascending ids of the positive entries, int64) when the checks found it on the way -- a
-    sparse float64 row (a top-k or top-p draft), or every token of a row whose entries are all
-    positive (``arange(n)``, shared and read-only) -- else None. A draft law keeps it, so that a
+    sparse float64 row (a top-k or top-p draft) -- else None. A draft law keeps it, so that a
     verifier fitted on the support does not search the row for it again (O(n)); with
     ``sparse=True`` such a row comes as a :class:`SparseRow`, not written out (O(n) saved)."""
     if isinstance(values, str):
@@ -253,7 +252,7 @@ def checked_row(
         tolerance = check_number(tolerance, "tolerance", ">= 0", lambda t: t >= 0)
     fast = _fast_path(values, batched, normalize, SUM_TOLERANCE if tolerance is None else tolerance, copy)
     if fast is not None:
-        return fast if sparse or not isinstance(fast[0], SparseRow) else (fast[0].dense(), fast[1])
+        return fast if sparse or fast[1] is None else (fast[0].dense(), fast[1])
     try:
         array = np.array(_to_float_list(values), dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -317,9 +316,7 @@ def _fast_path(
     tolerance policy's rounding bound, which holds for any order), and the row's support comes
     with it (:func:`checked_row`; the minimum and the support of a long row in one compiled
     pass, :mod:`~multidraft.theory.laws._row_scan`). Returns ``(row, support or None)``, the
-    row of the sparse route a :class:`SparseRow`; the support of a 1-D row whose least entry is
-    positive and clears the floor is every token (the shared, read-only
-    :func:`~multidraft.theory.laws._row_scan.every_token`)."""
+    row of the sparse route a :class:`SparseRow`."""
     if not (isinstance(values, np.ndarray) and values.dtype == np.float64 and values.size):
         return None
     if values.ndim != 1 and not (batched and values.ndim > 1):
@@ -339,13 +336,10 @@ def _fast_path(
     # x / 1.0 == x: a row sum of exactly one (common) needs a copy, not a division (~3x slower),
     # and no copy at all where the caller allows it and the floor changes nothing
     unit, clear = low == high == 1.0, bool(least >= MASS_FLOOR * high)
-    # a 1-D row positive throughout (and clear of the floor) has every token as its support:
-    # the shared arange, so that a draft law never counts its support again (O(n))
-    whole = every_token(len(values)) if values.ndim == 1 and least > 0 and clear else None
     if unit and clear and not copy:
-        return values, whole
+        return values, None
     out = values.copy() if unit else values / total
-    return (out if clear else _floored(out)), whole
+    return (out if clear else _floored(out)), None
 
 
 def _sum_passes(low: float, high: float, normalize: bool, tolerance: float) -> bool:

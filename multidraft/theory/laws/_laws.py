@@ -81,14 +81,6 @@ class _OneDistributionLaw(DraftLaw):
     def exact(self) -> bool:
         return self._exact_draft is not None
 
-    @cached_property
-    def _support_size(self) -> int:
-        """|supp q|, counted once: the length of the support validation found (a sparse row's
-        ids, or every token of a row positive throughout:
-        :func:`~multidraft.theory.laws._distributions.checked_row`), else ``count_nonzero(q)``
-        (~25 µs at n = 49152; a wor law read it twice, for K <= |supp q| and its tuple count)."""
-        return int(np.count_nonzero(self.draft)) if self._support_tokens is None else len(self._support_tokens)
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n={self.n}, k={self.k})"
 
@@ -190,7 +182,7 @@ class IID(_RatioPrefixLaw):
         return sum((self._exact_draft[t] for t in set(tokens)), Fraction(0)) ** self.k
 
     def tuple_count(self, merged: bool = False) -> int:
-        support = self._support_size
+        support = int(np.count_nonzero(self.draft))
         return math.comb(support + self.k - 1, self.k) if merged else support**self.k
 
     def marginal(self, position: int, exact: bool = False) -> np.ndarray:
@@ -354,7 +346,7 @@ class WithoutReplacement(_RatioPrefixLaw):
         super().__init__(draft, k, normalize=normalize)
         if self.k > self.n:
             raise ValueError(f"k: without replacement needs k <= n, got k={self.k} > n={self.n}")
-        support = self._support_size
+        support = int(np.count_nonzero(self.draft))
         if self.k > support:
             raise ValueError(
                 f"k: without replacement needs k <= the number of draft tokens with positive "
@@ -362,7 +354,7 @@ class WithoutReplacement(_RatioPrefixLaw):
             )
 
     def tuple_count(self, merged: bool = False) -> int:
-        support = self._support_size
+        support = int(np.count_nonzero(self.draft))
         return math.comb(support, self.k) if merged else math.perm(support, self.k)
 
     @classmethod

@@ -216,7 +216,7 @@ def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(
 
 def test_the_rule_from_the_scans_t_star_and_the_node_bounds_is_the_sorting_one_and_unreversed_tokens_are_caught(monkeypatch):
     """T* taken from the scan's arrays as they are (``sorted_side``, where p/q increase strictly
-    along them) and the T* tail's start from the last node's bounds (``pair_tail_start``) give
+    along them) and the T* tail's start from the last node's bounds (``pair_tail_pass``: its sweep at both bounds, the node itself where they differ) give
     the rule of the part's sort and the node itself, every field bit for bit: P* < 1 nodes at
     K = 2 (Zipf, drafts hotter and noisier, n = 4096, where the tail applies) and the random
     pairs (ties, zeros) at K = 2, 3. The twin, T*'s tokens left by increasing p/q, is caught."""

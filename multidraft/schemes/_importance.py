@@ -21,6 +21,7 @@ import numpy as np
 
 from multidraft.schemes.base import Plan, Scheme, sample_rows, canonical_step
 from multidraft.theory.laws import ENUMERATION_LIMIT, DraftLaw, SizeEstimate, check_size
+from multidraft.theory.laws._row_scan import running_sum
 
 __all__ = ["ImportanceScheme", "ImportancePlan", "RECOMPUTE_LIMIT", "residual_draws"]
 
@@ -110,13 +111,15 @@ class ImportancePlan(Plan):
         return values + rejected[:, None] * residual[None, :], rest
 
     def sample(self, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Step 1 (:meth:`choose`), then the single-draft step: the chosen draft kept with
+        probability ``min(1, p/r)`` there (:meth:`accept_at`, no row of n), else a draw from
+        :attr:`residual_law` (read only when some row rejects)."""
         position = self.choose(tuples, rng)
         chosen = tuples[np.arange(len(tuples)), position]
-        accept_of, residual = self.step
-        accept = rng.random(len(tuples)) < accept_of[chosen]
+        accept = rng.random(len(tuples)) < self.accept_at(chosen)
         tokens = chosen.copy()
         if (~accept).any():
-            tokens[~accept] = residual_draws(residual, int((~accept).sum()), rng)
+            tokens[~accept] = residual_draws(self.residual_law, int((~accept).sum()), rng)
         return tokens
 
     def closed_form(self) -> None:
@@ -179,10 +182,11 @@ def induced_law(selection, law: DraftLaw) -> np.ndarray:
 
 def residual_draws(residual: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` draws from the law ``residual [n]`` by inverse CDF: ``rng.choice(n, size=count,
-    p=residual)``'s draws and generator state, bit for bit (the cumulative sums divided by their
-    last, then one uniform per draw searched from the right), without its checks of p (a pass for
-    negative entries and a compensated sum, ~0.2 ms at n = 49152): the residual of the
+    p=residual)``'s draws and generator state, bit for bit (the cumulative sums, added left to
+    right as numpy adds them, :func:`~multidraft.theory.laws._row_scan.running_sum`, divided by
+    their last, then one uniform per draw searched from the right), without its checks of p (a
+    pass for negative entries and a compensated sum, ~0.2 ms at n = 49152): the residual of the
     single-draft step is built normalised (:func:`~multidraft.theory.canonical_step`)."""
-    cumulative = np.cumsum(residual)
+    cumulative = running_sum(residual)
     cumulative /= cumulative[-1]
     return cumulative.searchsorted(rng.random(count), side="right").astype(np.int64)

@@ -49,6 +49,7 @@ from multidraft.theory.verifier._front_back import front_back_head, front_back_n
 from multidraft.theory.verifier._curtain import _workspace
 from multidraft.theory.verifier._front_back_two import PairTail, pair_pass, pair_tail_pass
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
+from multidraft.theory.verifier._stream_marks import stream_marks
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, pool_split
 from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, rule_sums, scatter, side_arrays, sorted_part, sorted_side, strict_level, tail_starts, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
@@ -151,36 +152,9 @@ class WithoutReplacementRule(FrontBackRule):
         """The tokens of the J U-points of each row (``[m, K]``, -1 padded), sampled from the
         iid stream rebuilt given the ordered drafts: after the j-th new token, each further point
         is a U-repeat with probability ``q(arrived U) / (1 - q(arrived T*))`` (T*-repeats do not
-        change the count), its token ∝ q among the arrived U tokens."""
-        m, k = tuples.shape
-        rows = np.arange(m)
-        in_u = self._in_u(tuples)
-        mass = self.draft[tuples]
-        marks = np.full((m, k), -1, dtype=np.int64)
-        count = np.zeros(m, dtype=np.int64)
-        points = np.zeros(m, dtype=np.int64)
-        arrived_u, arrived_t = np.zeros(m), np.zeros(m)
-        for j in range(k):
-            live = count < k
-            new_u = live & in_u[:, j]
-            marks[rows[new_u], points[new_u]] = tuples[new_u, j]
-            points += new_u
-            count += live
-            arrived_u += np.where(live & in_u[:, j], mass[:, j], 0.0)
-            arrived_t += np.where(live & ~in_u[:, j], mass[:, j], 0.0)
-            if j == k - 1:
-                break
-            repeating = count < k
-            weights = np.cumsum(np.where(in_u[:, : j + 1], mass[:, : j + 1], 0.0), axis=1)
-            while repeating.any():
-                repeat = repeating & (rng.random(m) * (1.0 - arrived_t) < arrived_u)
-                level = rng.random(m) * arrived_u
-                column = np.minimum((weights <= level[:, None]).sum(axis=1), j)
-                marks[rows[repeat], points[repeat]] = tuples[repeat, column[repeat]]
-                points += repeat
-                count += repeat
-                repeating = repeat & (count < k)
-        return marks
+        change the count), its token ∝ q among the arrived U tokens
+        (:func:`~multidraft.theory.verifier._stream_marks.stream_marks`, compiled)."""
+        return stream_marks(tuples, self._in_u(tuples), self.draft[tuples], rng)
 
     def _piece_offsets(self) -> np.ndarray:
         """The covered length before every piece of the layout (:func:`piece_offsets`), once per

@@ -178,11 +178,14 @@ from multidraft.schemes import get_scheme
 from multidraft.theory import WithoutReplacement, zipf
 from multidraft.theory.verifier import fit_curtain_rule, optimal_selection_rule
 from multidraft.trees._residual import scaled_residual
+from multidraft.theory.verifier._stream_marks import stream_marks
+from multidraft.theory.laws._row_scan import running_sum
 import multidraft.schemes.rrs_wor, multidraft.trees._residual
 import multidraft.theory.verifier._curtain_kernels, multidraft.theory.verifier._front_back, multidraft.theory.verifier._wor_curtain
 import multidraft.theory.verifier._curtain_select
 import multidraft.theory.optimum._wor_moments, multidraft.theory.optimum._wor_race, multidraft.theory.verifier._wor_tail
 import multidraft.theory.optimum._wor_sums, multidraft.theory.verifier._radix, multidraft.theory.verifier._curtain
+import multidraft.theory.verifier._stream_marks, multidraft.theory.laws._row_scan
 rng = np.random.default_rng(0)
 p = rng.permutation(zipf(2000, 1.1))
 q = np.exp(np.log(p) + 2.0 * rng.standard_normal(2000))
@@ -190,14 +193,17 @@ q /= q.sum()
 rule = fit_curtain_rule(p, q, 3)
 rule.run(np.array([[int(rule.support[0])] * 3]), np.full((1, 5), 0.5))
 rule.positions(np.array([[int(rule.support[0])] * 3]), np.full((1, 3), 0.5))
-optimal_selection_rule(p, WithoutReplacement(q, 3))
+wor_rule = optimal_selection_rule(p, WithoutReplacement(q, 3))
+stream_marks(np.array([[int(np.argmax(wor_rule.position < wor_rule.boundary)), 0, 1]]), np.array([[True, False, True]]), np.full((1, 3), 0.1), np.random.default_rng(0))
+running_sum(np.full(4096, 1.0 / 4096))
 get_scheme("rrs-wor").estimate_acceptance(p, WithoutReplacement(q, 3), np.random.default_rng(0), batch=64, min_paths=64, max_paths=64)
 scaled_residual(p, 2.0, q, 1.0)
 stats = {}
 for module in (multidraft.schemes.rrs_wor, multidraft.trees._residual, multidraft.theory.verifier._curtain_kernels, multidraft.theory.verifier._curtain_select,
                multidraft.theory.verifier._front_back, multidraft.theory.verifier._wor_curtain, multidraft.theory.optimum._wor_moments,
                multidraft.theory.optimum._wor_race, multidraft.theory.verifier._wor_tail, multidraft.theory.optimum._wor_sums,
-               multidraft.theory.verifier._radix, multidraft.theory.verifier._curtain):
+               multidraft.theory.verifier._radix, multidraft.theory.verifier._curtain, multidraft.theory.verifier._stream_marks,
+               multidraft.theory.laws._row_scan):
     for name, value in vars(module).items():
         if isinstance(value, Dispatcher) and value.signatures:
             stats[module.__name__ + "." + name] = [sum(value.stats.cache_hits.values()), sum(value.stats.cache_misses.values())]
@@ -218,7 +224,8 @@ def test_every_compiled_kernel_loads_from_the_disk_cache_in_a_new_process():
     env = {**os.environ, "PYTHONPATH": str(root)}
     runs = [subprocess.run([sys.executable, "-c", _KERNEL_RUN], capture_output=True, text=True, env=env, check=True) for _ in range(2)]
     stats = json.loads(runs[1].stdout.strip().splitlines()[-1])
-    called = {"multidraft.schemes.rrs_wor._sample_paths", "multidraft.trees._residual._residual", "multidraft.theory.verifier._curtain_select.select_rows"}
+    called = {"multidraft.schemes.rrs_wor._sample_paths", "multidraft.trees._residual._residual", "multidraft.theory.verifier._curtain_select.select_rows",
+              "multidraft.theory.verifier._stream_marks._marks", "multidraft.theory.laws._row_scan._running_sum"}
     assert called <= set(stats)
     assert len(stats) >= 7  # the kernels called from Python; their callees load inside them
     missed = {name: counts for name, counts in stats.items() if counts[1] or not counts[0]}

@@ -128,3 +128,40 @@ def test_validation_alone_never_imports_numba_and_the_twin_runs_the_compiled_pas
     alone = least_and_support(row, limit)
     assert calls == [len(row)] and "numba" not in sys.modules
     assert _same(alone, loaded) and _same(alone, _numpy(row, limit))
+
+
+def _summed_rows(seed: int) -> list[np.ndarray]:
+    """Rows for the running sums: a softmax-like row (n = 49152, the walks'), one with zeros and
+    subnormals, entries spread over 300 orders of magnitude, a row that cancels (negatives), a
+    strided view (numpy's route) and short rows (numpy's route)."""
+    rng = np.random.default_rng(seed)
+    soft = np.exp(3.0 * rng.standard_normal(49_152))
+    sparse = np.where(rng.random(COMPILED_FROM + 5) < 0.9, 0.0, rng.random(COMPILED_FROM + 5))
+    sparse[::97] = 5e-324
+    wide = 10.0 ** rng.uniform(-300, 0, 131_072)
+    signed = rng.standard_normal(20_000)
+    return [soft / soft.sum(), sparse, wide, signed, rng.random(2 * COMPILED_FROM)[::2], rng.random(COMPILED_FROM - 1), rng.random(1)]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_running_sum_is_numpys_cumsum(seed):
+    """``running_sum`` is ``np.cumsum`` bit for bit (the order of the additions kept), on the
+    compiled route and numpy's; the twin adding in blocks of two (one of the orders a
+    vectorised sum would take) differs on every long row."""
+    for row in _summed_rows(seed):
+        got = _row_scan.running_sum(row)
+        assert got.shape == row.shape
+        np.testing.assert_array_equal(got.view(np.int64), np.cumsum(row).view(np.int64))
+    for row in _summed_rows(seed)[:4]:
+        pairs = row[: len(row) // 2 * 2].reshape(-1, 2).sum(axis=1)
+        twin = np.repeat(np.cumsum(pairs), 2)[1::2]  # the even-indexed sums, formed pair by pair
+        assert not np.array_equal(twin, _row_scan.running_sum(row)[1::2][: len(twin)])
+
+
+def test_running_sum_takes_the_compiled_route_for_long_rows(monkeypatch):
+    """The kernel runs for a long contiguous float64 row (a kernel that adds nothing is caught)
+    and not for a short one."""
+    row = np.random.default_rng(3).random(COMPILED_FROM)
+    monkeypatch.setattr(_row_scan, "_running_sum", lambda values, out: out.fill(0.0))
+    assert not _row_scan.running_sum(row).any()
+    np.testing.assert_array_equal(_row_scan.running_sum(row[:-1]), np.cumsum(row[:-1]))

@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from multidraft.schemes._threads import on_idle_cores
+from multidraft.theory.laws._row_scan import running_sum
 from multidraft.trees._batch import BatchVerification
 from multidraft.trees.shaped import ShapedTree
 from multidraft.trees.tree import DraftTree
@@ -113,9 +114,10 @@ class TreeLaw:
 
 def sample_index(weights: np.ndarray, rng: np.random.Generator) -> int:
     """One index drawn with probability ∝ ``weights [n]`` (float or Fractions), by inverse CDF
-    with the uniform kept strictly below the total: an index of weight zero is never drawn."""
+    with the uniform kept strictly below the total: an index of weight zero is never drawn. The
+    cumulative sums are numpy's (:func:`~multidraft.theory.laws._row_scan.running_sum`)."""
     weights = np.asarray(weights, dtype=np.float64)
-    cumulative = np.cumsum(weights)
+    cumulative = running_sum(weights)
     level = min(rng.random() * cumulative[-1], np.nextafter(cumulative[-1], 0.0))
     return int(np.searchsorted(cumulative, level, side="right"))
 

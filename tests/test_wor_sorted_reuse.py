@@ -178,19 +178,54 @@ def test_the_rule_from_the_scans_sorted_arrays_is_the_gathering_one_and_shuffled
                 assert not np.array_equal(twin.selection_law, got.selection_law)
 
 
+def _u_arrays_by_gathers(p, q, cut):
+    """What the wor rule's U arrays were before :func:`_wor_parts.descending_gather`: r* scattered
+    at the part's tokens, the tokens read by the index, p and q gathered by token, L and U's
+    target by numpy over the gathers."""
+    rest = cut.order[cut.size :]
+    u_part = _wor_rule._part(p, q, rest, p[rest], q[rest], "min", 1.0 - cut.contained)
+    r_star = np.zeros(len(p))
+    r_star[u_part.tokens] = u_part.law
+    u_tokens = u_part.tokens[u_part.index]
+    return r_star, u_tokens, p[u_tokens], q[u_tokens], float(q[u_tokens].sum()), float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
+
+
 def test_u_arrays_read_by_the_index_are_the_gathers_and_the_part_unindexed_is_caught():
+    """Every U token drafted (the empty cut): one pass of :func:`_wor_parts.descending_gather`."""
     for p, q, k in _zipf_nodes():
         cut = dataclasses.replace(optimal_cut(p, q, k, sort=_wor_parts.radix_order), size=0, contained=0.0)
-        u_part, u_tokens = _wor_rule._u_part(p, q, cut)
-        r_star = np.zeros(len(p))
-        r_star[u_part.tokens] = u_part.law
-        drafted_u, p_drafted, q_drafted, outside, target = _wor_rule._u_arrays(p, q, u_part, u_tokens, r_star)
-        np.testing.assert_array_equal(drafted_u, u_tokens)
-        np.testing.assert_array_equal(p_drafted, p[u_tokens])
-        np.testing.assert_array_equal(q_drafted, q[u_tokens])
-        assert outside == float(q[u_tokens].sum())
-        assert target == float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
-        assert float(u_part.masses.sum()) != outside or not np.array_equal(u_part.masses, q[u_tokens])  # the twin: unindexed
+        r_star, scratch = np.full(len(p), np.nan), np.empty(len(p) + 3)
+        u_part, u_tokens, drafted_u, p_drafted, q_drafted, outside, target = _wor_rule._u_arrays(p, q, cut, r_star, scratch)
+        want_r_star, want_tokens, want_p, want_q, want_outside, want_target = _u_arrays_by_gathers(p, q, cut)
+        np.testing.assert_array_equal(r_star, want_r_star)
+        np.testing.assert_array_equal(u_tokens, want_tokens)
+        np.testing.assert_array_equal(drafted_u, want_tokens)
+        np.testing.assert_array_equal(p_drafted, want_p)
+        np.testing.assert_array_equal(q_drafted, want_q)
+        assert (outside, target) == (want_outside, want_target)
+        assert float(u_part.masses.sum()) != outside or not np.array_equal(u_part.masses, want_q)  # the twin: unindexed
+
+
+def test_descending_gather_is_the_gathers_and_scatter_and_a_minimum_by_token_is_caught():
+    rng = np.random.default_rng(27)
+    caught = 0
+    for size in (0, 1, 7, 300, 4096):
+        tokens = rng.permutation(size + 4)[:size]
+        values, masses, law = rng.random(size), rng.random(size), rng.random(size)
+        values[::5] = law[::5]  # ties of the minimum
+        index = rng.permutation(size)
+        r_star, scratch = np.zeros(size + 4), np.empty(size + 2)
+        got = _wor_parts.descending_gather(tokens, values, masses, law, index, r_star, scratch)
+        want_r_star = np.zeros(size + 4)
+        want_r_star[tokens] = law
+        for a, b in zip(got, (tokens[index], values[index], masses[index], np.minimum(values[index], law[index]))):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(r_star, want_r_star)
+        caught += size > 1 and not np.array_equal(got[3], np.minimum(values, law))  # the twin: not read by the index
+    assert caught == 3
+    with pytest.raises(ValueError, match="descending_gather"):
+        _wor_parts.descending_gather(np.arange(3), np.ones(3), np.ones(3), np.ones(3), np.arange(3), np.zeros(3), np.empty(2))
 
 
 def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(monkeypatch):

@@ -75,19 +75,17 @@ def descending_index(key: np.ndarray) -> np.ndarray:
     return out
 
 
-def descending_gather(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, index: np.ndarray, r_star: np.ndarray, scratch: np.ndarray):
-    """``(tokens[index], values[index], masses[index], smaller)`` with ``smaller`` =
-    ``np.minimum(values, law)[index]`` (numpy's minimum: the second where neither is smaller,
-    NaN kept; a view of ``scratch``), and ``r_star[tokens] = law``, in one pass over ``index``
-    (a permutation of the part: :func:`descending_index`'s), where four gathers, a scatter and
-    an indexed sum made six (the wor rule's U at T* = ∅, every P* = 1 node, n = 49152)."""
+def descending_gather(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, index: np.ndarray, r_star: np.ndarray, out: tuple[np.ndarray, ...]) -> None:
+    """``out = (tokens[index], values[index], masses[index], np.minimum(values, law)[index])``
+    (int64, float64 ×3, each as long as ``index``; numpy's minimum: the second where neither is
+    smaller, NaN kept) and ``r_star[tokens] = law``, in one pass over ``index`` (a permutation
+    of the part: :func:`descending_index`'s), where four gathers, a scatter and an indexed sum
+    made six (the wor rule's U, the whole vocabulary at every P* = 1 node, n = 49152)."""
     size = len(index)
-    if not (len(tokens) == len(values) == len(masses) == len(law) == size <= len(scratch)):
-        raise ValueError(f"descending_gather: a part of {len(tokens)}, {len(values)}, {len(masses)}, {len(law)} entries, an index of {size} and a scratch of {len(scratch)}")
-    out = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), scratch[:size]
+    if not (len(tokens) == len(values) == len(masses) == len(law) == size and all(len(a) == size for a in out)):
+        raise ValueError(f"descending_gather: a part of {len(tokens)}, {len(values)}, {len(masses)}, {len(law)} entries, an index of {size} and outputs of {[len(a) for a in out]}")
     _compiled()
     _descending_gather(np.ascontiguousarray(index, dtype=np.int64), tokens, values, masses, law, *out, r_star)
-    return out
 
 
 def side_arrays(index: np.ndarray, values: np.ndarray, masses: np.ndarray, law: np.ndarray, outside: float, out: tuple[np.ndarray, ...] | None = None):

@@ -284,30 +284,33 @@ def _u_arrays(p, q, cut, r_star, scratch):
     first, by id, with any q > 0 token whose p/q overflowed), its drafted tokens in that order
     with their p and q (fresh arrays: the caller divides q in place), L = q(U) (as
     ``q[u_tokens].sum()``) and U's target ``Σ min(p, r*)`` over the tokens (as
-    ``np.minimum(p[u_tokens], r_star[u_tokens]).sum()``). When every U token is drafted (every
-    P* = 1 node) the tokens, p, q, the minimum (into ``scratch``) and r* are read off the part
-    by its index in one pass (:func:`~multidraft.theory.verifier._wor_parts.descending_gather`:
-    almost in order, no random reads over the vocabulary), the same values in the same order,
-    and both sums are numpy's of the contiguous arrays."""
+    ``np.minimum(p[u_tokens], r_star[u_tokens]).sum()``, r* = 0 at the q = 0 tokens). The
+    drafted tokens, their p, q, minimum (into ``scratch``) and r* are read off the part by its
+    index in one pass (:func:`~multidraft.theory.verifier._wor_parts.descending_gather`: almost
+    in order, no random reads over the vocabulary) after the few q = 0 tokens, the same values
+    in the same order, and both sums are numpy's of the contiguous arrays (every P* = 1 node;
+    the selective verifier's vocabulary holds one q = 0 token more)."""
     rest = cut.order[cut.size :]
     p_u, q_u = _along_scan(p, q, cut, cut.size, len(cut.order))
     drafted = q_u > 0
-    if drafted.all():  # U's arrays are slices of the scan's, no copies
-        u_part = _part(p, q, rest, p_u, q_u, "min", 1.0 - cut.contained)
-        u_tokens, p_drafted, q_drafted, smaller = descending_gather(*u_part, r_star, scratch)
-        return u_part, u_tokens, u_tokens, p_drafted, q_drafted, float(q_drafted.sum()), float(smaller.sum())
-    u_part = _part(p, q, rest[drafted], p_u[drafted], q_u[drafted], "min", 1.0 - cut.contained)
-    r_star[u_part.tokens] = u_part.law
-    u_tokens = u_part.tokens[u_part.index]
-    if len(u_tokens) and np.isinf(p[u_tokens[0]] / q[u_tokens[0]]):
+    every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
+    u_part = _part(p, q, *((rest, p_u, q_u) if every else (rest[drafted], p_u[drafted], q_u[drafted])), "min", 1.0 - cut.contained)
+    size = len(u_part.tokens)
+    if size and np.isinf(p[u_part.tokens[u_part.index[0]]] / q[u_part.tokens[u_part.index[0]]]):  # a ratio overflowed
+        r_star[u_part.tokens] = u_part.law
         ratio = np.full(len(rest), np.inf)
         np.divide(p[rest], q[rest], out=ratio, where=drafted)
         u_tokens = sorted_tokens(rest[::-1], -ratio[::-1])
-    else:
-        u_tokens = np.concatenate([np.sort(rest[~drafted]), u_tokens])
-    q_u = q[u_tokens]
-    drafted_u = u_tokens[q_u > 0]
-    return u_part, u_tokens, drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
+        q_u = q[u_tokens]
+        drafted_u = u_tokens[q_u > 0]
+        return u_part, u_tokens, drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
+    zeros = np.sort(rest[~drafted]) if not every else rest[:0]
+    lead = len(zeros)
+    u_tokens, q_u, p_drafted, smaller = np.empty(lead + size, dtype=np.int64), np.empty(lead + size), np.empty(size), scratch[: lead + size]
+    u_tokens[:lead], q_u[:lead] = zeros, q[zeros]
+    np.minimum(p[zeros], r_star[zeros], out=smaller[:lead])
+    descending_gather(*u_part, r_star, (u_tokens[lead:], p_drafted, q_u[lead:], smaller[lead:]))
+    return u_part, u_tokens, u_tokens[lead:], p_drafted, q_u[lead:], float(q_u.sum()), float(smaller.sum())
 
 
 def _along_scan(p, q, cut, start, stop):

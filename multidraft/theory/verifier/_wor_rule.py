@@ -293,8 +293,9 @@ def _u_arrays(p, q, cut, r_star, scratch):
     rest = cut.order[cut.size :]
     p_u, q_u = _along_scan(p, q, cut, cut.size, len(cut.order))
     drafted = q_u > 0
-    every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
-    u_part = _part(p, q, *((rest, p_u, q_u) if every else (rest[drafted], p_u[drafted], q_u[drafted])), "min", 1.0 - cut.contained)
+    count = int(np.count_nonzero(drafted))
+    leading = bool(drafted[:count].all())  # the scan puts q = 0 last: U's arrays are slices of the scan's, no copies
+    u_part = _part(p, q, *((rest[:count], p_u[:count], q_u[:count]) if leading else (rest[drafted], p_u[drafted], q_u[drafted])), "min", 1.0 - cut.contained)
     size = len(u_part.tokens)
     if size and np.isinf(p[u_part.tokens[u_part.index[0]]] / q[u_part.tokens[u_part.index[0]]]):  # a ratio overflowed
         r_star[u_part.tokens] = u_part.law
@@ -304,7 +305,7 @@ def _u_arrays(p, q, cut, r_star, scratch):
         q_u = q[u_tokens]
         drafted_u = u_tokens[q_u > 0]
         return u_part, u_tokens, drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
-    zeros = np.sort(rest[~drafted]) if not every else rest[:0]
+    zeros = np.sort(rest[count:] if leading else rest[~drafted])
     lead = len(zeros)
     u_tokens, q_u, p_drafted, smaller = np.empty(lead + size, dtype=np.int64), np.empty(lead + size), np.empty(size), scratch[: lead + size]
     u_tokens[:lead], q_u[:lead] = zeros, q[zeros]

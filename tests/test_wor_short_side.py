@@ -29,7 +29,7 @@ def _rows(count: int, n: int = 2048):
 def _sides(p, q, k):
     """The T* side with its uniform tail and plain front/back, as the rule fits them."""
     cut = optimal_cut(p, q, k, sort=radix_order)
-    _, u_tokens = _wor_rule._u_part(p, q, cut)
+    u_tokens = _wor_rule._u_arrays(p, q, cut, np.zeros(len(p)), np.empty(len(p)))[1]
     with _workspace(len(p)) as work:  # the T* arrays as the fit gathers them, copied out of its workspace
         _, merged_p, merged_q, r_star_t, lead, _, _ = _wor_rule._t_arrays(p, q, cut, float(q[u_tokens].sum()), np.zeros(len(p)), work)
         merged_p, merged_q, r_star_t = merged_p.copy(), merged_q.copy(), r_star_t.copy()

@@ -178,19 +178,69 @@ def test_the_rule_from_the_scans_sorted_arrays_is_the_gathering_one_and_shuffled
                 assert not np.array_equal(twin.selection_law, got.selection_law)
 
 
+def _u_arrays_by_gathers(p, q, cut):
+    """What the wor rule's U arrays were before :func:`_wor_parts.descending_gather` (no ratio
+    overflowing): r* scattered at the part's tokens, the q = 0 tokens by id then the part's
+    tokens read by the index, p and q gathered by token, L and U's target by numpy over the
+    gathers."""
+    rest = cut.order[cut.size :]
+    drafted = q[rest] > 0
+    u_part = _wor_rule._part(p, q, rest[drafted], p[rest[drafted]], q[rest[drafted]], "min", 1.0 - cut.contained)
+    r_star = np.zeros(len(p))
+    r_star[u_part.tokens] = u_part.law
+    u_tokens = np.concatenate([np.sort(rest[~drafted]), u_part.tokens[u_part.index]])
+    q_u = q[u_tokens]
+    drafted_u = u_tokens[q_u > 0]
+    return r_star, u_tokens, drafted_u, p[drafted_u], q_u[q_u > 0], float(q_u.sum()), float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
+
+
 def test_u_arrays_read_by_the_index_are_the_gathers_and_the_part_unindexed_is_caught():
+    """The empty cut and the scan's, every token drafted (every P* = 1 node), one token more
+    with q = 0 (the selective verifier's vocabulary) and some q = 0: one pass of
+    :func:`_wor_parts.descending_gather` after the q = 0 tokens."""
+    cases = 0
     for p, q, k in _zipf_nodes():
-        cut = dataclasses.replace(optimal_cut(p, q, k, sort=_wor_parts.radix_order), size=0, contained=0.0)
-        u_part, u_tokens = _wor_rule._u_part(p, q, cut)
-        r_star = np.zeros(len(p))
-        r_star[u_part.tokens] = u_part.law
-        drafted_u, p_drafted, q_drafted, outside, target = _wor_rule._u_arrays(p, q, u_part, u_tokens, r_star)
-        np.testing.assert_array_equal(drafted_u, u_tokens)
-        np.testing.assert_array_equal(p_drafted, p[u_tokens])
-        np.testing.assert_array_equal(q_drafted, q[u_tokens])
-        assert outside == float(q[u_tokens].sum())
-        assert target == float(np.minimum(p[u_tokens], r_star[u_tokens]).sum())
-        assert float(u_part.masses.sum()) != outside or not np.array_equal(u_part.masses, q[u_tokens])  # the twin: unindexed
+        for zeros in (0, 1, 50):
+            p_case, q_case = (np.append(p, 0.0), np.append(q, 0.0)) if zeros == 1 else (p, q.copy())
+            if zeros == 50:
+                q_case[::50] = 0.0
+                q_case /= q_case.sum()
+            cut = optimal_cut(p_case, q_case, k, sort=_wor_parts.radix_order)
+            for chosen in (dataclasses.replace(cut, size=0, contained=0.0), cut):
+                r_star, scratch = np.zeros(len(p_case)), np.empty(len(p_case) + 3)
+                got = _wor_rule._u_arrays(p_case, q_case, chosen, r_star, scratch)
+                want = _u_arrays_by_gathers(p_case, q_case, chosen)
+                np.testing.assert_array_equal(r_star, want[0])
+                for a, b in zip(got[1:5], want[1:5]):
+                    assert a.dtype == b.dtype
+                    np.testing.assert_array_equal(a, b)
+                assert got[5:] == want[5:]
+                cases += len(got[1]) > len(got[2])
+                if len(got[2]) > 1:  # the twin: the part's masses unindexed
+                    assert float(got[0].masses.sum()) != got[5] or not np.array_equal(got[0].masses, got[4])
+    assert cases >= 4
+
+
+def test_descending_gather_is_the_gathers_and_scatter_and_a_minimum_by_token_is_caught():
+    rng = np.random.default_rng(27)
+    caught = 0
+    for size in (0, 1, 7, 300, 4096):
+        tokens = rng.permutation(size + 4)[:size]
+        values, masses, law = rng.random(size), rng.random(size), rng.random(size)
+        values[::5] = law[::5]  # ties of the minimum
+        index = rng.permutation(size)
+        r_star = np.zeros(size + 4)
+        got = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), np.empty(size + 2)[1:-1]
+        _wor_parts.descending_gather(tokens, values, masses, law, index, r_star, got)
+        want_r_star = np.zeros(size + 4)
+        want_r_star[tokens] = law
+        for a, b in zip(got, (tokens[index], values[index], masses[index], np.minimum(values[index], law[index]))):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(r_star, want_r_star)
+        caught += size > 1 and not np.array_equal(got[3], np.minimum(values, law))  # the twin: not read by the index
+    assert caught == 3
+    with pytest.raises(ValueError, match="descending_gather"):
+        _wor_parts.descending_gather(np.arange(3), np.ones(3), np.ones(3), np.ones(3), np.arange(3), np.zeros(3), (np.empty(3, dtype=np.int64), np.empty(3), np.empty(3), np.empty(2)))
 
 
 def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(monkeypatch):

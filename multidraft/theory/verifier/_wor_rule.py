@@ -51,7 +51,7 @@ from multidraft.theory.verifier._front_back_two import PairTail, pair_pass, pair
 from multidraft.theory.verifier._stream_choice import stream_choice_probabilities
 from multidraft.theory.verifier._stream_marks import stream_marks
 from multidraft.theory.verifier._wor_curtain import Layout, clipped_layout, pool_split
-from multidraft.theory.verifier._wor_parts import cut_members, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, rule_sums, scatter, side_arrays, sorted_part, sorted_side, strict_level, tail_starts, write_positions
+from multidraft.theory.verifier._wor_parts import cut_members, descending_gather, descending_index, min_sum, min_sum_at, pairwise_sum, piece_offsets, radix_order, rule_sums, scatter, side_arrays, sorted_part, sorted_side, strict_level, tail_starts, write_positions
 from multidraft.theory.optimum._wor_moments import LIGHT
 from multidraft.theory.optimum._wor_pairs import pair_j_law, pair_masses
 from multidraft.theory.optimum._wor_race import OptimalCut, j_law, optimal_cut
@@ -252,24 +252,40 @@ class _Part(NamedTuple):
     index: np.ndarray
 
 
-def _u_part(p, q, cut):
+def _u_arrays(p, q, cut, r_star, scratch):
     """U's draftable tokens as a :class:`_Part` (from the scan order, which makes its sort
-    linear), and U's tokens by decreasing p/q, its q = 0 tokens first (by id, with any q > 0
-    token whose p/q overflowed)."""
+    linear; r* written into ``r_star`` at them), U's tokens by decreasing p/q (its q = 0 tokens
+    first, by id, with any q > 0 token whose p/q overflowed), its drafted tokens in that order
+    with their p and q (fresh arrays: the caller divides q in place), L = q(U) (as
+    ``q[u_tokens].sum()``) and U's target ``Σ min(p, r*)`` over the tokens (as
+    ``np.minimum(p[u_tokens], r_star[u_tokens]).sum()``, r* = 0 at the q = 0 tokens). The
+    drafted tokens, their p, q, minimum (into ``scratch``) and r* are read off the part by its
+    index in one pass (:func:`~multidraft.theory.verifier._wor_parts.descending_gather`: almost
+    in order, no random reads over the vocabulary) after the few q = 0 tokens, the same values
+    in the same order, and both sums are numpy's of the contiguous arrays (every P* = 1 node;
+    the selective verifier's vocabulary holds one q = 0 token more)."""
     rest = cut.order[cut.size :]
     p_u, q_u = _along_scan(p, q, cut, cut.size, len(cut.order))
     drafted = q_u > 0
-    every = bool(drafted.all())  # then U's arrays are slices of the scan's, no copies
-    u_part = _part(p, q, *((rest, p_u, q_u) if every else (rest[drafted], p_u[drafted], q_u[drafted])), "min", 1.0 - cut.contained)
-    u_tokens = u_part.tokens[u_part.index]
-    if not every:
-        if len(u_tokens) and np.isinf(p[u_tokens[0]] / q[u_tokens[0]]):
-            ratio = np.full(len(rest), np.inf)
-            np.divide(p[rest], q[rest], out=ratio, where=drafted)
-            u_tokens = sorted_tokens(rest[::-1], -ratio[::-1])
-        else:
-            u_tokens = np.concatenate([np.sort(rest[~drafted]), u_tokens])
-    return u_part, u_tokens
+    count = int(np.count_nonzero(drafted))
+    leading = bool(drafted[:count].all())  # the scan puts q = 0 last: U's arrays are slices of the scan's, no copies
+    u_part = _part(p, q, *((rest[:count], p_u[:count], q_u[:count]) if leading else (rest[drafted], p_u[drafted], q_u[drafted])), "min", 1.0 - cut.contained)
+    size = len(u_part.tokens)
+    if size and np.isinf(p[u_part.tokens[u_part.index[0]]] / q[u_part.tokens[u_part.index[0]]]):  # a ratio overflowed
+        r_star[u_part.tokens] = u_part.law
+        ratio = np.full(len(rest), np.inf)
+        np.divide(p[rest], q[rest], out=ratio, where=drafted)
+        u_tokens = sorted_tokens(rest[::-1], -ratio[::-1])
+        q_u = q[u_tokens]
+        drafted_u = u_tokens[q_u > 0]
+        return u_part, u_tokens, drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
+    zeros = np.sort(rest[count:] if leading else rest[~drafted])
+    lead = len(zeros)
+    u_tokens, q_u, p_drafted, smaller = np.empty(lead + size, dtype=np.int64), np.empty(lead + size), np.empty(size), scratch[: lead + size]
+    u_tokens[:lead], q_u[:lead] = zeros, q[zeros]
+    np.minimum(p[zeros], r_star[zeros], out=smaller[:lead])
+    descending_gather(*u_part, r_star, (u_tokens[lead:], p_drafted, q_u[lead:], smaller[lead:]))
+    return u_part, u_tokens, u_tokens[lead:], p_drafted, q_u[lead:], float(q_u.sum()), float(smaller.sum())
 
 
 def _along_scan(p, q, cut, start, stop):
@@ -305,21 +321,6 @@ def _t_arrays(p, q, cut, outside, r_star, work):
     r_star[t_part.tokens] = t_part.law
     merged_p, merged_q, r_star_t, lead = side_arrays(t_part.index, t_part.values, t_part.masses, t_part.law, outside, (work.ps, work.qs, work.ds))
     return t_part.tokens[t_part.index], merged_p, merged_q, r_star_t, lead, min_sum(merged_p[lead:], r_star_t, work.scratch), None
-
-
-def _u_arrays(p, q, u_part, u_tokens, r_star):
-    """U's drafted tokens in position order, their p and q (fresh arrays: the caller divides q in
-    place), L = q(U) (summed over ``u_tokens``, as ``q[u_tokens].sum()``) and U's target ``Σ min(p, r*)`` over ``u_tokens``. When every U
-    token is drafted (every P* = 1 node) ``u_tokens`` is the part's tokens read by its index, so
-    the part's arrays are read that way too (almost in order: no random reads over the
-    vocabulary), the same values in the same order."""
-    if len(u_tokens) == len(u_part.tokens):
-        index = u_part.index
-        q_drafted = u_part.masses[index]
-        return u_tokens, u_part.values[index], q_drafted, pairwise_sum(q_drafted), min_sum_at(u_part.values, u_part.law, index)
-    q_u = q[u_tokens]
-    drafted_u = u_tokens[q_u > 0]
-    return drafted_u, p[drafted_u], q_u[q_u > 0], pairwise_sum(q_u), min_sum_at(p, r_star, u_tokens)
 
 
 def _t_side(merged_p, merged_q, lead, k, r_star_t=None, out=None, into=None, masses=None):
@@ -484,11 +485,9 @@ def _fit_cut(p: np.ndarray, q: np.ndarray, k: int, cut: OptimalCut, work) -> Wit
     """:func:`_rule_for_cut` with its workspace ``work``."""
     n = len(p)
     # r* part by part by increasing p/q; the positions U then T*, each by decreasing p/q (ties by id)
-    u_part, u_tokens = _u_part(p, q, cut)
     r_star = np.zeros(n)
-    r_star[u_part.tokens] = u_part.law
+    u_part, u_tokens, drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, cut, r_star, work.scratch)
     boundary = n - cut.size
-    drafted_u, p_drafted, q_drafted, outside, u_target = _u_arrays(p, q, u_part, u_tokens, r_star)
     if len(u_tokens) == n:  # U = Ω (the empty cut): zeros throughout, not scattered over a permutation of n
         alpha, r = np.zeros(n), np.zeros(n)
     else:  # every entry written: U's zeros here, T*'s by the T* side's pass (or its scatter)

@@ -78,13 +78,14 @@ def cpu_ms(function: Callable[[], object], repeats: int, cap: float | None = Non
 
 
 def before_and_after_runs(
-    script: Path, revision: str, rounds: int, options: list[str], read: Callable[[Path], object] | None = None
+    script: Path, revision: str, rounds: int, options: list[str], read: Callable[[Path], object] | None = None,
+    environment: dict[str, str] | None = None,
 ) -> tuple[str, list, list]:
     """Run ``script --inner OUT *options`` on the package of ``revision`` (``git archive`` into a
-    temporary directory) and on the working tree's, each in a fresh process, alternately
-    ``rounds`` times, so that a change of the machine's load falls on both sides. Returns (the
-    full commit of ``revision``, the before results, the after results), each ``read(OUT)``
-    (default: OUT's JSON)."""
+    temporary directory) and on the working tree's, each in a fresh process (with ``environment``
+    added to this one's), alternately ``rounds`` times, so that a change of the machine's load
+    falls on both sides. Returns (the full commit of ``revision``, the before results, the after
+    results), each ``read(OUT)`` (default: OUT's JSON)."""
     read = read or (lambda out: json.loads(out.read_text()))
     here = Path(script).resolve().parent
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True, cwd=here).stdout.strip())
@@ -97,8 +98,8 @@ def before_and_after_runs(
         for round_ in range(rounds):
             for side, code, name in zip(sides, (folder, str(root)), ("before", "after")):
                 print(f"round {round_ + 1}/{rounds}: {name}", file=sys.stderr, flush=True)
-                environment = {**os.environ, "PYTHONPATH": os.pathsep.join([code, str(here)])}
-                subprocess.run([sys.executable, str(Path(script).resolve()), "--inner", str(out), *options], check=True, env=environment, cwd=folder)
+                variables = {**os.environ, **(environment or {}), "PYTHONPATH": os.pathsep.join([code, str(here)])}
+                subprocess.run([sys.executable, str(Path(script).resolve()), "--inner", str(out), *options], check=True, env=variables, cwd=folder)
                 side.append(read(out))
     return commit, sides[0], sides[1]
 

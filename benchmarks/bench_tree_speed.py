@@ -29,6 +29,13 @@ ulp; the law computed stays that rule's exact law, which the tests check against
 in the same process (the machine is shared; absolute times move with its load, recorded with the
 result). Writes ``benchmarks/results/tree_speed.json``.
 
+**The allocator.** Both sides start with glibc's malloc thresholds fixed
+(``--allocator retained``, the default: :func:`multidraft._allocator.retained_environment`, what
+the ``multidraft`` console script sets with ``retain_freed_memory``). With glibc's own, moving
+thresholds (``--allocator default``) a process may get a walk's rows fresh from the system at
+every node, and one row then reads two ways from process to process (``expansion[8,7] wor``
+``token:optimal``: ~10 or ~15 ms, ~1,500 page faults a walk in the slow processes).
+
 **Selected rows.** ``--only`` (comma-separated ``VERIFIER@TREE`` patterns over :data:`VERIFIERS`
 and :data:`TREES`, either side ``*``) times only the rows some pattern names, before and after;
 they then replace the same rows of the existing JSON and the others are kept, each row with the
@@ -37,7 +44,7 @@ is from the run in ``provenance``, and a row whose ``run`` names no verify stati
 the median of a few random walks).
 
 Usage: ``python benchmarks/bench_tree_speed.py [--before REV] [--rounds 1] [--seeds 2] [--repeats 5]
-[--walks 40] [--only "token:specinfer@*,*@chains(8,8)"]``
+[--walks 40] [--only "token:specinfer@*,*@chains(8,8)"] [--allocator retained|default]``
 """
 
 from __future__ import annotations
@@ -122,14 +129,19 @@ def run(n: int, seeds: int, repeats: int, only: tuple[tuple[str, str], ...] = ((
     return {"argsort_ms": argsort_ms, "load_average": os.getloadavg(), "rows": rows, "package": multidraft.__file__}
 
 
-def before_and_after(revision: str, rounds: int, options: list[str]) -> tuple[dict, dict]:
+def before_and_after(revision: str, rounds: int, options: list[str], allocator: str = "retained") -> tuple[dict, dict]:
     """:func:`run` on the code of ``revision`` (``git archive`` into a temporary directory) and on
     the working tree, each in a fresh process, alternately ``rounds`` times; every row's times
     are the medians over the rounds (:func:`_rounds`), so that a change of the machine's load
-    falls on both sides."""
+    falls on both sides. ``allocator="retained"`` starts both with glibc's thresholds fixed
+    (:func:`multidraft._allocator.retained_environment`, what the console script sets),
+    ``"default"`` with glibc's own."""
     from _common import before_and_after_runs
 
-    commit, before, after = before_and_after_runs(Path(__file__), revision, rounds, options)
+    from multidraft._allocator import retained_environment
+
+    environment = retained_environment() if allocator == "retained" else {}
+    commit, before, after = before_and_after_runs(Path(__file__), revision, rounds, options, environment=environment)
     return {**_rounds(before), "commit": commit}, _rounds(after)
 
 
@@ -172,6 +184,10 @@ def main() -> None:
     parser.add_argument("--before", default=None, help="revision timed as 'before' (default: merge base with main)")
     parser.add_argument("--rounds", type=int, default=1, help="before/after runs, alternating in fresh processes (medians over them)")
     parser.add_argument("--only", type=_patterns, default=(("*", "*"),), help="comma-separated VERIFIER@TREE rows to time (* for any; default: all)")
+    parser.add_argument(
+        "--allocator", choices=("retained", "default"), default="retained",
+        help="glibc's malloc thresholds in the timed processes: fixed as the console script fixes them (default), or glibc's own",
+    )  # fmt: skip
     parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)  # a before/after subprocess writes here
     args = parser.parse_args()
     if args.inner:
@@ -185,7 +201,7 @@ def main() -> None:
 
     revision = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True, cwd=HERE).stdout.strip()
     print(f"before: {revision}; after: the working tree", file=sys.stderr)
-    old, new = before_and_after(revision, args.rounds, options)
+    old, new = before_and_after(revision, args.rounds, options, args.allocator)
     previous = {(r["tree"], r["verifier"]): r for r in old["rows"]}
     rows = []
     for r in new["rows"]:
@@ -223,6 +239,7 @@ def main() -> None:
     record = {
         "date": data["provenance"]["date"], "commit": data["provenance"].get("commit"), "before": old["commit"],
         "load_average": new["load_average"], "verify": f"mean over {args.walks} fixed walks", "rounds": args.rounds,
+        "allocator": args.allocator,
     }  # fmt: skip
     rows = [{**row, "run": record} for row in rows]
     path = HERE / "results" / "tree_speed.json"

@@ -5,6 +5,8 @@ uniform before the repeat's is caught."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,32 @@ def test_the_swapped_twin_is_caught():
         got = stream_marks(tuples, in_u, mass, np.random.default_rng(0))
         differ += not np.array_equal(got, numpy_marks(tuples, in_u, mass, np.random.default_rng(0), swapped=True))
     assert differ > 10
+
+
+@pytest.mark.parametrize("generator", [np.random.PCG64, np.random.MT19937])
+def test_threads_sharing_a_generator_leave_the_state_of_a_sequential_run(generator):
+    """The kernel runs without the GIL, so it holds the bit generator's lock as numpy's calls do:
+    two threads drawing through one generator leave it where 2 × 30 calls in turn leave it (a
+    fixed number of draws per call: every row repeats until K points, masses all U)."""
+    tuples = np.tile(np.arange(8, dtype=np.int64), (20000, 1))
+    in_u, mass = np.ones(tuples.shape, dtype=bool), np.full(tuples.shape, 0.1)
+    shared, sequential = np.random.Generator(generator(5)), np.random.Generator(generator(5))
+
+    def calls(rng):
+        for _ in range(30):
+            stream_marks(tuples, in_u, mass, rng)
+
+    threads = [threading.Thread(target=calls, args=(shared,)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    calls(sequential)
+    calls(sequential)
+    assert shared.random() == sequential.random()
+
+
+def test_a_generator_is_required():
+    tuples = np.arange(4, dtype=np.int64).reshape(2, 2)
+    with pytest.raises(ValueError, match="rng: expected a numpy.random.Generator, got RandomState"):
+        stream_marks(tuples, np.ones((2, 2), dtype=bool), np.full((2, 2), 0.1), np.random.RandomState(0))

@@ -196,20 +196,24 @@ def _u_arrays_by_gathers(p, q, cut):
 
 def test_u_arrays_read_by_the_index_are_the_gathers_and_the_part_unindexed_is_caught():
     """The empty cut and the scan's, every token drafted (every P* = 1 node), one token more
-    with q = 0 (the selective verifier's vocabulary) and some q = 0: one pass of
+    with q = 0 (the selective verifier's vocabulary), some q = 0, and a q of 1e-320 whose p/q
+    overflows (the gathering route, every token drafted or not): one pass of
     :func:`_wor_parts.descending_gather` after the q = 0 tokens."""
     cases = 0
     for p, q, k in _zipf_nodes():
-        for zeros in (0, 1, 50):
+        for zeros in (0, 1, 50, -1):
             p_case, q_case = (np.append(p, 0.0), np.append(q, 0.0)) if zeros == 1 else (p, q.copy())
             if zeros == 50:
                 q_case[::50] = 0.0
                 q_case /= q_case.sum()
+            if zeros == -1:
+                q_case[1] = 1e-320
             cut = optimal_cut(p_case, q_case, k, sort=_wor_parts.radix_order)
             for chosen in (dataclasses.replace(cut, size=0, contained=0.0), cut):
                 r_star, scratch = np.zeros(len(p_case)), np.empty(len(p_case) + 3)
-                got = _wor_rule._u_arrays(p_case, q_case, chosen, r_star, scratch)
-                want = _u_arrays_by_gathers(p_case, q_case, chosen)
+                with np.errstate(over="ignore" if zeros == -1 else "raise"):  # p/q = inf there, by design
+                    got = _wor_rule._u_arrays(p_case, q_case, chosen, r_star, scratch)
+                    want = _u_arrays_by_gathers(p_case, q_case, chosen)
                 np.testing.assert_array_equal(r_star, want[0])
                 for a, b in zip(got[1:5], want[1:5]):
                     assert a.dtype == b.dtype
@@ -228,6 +232,7 @@ def test_descending_gather_is_the_gathers_and_scatter_and_a_minimum_by_token_is_
         tokens = rng.permutation(size + 4)[:size]
         values, masses, law = rng.random(size), rng.random(size), rng.random(size)
         values[::5] = law[::5]  # ties of the minimum
+        values[3::7] = np.nan  # numpy's minimum keeps NaN
         index = rng.permutation(size)
         r_star = np.zeros(size + 4)
         got = np.empty(size, dtype=np.int64), np.empty(size), np.empty(size), np.empty(size + 2)[1:-1]
@@ -239,8 +244,11 @@ def test_descending_gather_is_the_gathers_and_scatter_and_a_minimum_by_token_is_
         np.testing.assert_array_equal(r_star, want_r_star)
         caught += size > 1 and not np.array_equal(got[3], np.minimum(values, law))  # the twin: not read by the index
     assert caught == 3
-    with pytest.raises(ValueError, match="descending_gather"):
-        _wor_parts.descending_gather(np.arange(3), np.ones(3), np.ones(3), np.ones(3), np.arange(3), np.zeros(3), (np.empty(3, dtype=np.int64), np.empty(3), np.empty(3), np.empty(2)))
+    outputs = (np.empty(3, dtype=np.int64), np.empty(3), np.empty(3), np.empty(3))
+    for index, tokens, r_star, short in ((np.arange(3), np.arange(3), np.zeros(3), True), (np.array([0, 1, 3]), np.arange(3), np.zeros(3), False),
+                                         (np.array([0, -1, 2]), np.arange(3), np.zeros(3), False), (np.arange(3), np.array([0, 1, 3]), np.zeros(3), False)):  # fmt: skip
+        with pytest.raises(ValueError, match="descending_gather"):  # a short output, an index outside the part, a token outside r*
+            _wor_parts.descending_gather(tokens, np.ones(3), np.ones(3), np.ones(3), index, r_star, (*outputs[:3], outputs[3][: 2 if short else 3]))
 
 
 def test_the_piece_offsets_are_summed_once_per_rule_and_a_stale_cache_is_caught(monkeypatch):

@@ -109,3 +109,43 @@ def test_the_plans_conditional_at_is_its_dense_rows(n, k, temperature):
     dense = plan.conditional(tuples)
     assert _same_bits(values, dense[:, tokens])
     np.testing.assert_allclose(rest, dense.sum(axis=1) - dense[:, tokens].sum(axis=1), rtol=0, atol=1e-14)
+
+
+def _sample_by_the_dense_step(plan, tuples, rng, shift=0):
+    """``ImportancePlan.sample`` as it was: the dense single-draft step read at the chosen
+    drafts, its residual drawn where a row rejects (``shift``: the twin, which takes the draft
+    ``shift`` places after the chosen one)."""
+    from multidraft.schemes._importance import residual_draws
+
+    position = (plan.choose(tuples, rng) + shift) % tuples.shape[1]
+    chosen = tuples[np.arange(len(tuples)), position]
+    accept_of, step_residual = plan.step
+    accept = rng.random(len(tuples)) < accept_of[chosen]
+    tokens = chosen.copy()
+    if (~accept).any():
+        tokens[~accept] = residual_draws(step_residual, int((~accept).sum()), rng)
+    return tokens
+
+
+@pytest.mark.parametrize(("n", "k", "temperature"), CASES[:4])
+def test_sampling_reads_the_step_at_the_chosen_drafts_with_the_dense_steps_draws(n, k, temperature):
+    """The optimal plan's ``sample`` takes min(1, p/r) at the chosen drafts and the residual only
+    where a row rejects: the same tokens and generator state as the dense step's expression, and
+    no dense step built when every row accepts. The twin takes the next draft to the chosen one."""
+    p = zipf(n, exponent=1.1, rng=np.random.default_rng(n + k))
+    law = WithoutReplacement(softmax(np.log(p), temperature=temperature), k)
+    plan = get_scheme("optimal").prepare(p, law)
+    tuples = law.sample(np.random.default_rng(3), 400)
+    for seed in range(3):
+        mine, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        got = plan.sample(tuples, mine)
+        np.testing.assert_array_equal(got, _sample_by_the_dense_step(plan, tuples, theirs))
+        assert mine.random() == theirs.random()
+    twin = _sample_by_the_dense_step(plan, tuples, np.random.default_rng(0), shift=1)
+    assert not np.array_equal(twin, plan.sample(tuples, np.random.default_rng(0)))
+    lazy = 0
+    for seed in range(20):  # a row that accepts its chosen draft builds no dense step
+        fresh = get_scheme("optimal").prepare(p, law)
+        fresh.sample(tuples[:1], np.random.default_rng(seed))
+        lazy += "step" not in fresh.__dict__ and "step" not in fresh.rule.__dict__
+    assert lazy > 0

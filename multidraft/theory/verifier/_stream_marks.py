@@ -27,10 +27,14 @@ def stream_marks(tuples: np.ndarray, in_u: np.ndarray, mass: np.ndarray, rng: np
     j-th new token (while some row still repeats), ``u, v = rng.random(m), rng.random(m)``; a
     repeating row repeats a U token iff ``u (1 - q(arrived T*)) < q(arrived U)``, namely the first
     arrived draft whose cumulative U mass exceeds ``v q(arrived U)`` (the last arrived, at most).
-    O(m K (K + repeats)); ``rng`` advanced exactly as by those calls."""
+    O(m K (K + repeats)); ``rng`` advanced exactly as by those calls, holding its bit
+    generator's lock as numpy's own calls do (the kernel runs without the GIL)."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
     compile_in_place(globals(), KERNELS)
     marks = np.full(tuples.shape, -1, dtype=np.int64)
-    _marks(tuples, in_u, mass, rng, marks)
+    with rng.bit_generator.lock:
+        _marks(tuples, in_u, mass, rng, marks)
     return marks
 
 
@@ -77,7 +81,6 @@ def _marks(tuples, in_u, mass, rng, marks):
                 count[r] += 1
                 repeating[r] = count[r] < k
                 any_repeating |= repeating[r]
-    return marks
 
 
 KERNELS = ("_marks",)

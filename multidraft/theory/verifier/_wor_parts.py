@@ -82,8 +82,8 @@ def descending_gather(tokens: np.ndarray, values: np.ndarray, masses: np.ndarray
     of the part: :func:`descending_index`'s), where four gathers, a scatter and an indexed sum
     made six (the wor rule's U, the whole vocabulary at every P* = 1 node, n = 49152)."""
     size = len(index)
-    if not (len(tokens) == len(values) == len(masses) == len(law) == size and all(len(a) == size for a in out)):
-        raise ValueError(f"descending_gather: a part of {len(tokens)}, {len(values)}, {len(masses)}, {len(law)} entries, an index of {size} and outputs of {[len(a) for a in out]}")
+    if not (len(tokens) == len(values) == len(masses) == len(law) == size and all(len(a) == size for a in out)) or (size and (min(index.min(), tokens.min()) < 0 or index.max() >= size or tokens.max() >= len(r_star))):
+        raise ValueError(f"descending_gather: a part of {len(tokens)}, {len(values)}, {len(masses)}, {len(law)} entries, an index of {size} into it, tokens below len(r*) = {len(r_star)} and outputs of {[len(a) for a in out]}")
     _compiled()
     _descending_gather(np.ascontiguousarray(index, dtype=np.int64), tokens, values, masses, law, *out, r_star)
 
@@ -383,6 +383,7 @@ def _apply_order(sub, hint, values, masses, key, tokens, out_values, out_masses,
 
 
 def _descending_gather(index, tokens, values, masses, law, out_tokens, out_values, out_masses, smaller, r_star):
+    """:func:`descending_gather`'s pass (arguments checked there)."""
     for i in range(index.shape[0]):
         j = index[i]
         token, value, bound = tokens[j], values[j], law[j]

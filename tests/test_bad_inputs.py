@@ -34,6 +34,17 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "bad-inputs.md"
 NO_MODEL = ("--model", "no-such-model")
 
 
+def _choose_with_a_random_state() -> None:
+    """The rule without replacement's draw (its J-curtain marks, a compiled kernel that takes a
+    Generator) given numpy's legacy RandomState."""
+    from multidraft.theory import WithoutReplacement, zipf
+    from multidraft.theory.verifier import optimal_selection_rule
+
+    law = WithoutReplacement(np.full(30, 1 / 30), 3)
+    rule = optimal_selection_rule(zipf(30, exponent=1.1, rng=np.random.default_rng(0)), law)
+    rule.choose(law.sample(np.random.default_rng(1), 4), np.random.RandomState(0))
+
+
 @dataclass(frozen=True)
 class CliCase:
     """``multidraft ARGV`` must fail with one line containing ``words``."""
@@ -192,6 +203,7 @@ def _api_cases() -> list[ApiCase]:
         ApiCase("NaN as a tolerance", "unit_acceptance(p, IID(q, 2), tolerance=float('nan'))", lambda: unit_acceptance([0.3, 0.7], IID([0.3, 0.7], 2), tolerance=np.nan), ValueError, "tolerance: must be a finite number in [0, 1)"),
         ApiCase("a negative number of samples", "IID([0.3, 0.7], k=2).sample(np.random.default_rng(0), -1)", lambda: IID([0.3, 0.7], k=2).sample(np.random.default_rng(0), -1), ValueError, "size: the number of draft tuples must be an integer >= 0, got -1"),
         ApiCase("a seed where a generator is expected, for sampling", "IID([0.3, 0.7], k=2).sample(0)", lambda: IID([0.3, 0.7], k=2).sample(0), TypeError, "rng: expected a numpy.random.Generator"),
+        ApiCase("a legacy RandomState where a generator is expected, choosing among drafts without replacement", "optimal_selection_rule(p, WithoutReplacement(q, 3)).choose(tuples, np.random.RandomState(0))", _choose_with_a_random_state, TypeError, "rng: expected a numpy.random.Generator, e.g. numpy.random.default_rng(0), got RandomState"),
         ApiCase("drafts without replacement counting masses below the floor", "WithoutReplacement([0.5, 0.5, 1e-308, 1e-308], k=4)", lambda: WithoutReplacement([0.5, 0.5, 1e-308, 1e-308], k=4), ValueError, "(entries below MASS_FLOOR=1e-300 count as zero), got k=4 > 2"),
     ]
 

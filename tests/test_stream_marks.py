@@ -104,5 +104,5 @@ def test_threads_sharing_a_generator_leave_the_state_of_a_sequential_run(generat
 
 def test_a_generator_is_required():
     tuples = np.arange(4, dtype=np.int64).reshape(2, 2)
-    with pytest.raises(ValueError, match="rng: expected a numpy.random.Generator, got RandomState"):
+    with pytest.raises(TypeError, match="rng: expected a numpy.random.Generator, e.g. numpy.random.default_rng.0., got RandomState"):
         stream_marks(tuples, np.ones((2, 2), dtype=bool), np.full((2, 2), 0.1), np.random.RandomState(0))

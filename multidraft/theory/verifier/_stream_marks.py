@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from multidraft.theory._numba import compile_in_place
+from multidraft.theory.laws._distributions import check_generator
 
 __all__ = ["stream_marks"]
 
@@ -29,8 +30,7 @@ def stream_marks(tuples: np.ndarray, in_u: np.ndarray, mass: np.ndarray, rng: np
     arrived draft whose cumulative U mass exceeds ``v q(arrived U)`` (the last arrived, at most).
     O(m K (K + repeats)); ``rng`` advanced exactly as by those calls, holding its bit
     generator's lock as numpy's own calls do (the kernel runs without the GIL)."""
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
+    check_generator(rng)
     compile_in_place(globals(), KERNELS)
     marks = np.full(tuples.shape, -1, dtype=np.int64)
     with rng.bit_generator.lock:

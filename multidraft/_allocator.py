@@ -38,13 +38,17 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _INT_MAX = 2**31 - 1
 
 
-def _checked(name: str, value: int, largest: int | None = None) -> int:
+def _checked(name: str, value: int, largest: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int (bytes), got {type(value).__name__}")
-    if value < 0 or (largest is not None and value > largest):
-        bound = f"0 <= {name} <= {largest}" if largest is not None else f"{name} >= 0"
-        raise ValueError(f"need {bound} bytes, got {value}")
+    if not 0 <= value <= largest:
+        raise ValueError(f"need 0 <= {name} <= {largest} bytes, got {value}")
     return value
+
+
+def _sizes(mapped_from: int, trimmed_from: int) -> tuple[int, int]:
+    """Both thresholds checked: ``mapped_from`` in [0, :data:`MAPPED_FROM`], ``trimmed_from`` a C int."""
+    return _checked("mapped_from", mapped_from, MAPPED_FROM), _checked("trimmed_from", trimmed_from, _INT_MAX)
 
 
 def _glibc() -> bool:
@@ -61,8 +65,7 @@ def retain_freed_memory(mapped_from: int = MAPPED_FROM, trimmed_from: int = TRIM
     Returns True where set, False on a system without glibc (nothing changed there). Raises
     ``ValueError`` for a negative or too large size, ``TypeError`` for a non-integer, and
     ``RuntimeError`` if glibc refuses a setting."""
-    mapped_from = _checked("mapped_from", mapped_from, MAPPED_FROM)
-    trimmed_from = _checked("trimmed_from", trimmed_from, _INT_MAX)
+    mapped_from, trimmed_from = _sizes(mapped_from, trimmed_from)
     if not _glibc():
         return False
     mallopt = ctypes.CDLL(None).mallopt
@@ -77,6 +80,5 @@ def retained_environment(mapped_from: int = MAPPED_FROM, trimmed_from: int = TRI
     """:func:`retain_freed_memory`'s settings as glibc's environment variables for a new
     process: ``{"MALLOC_MMAP_THRESHOLD_": mapped_from, "MALLOC_TRIM_THRESHOLD_": trimmed_from}``
     (as strings; the same checks)."""
-    mapped_from = _checked("mapped_from", mapped_from, MAPPED_FROM)
-    trimmed_from = _checked("trimmed_from", trimmed_from, _INT_MAX)
+    mapped_from, trimmed_from = _sizes(mapped_from, trimmed_from)
     return {"MALLOC_MMAP_THRESHOLD_": str(mapped_from), "MALLOC_TRIM_THRESHOLD_": str(trimmed_from)}

@@ -96,6 +96,17 @@ def _pair_cases(count, seed=0):
         yield p, q, boundary, tail, alpha
 
 
+def _random_nodes(seed, trials=40):
+    """``(rng, p, q, boundary)`` of ``trials`` random nodes of 3-299 tokens, drafts peaked and
+    flat by turns; ``rng`` goes on to the trial's own draws."""
+    rng = np.random.default_rng(seed)
+    for trial in range(trials):
+        n = int(rng.integers(3, 300))
+        q = rng.dirichlet(np.full(n, 0.3 if trial % 2 else 2.0))
+        p = rng.dirichlet(np.full(n, 0.5))
+        yield rng, p, q, int(rng.integers(0, n))
+
+
 # --- the pass ---------------------------------------------------------------------------------
 
 
@@ -280,13 +291,9 @@ def test_pass_with_given_masses_and_buffers_is_the_same_and_wrong_masses_are_cau
     shared with ``pair_last_node``, α and r written into reused memory holding garbage) gives
     the bits of the plain call, as views of the buffers; the twin, the masses of q reversed
     (the largest token's index wrong), is caught."""
-    rng = np.random.default_rng(12)
     caught = 0
-    for trial in range(40):
-        n = int(rng.integers(3, 300))
-        q = rng.dirichlet(np.full(n, 0.3 if trial % 2 else 2.0))
-        p = rng.dirichlet(np.full(n, 0.5))
-        boundary = int(rng.integers(0, n))
+    for rng, p, q, boundary in _random_nodes(12):
+        n = len(p)
         tail = int(rng.integers(boundary, n + 1))
         plain = pair_pass(p, q, boundary, tail)
         buffers = (np.full(n + 3, np.nan), np.full(n + 3, np.nan))
@@ -396,13 +403,9 @@ def test_tail_pass_writes_at_the_tokens_and_the_minimum_and_a_shuffled_write_is_
     from multidraft.theory.optimum._wor_moments import LIGHT
     from multidraft.theory.verifier._front_back_two import PairTail, pair_tail_pass
 
-    rng = np.random.default_rng(13)
     caught = 0
-    for trial in range(40):
-        n = int(rng.integers(3, 300))
-        q = rng.dirichlet(np.full(n, 0.3 if trial % 2 else 2.0))
-        p = rng.dirichlet(np.full(n, 0.5))
-        boundary = int(rng.integers(0, n))
+    for rng, p, q, boundary in _random_nodes(13):
+        n = len(p)
         law = rng.random(n - boundary)
         find = PairTail(law, LIGHT, 0.9, 2)
         alpha, r, start = pair_tail_pass(p, q, boundary, find)
